@@ -1,0 +1,135 @@
+// Package config holds redcrawl's one typed configuration. It is loaded once
+// (defaults, then config.yaml, then CRAWLER_* environment variables) by Load,
+// validated by Validate, and handed to constructors as a struct: no package
+// other than this one reads viper.
+package config
+
+import "time"
+
+// Config is the whole configuration of a master or a slave. Both read the
+// same file so that they agree on the crawl, its scope and its politeness.
+type Config struct {
+	Redis      Redis      `mapstructure:"redis"`
+	MySQL      MySQL      `mapstructure:"mysql"`
+	Crawl      Crawl      `mapstructure:"crawl"`
+	Politeness Politeness `mapstructure:"politeness"`
+	Lease      Lease      `mapstructure:"lease"`
+	Slave      Slave      `mapstructure:"slave"`
+	Fetch      Fetch      `mapstructure:"fetch"`
+	Master     Master     `mapstructure:"master"`
+	Dedup      Dedup      `mapstructure:"dedup"`
+	Log        Log        `mapstructure:"log"`
+}
+
+// Redis is where the frontier lives.
+type Redis struct {
+	// URL is a redis:// or rediss:// URL (redis://user:pass@host:port/db).
+	URL string `mapstructure:"url"`
+}
+
+// MySQL is where the master writes its logs.
+type MySQL struct {
+	// DSN is a go-sql-driver/mysql DSN. The master creates the database
+	// named in it when it is missing.
+	DSN string `mapstructure:"dsn"`
+}
+
+// Crawl names the crawl and its scope.
+type Crawl struct {
+	Name string `mapstructure:"name"`
+	// MaxDepth is the largest link depth followed from a seed; 0 = unlimited.
+	MaxDepth int `mapstructure:"max_depth"`
+	// AllowHosts lists the hosts that may be fetched; empty = the seeds' hosts.
+	AllowHosts []string `mapstructure:"allow_hosts"`
+	// Allow, when not empty, keeps only URLs that match one of these regexes.
+	Allow []string `mapstructure:"allow"`
+	// Deny drops URLs that match any of these regexes (after Allow).
+	Deny []string `mapstructure:"deny"`
+	// StripParams are query parameters removed by canonicalization; a
+	// trailing * matches a prefix (utm_*).
+	StripParams []string `mapstructure:"strip_params"`
+	// MaxRedirects is the longest redirect chain followed from one URL.
+	MaxRedirects int `mapstructure:"max_redirects"`
+}
+
+// Politeness binds every slave together towards one site.
+type Politeness struct {
+	// Delay is the least time between the starts of two requests to one host.
+	Delay time.Duration `mapstructure:"delay"`
+	// Jitter adds a uniform random extra wait of up to Jitter × Delay.
+	Jitter float64 `mapstructure:"jitter"`
+	// HostConcurrency is the number of requests in flight to one host across
+	// all slaves.
+	HostConcurrency int `mapstructure:"host_concurrency"`
+	// ObeyRobots makes slaves fetch and obey robots.txt.
+	ObeyRobots bool `mapstructure:"obey_robots"`
+	// MaxCrawlDelay caps a robots.txt Crawl-delay.
+	MaxCrawlDelay time.Duration `mapstructure:"max_crawl_delay"`
+	// RobotsTTL is how long a fetched robots.txt is trusted.
+	RobotsTTL time.Duration `mapstructure:"robots_ttl"`
+}
+
+// Lease governs claimed tasks.
+type Lease struct {
+	// Duration is how long a claim is held before the master takes it back.
+	Duration time.Duration `mapstructure:"duration"`
+	// MaxAttempts is how many times a task is tried before it is failed.
+	MaxAttempts int `mapstructure:"max_attempts"`
+	// RetryBase is the first retry backoff; it doubles with every attempt.
+	RetryBase time.Duration `mapstructure:"retry_base"`
+	// RetryMax caps the retry backoff (and a Retry-After header).
+	RetryMax time.Duration `mapstructure:"retry_max"`
+}
+
+// Slave tunes one slave process.
+type Slave struct {
+	// Concurrency is the number of fetches in flight in one slave.
+	Concurrency int `mapstructure:"concurrency"`
+	// HeartbeatInterval is how often a slave reports to Redis.
+	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
+	// ShutdownTimeout bounds a graceful leave: in-flight fetches that are not
+	// done by then are given back.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// IdlePoll is how long a slave waits before claiming again when no
+	// host is ready.
+	IdlePoll time.Duration `mapstructure:"idle_poll"`
+}
+
+// Fetch tunes HTTP fetching.
+type Fetch struct {
+	Timeout time.Duration `mapstructure:"timeout"`
+	// MaxBodyBytes caps a body, counted on decompressed bytes.
+	MaxBodyBytes int64  `mapstructure:"max_body_bytes"`
+	UserAgent    string `mapstructure:"user_agent"`
+	// AllowPrivateNetworks lets slaves connect to loopback, private and
+	// link-local addresses (tests, intranet crawls).
+	AllowPrivateNetworks bool `mapstructure:"allow_private_networks"`
+}
+
+// Master tunes the master's components.
+type Master struct {
+	// DeadAfter is how long a slave may miss heartbeats before it is
+	// declared dead and its tasks recovered.
+	DeadAfter time.Duration `mapstructure:"dead_after"`
+	// RecoverInterval is how often expired leases are looked for.
+	RecoverInterval time.Duration `mapstructure:"recover_interval"`
+	// Quiescence is how long a crawl must stay empty to be finished.
+	Quiescence time.Duration `mapstructure:"quiescence"`
+	// HeartbeatSample is how often slave heartbeats are sampled into MySQL.
+	HeartbeatSample time.Duration `mapstructure:"heartbeat_sample"`
+	// SinkBatch is the largest number of events inserted in one transaction.
+	SinkBatch int `mapstructure:"sink_batch"`
+}
+
+// Dedup sizes the seen-URL store.
+type Dedup struct {
+	// ExpectedURLs sizes the number of fingerprint buckets when a crawl
+	// starts; it is fixed for the crawl's life.
+	ExpectedURLs int64 `mapstructure:"expected_urls"`
+}
+
+// Log sets up log/slog.
+type Log struct {
+	Level  string `mapstructure:"level"`  // debug, info, warn, error
+	Format string `mapstructure:"format"` // text or json
+}
