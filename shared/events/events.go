@@ -35,9 +35,9 @@ const (
 	KindTooLarge     = "too_large"
 	KindRobotsDenied = "robots_denied"
 	KindParse        = "parse"
-	KindRedirect     = "redirect"  // redirect chain too long or invalid target
-	KindBlocked      = "blocked"   // private network address refused
-	KindFailed       = "failed"    // attempts exhausted
+	KindRedirect     = "redirect" // redirect chain too long or invalid target
+	KindBlocked      = "blocked"  // private network address refused
+	KindFailed       = "failed"   // attempts exhausted
 	KindOther        = "other"
 )
 
