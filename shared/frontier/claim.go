@@ -1,0 +1,116 @@
+package frontier
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// claimScript leases up to max tasks from hosts whose next allowed time has
+// come, first moving retries that are due back to their queues.
+//
+// KEYS: the crawl's fixed keys (Keys.all).
+// ARGV: prefix, slave, max, lease_ms, conc, delay_ms, jitter, seed.
+// Returns: a flat array, 6 entries per lease:
+//
+//	host, prio, task, token, leased_at_ms, deadline_ms
+//
+// Politeness: a host is in the ready set only while it has queued tasks and
+// fewer than conc requests in flight. A claim takes one task per host (all
+// free slots when the delay is 0) and moves the host's next allowed time to
+// now + delay × (1 + jitter × rand), so two request starts to one host are
+// never closer than the delay, across all slaves. With conc = 1 the host
+// leaves the ready set until the lease ends, and Complete sets its next
+// time from the end of the fetch.
+var claimScript = redis.NewScript(luaPrelude + `
+local slave, maxn, lease_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local conc, delay_ms, jitter = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+math.randomseed(tonumber(ARGV[8]))
+local now = now_ms()
+
+-- retries that are due go back to their queues
+local due = redis.call('ZRANGEBYSCORE', K_RETRY, '-inf', now, 'LIMIT', 0, 256)
+for _, m in ipairs(due) do
+  redis.call('ZREM', K_RETRY, m)
+  local host, prio, task = string.match(m, '^([^\t]*)\t([^\t]*)\t(.*)$')
+  push(host, prio, task, conc, false)
+end
+
+local out = {}
+local hosts = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'LIMIT', 0, maxn)
+local n = 0
+for _, host in ipairs(hosts) do
+  if n >= maxn then break end
+  local infl = tonumber(redis.call('HGET', K_HINFL, host) or '0')
+  local hd = tonumber(redis.call('HGET', K_HDELAY, host) or delay_ms)
+  local take = 1
+  if hd == 0 then take = conc - infl end
+  while take > 0 and n < maxn and infl < conc do
+    local pr = redis.call('ZRANGE', k_prios(host), 0, 0)
+    if #pr == 0 then break end
+    local prio = pr[1]
+    local q = k_queue(host, prio)
+    local task = redis.call('LPOP', q)
+    if redis.call('LLEN', q) == 0 then redis.call('ZREM', k_prios(host), prio) end
+    if task then
+      local url = task_url(task)
+      local token = redis.call('HINCRBY', K_META, 'leaseseq', 1)
+      redis.call('HINCRBY', K_STATS, 'queued', -1)
+      redis.call('HINCRBY', K_STATS, 'claimed', 1)
+      infl = redis.call('HINCRBY', K_HINFL, host, 1)
+      redis.call('ZADD', K_LEASE, now + lease_ms, url)
+      redis.call('HSET', K_LEASEDATA, url, slave .. '\t' .. token .. '\t' .. now .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
+      out[#out + 1] = host
+      out[#out + 1] = prio
+      out[#out + 1] = task
+      out[#out + 1] = token
+      out[#out + 1] = now
+      out[#out + 1] = now + lease_ms
+      n = n + 1
+    end
+    take = take - 1
+  end
+  local nxt = now + math.floor(hd * (1 + jitter * math.random()))
+  local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
+  if nxt > cur then redis.call('HSET', K_HNEXT, host, nxt) end
+  ready_host(host, conc)
+end
+return out
+`)
+
+// Claim implements Frontier.
+func (f *Redis) Claim(ctx context.Context, slave string, max int) ([]Lease, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	res, err := f.run(ctx, claimScript, slave, max, ms(f.opt.LeaseDuration),
+		f.opt.HostConcurrency, ms(f.opt.Delay), f.opt.Jitter, seed())
+	if err != nil {
+		return nil, wrap("claim", err)
+	}
+	arr, _ := res.([]any)
+	if len(arr)%6 != 0 {
+		return nil, fmt.Errorf("claim: script returned %d values", len(arr))
+	}
+	leases := make([]Lease, 0, len(arr)/6)
+	for i := 0; i < len(arr); i += 6 {
+		host, _ := arr[i].(string)
+		prio, err := toInt(arr[i+1])
+		if err != nil {
+			return nil, fmt.Errorf("claim: priority: %w", err)
+		}
+		task, _ := arr[i+2].(string)
+		t, err := parseTask(host, prio, task)
+		if err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		token, _ := toInt(arr[i+3])
+		at, _ := toInt(arr[i+4])
+		dl, _ := toInt(arr[i+5])
+		leases = append(leases, Lease{Task: t, Slave: slave, Token: token,
+			LeasedAt: time.UnixMilli(at), Deadline: time.UnixMilli(dl)})
+	}
+	return leases, nil
+}

@@ -1,0 +1,154 @@
+package frontier
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// completeScript acknowledges a batch of leases. For each completion it
+// checks the lease is still held by this slave with this token (a lost
+// lease cannot be acked: nothing of it is applied), ends the lease, frees
+// the host's slot and sets its next allowed time, applies the outcome,
+// writes the events to the stream and enqueues the links that were never
+// seen, all in one atomic step.
+//
+// KEYS: the crawl's fixed keys (Keys.all).
+// ARGV: prefix, slave, conc, delay_ms, jitter, max_attempts, scope_by_seeds,
+// seed, crawl, n; then per completion:
+//
+//	url, token, outcome, host_delay_ms, backoff_ms, retry_in_ms, reason,
+//	n_events, n_links, then n_events × (type, data), then
+//	n_links × (bucket, field, host, scope_host, prio, task)
+//
+// outcome is done, retry, fail or release.
+// Returns: an array of n acks (1 held, 0 lost) followed by the number of
+// links enqueued.
+var completeScript = redis.NewScript(luaPrelude + `
+local slave, conc, delay_ms, jitter = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local max_attempts, scope_by_seeds, crawl = tonumber(ARGV[6]), ARGV[7] == '1', ARGV[9]
+math.randomseed(tonumber(ARGV[8]))
+local n = tonumber(ARGV[10])
+local now = now_ms()
+local i = 11
+local acks = {}
+local added = 0
+for c = 1, n do
+  local url, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local host_delay, backoff, retry_in = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  local reason, nev, nlinks = ARGV[i + 6], tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])
+  local ev_at = i + 9
+  local links_at = ev_at + 2 * nev
+  i = links_at + 6 * nlinks
+
+  local data = redis.call('HGET', K_LEASEDATA, url)
+  local held = false
+  local d
+  if data then
+    d = lease_fields(data)
+    held = d[1] == slave and d[2] == token
+  end
+  if not held then
+    acks[#acks + 1] = 0
+  else
+    acks[#acks + 1] = 1
+    local host, prio, task = d[4], d[5], d[6]
+    redis.call('ZREM', K_LEASE, url)
+    redis.call('HDEL', K_LEASEDATA, url)
+    host_done(host)
+    if host_delay > 0 then redis.call('HSET', K_HDELAY, host, host_delay) end
+    local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
+    local nxt = cur
+    if conc == 1 and outcome ~= 'release' then
+      -- one request at a time: the next one starts a delay after this one ended
+      local hd = tonumber(redis.call('HGET', K_HDELAY, host) or delay_ms)
+      nxt = math.max(nxt, now + math.floor(hd * (1 + jitter * math.random())))
+    end
+    if backoff > 0 then nxt = math.max(nxt, now + backoff) end
+    if nxt ~= cur then redis.call('HSET', K_HNEXT, host, nxt) end
+
+    if outcome == 'done' then
+      redis.call('HINCRBY', K_STATS, 'done', 1)
+    elseif outcome == 'retry' then
+      local attempt, failed, nt = requeue_or_fail(host, prio, task, conc, max_attempts, reason, now, crawl, slave)
+      if not failed then
+        redis.call('ZADD', K_RETRY, now + retry_in, host .. '\t' .. prio .. '\t' .. nt)
+        redis.call('HINCRBY', K_STATS, 'retried', 1)
+        redis.call('HDEL', K_META, 'idle_since', 'finished')
+      end
+    elseif outcome == 'fail' then
+      redis.call('RPUSH', K_FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
+      redis.call('HINCRBY', K_STATS, 'failed', 1)
+    elseif outcome == 'release' then
+      push(host, prio, task, conc, true)
+      redis.call('HINCRBY', K_STATS, 'released', 1)
+    end
+    ready_host(host, conc)
+
+    for e = 0, nev - 1 do
+      emit(ARGV[ev_at + 2 * e], ARGV[ev_at + 2 * e + 1])
+    end
+    if outcome == 'done' then
+      for l = 0, nlinks - 1 do
+        local j = links_at + 6 * l
+        local lhost, lscope = ARGV[j + 2], ARGV[j + 3]
+        if (not scope_by_seeds) or redis.call('SISMEMBER', K_SCOPE, lscope) == 1 then
+          if redis.call('HSETNX', k_seen(ARGV[j]), ARGV[j + 1], '') == 1 then
+            push(lhost, ARGV[j + 4], ARGV[j + 5], conc, false)
+            redis.call('HINCRBY', K_STATS, 'seen', 1)
+            added = added + 1
+          end
+        end
+      end
+    end
+  end
+end
+acks[#acks + 1] = added
+return acks
+`)
+
+// Complete implements Frontier.
+func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]bool, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	args := []any{slave, f.opt.HostConcurrency, ms(f.opt.Delay), f.opt.Jitter, f.opt.MaxAttempts,
+		boolArg(f.opt.ScopeBySeeds), seed(), f.opt.Crawl, len(cs)}
+	for _, c := range cs {
+		if c.Outcome < Done || c.Outcome > Release {
+			return nil, fmt.Errorf("complete %s: invalid outcome %d", c.Lease.URL, c.Outcome)
+		}
+		links := c.Links
+		if c.Outcome != Done {
+			links = nil
+		}
+		args = append(args, c.Lease.URL, c.Lease.Token, c.Outcome.String(), ms(c.HostDelay),
+			ms(c.Backoff), ms(c.RetryIn), c.Reason, len(c.Events), len(links))
+		for _, e := range c.Events {
+			args = append(args, string(e.Type), e.Data)
+		}
+		args = f.appendTuples(args, links)
+	}
+	res, err := f.run(ctx, completeScript, args...)
+	if err != nil {
+		return nil, wrap("complete", err)
+	}
+	arr, _ := res.([]any)
+	if len(arr) != len(cs)+1 {
+		return nil, fmt.Errorf("complete: script returned %d values for %d completions", len(arr), len(cs))
+	}
+	acked := make([]bool, len(cs))
+	for i := range cs {
+		v, _ := toInt(arr[i])
+		acked[i] = v == 1
+	}
+	return acked, nil
+}
+
+func boolArg(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

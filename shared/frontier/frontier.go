@@ -1,0 +1,176 @@
+// Package frontier is the crawl's shared work queue: seen-URL dedup,
+// per-host queues under global politeness, leased claims, retries, lost-task
+// recovery and termination. The Redis implementation keeps all of it in one
+// Redis (or one Redis Cluster slot per crawl); every multi-key step is one
+// Lua script, so any number of slaves and one master can use it at once.
+//
+// The interfaces are small and split by who uses them: slaves Claim,
+// Complete and Extend; the seed command Seeds; the master Supervises; every
+// process reports through the Registry. One shared test suite
+// (frontiertest) runs against every implementation.
+package frontier
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+)
+
+// Task is one URL to fetch.
+type Task struct {
+	URL       string // canonical absolute URL
+	Host      string // politeness key: urlx.HostKey
+	ScopeHost string // host name without port, for the seeds' host scope
+	Depth     int    // links followed from a seed
+	Hops      int    // redirects followed to reach this URL
+	Attempt   int    // failed attempts so far
+	Priority  int64  // lower is claimed first within a host (BFS: depth)
+}
+
+// Lease is a claimed task. Only the slave that holds the lease, with this
+// token, can complete or extend it.
+type Lease struct {
+	Task
+	Slave    string
+	Token    int64
+	LeasedAt time.Time
+	Deadline time.Time
+}
+
+// Outcome says what became of a leased task.
+type Outcome uint8
+
+const (
+	// Done: the URL was processed (any final status, including 3xx and 4xx
+	// that are recorded and dropped); its links are enqueued.
+	Done Outcome = iota + 1
+	// Retry: a failure that may pass later; the task comes back after
+	// RetryIn, or is failed once it has used its attempts.
+	Retry
+	// Fail: a failure that will not pass; the task is failed now.
+	Fail
+	// Release: the slave gives the lease back untried (graceful leave);
+	// no attempt is counted and the task goes to the front of its queue.
+	Release
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Done:
+		return "done"
+	case Retry:
+		return "retry"
+	case Fail:
+		return "fail"
+	case Release:
+		return "release"
+	}
+	return "unknown"
+}
+
+// Event is an encoded record for the crawl's event stream.
+type Event struct {
+	Type events.Type
+	Data []byte
+}
+
+// NewEvent encodes a record from package events.
+func NewEvent(v any) (Event, error) {
+	t, b, err := events.Encode(v)
+	return Event{Type: t, Data: b}, err
+}
+
+// Completion reports a leased task's outcome in the same atomic step as its
+// discovered links and its events.
+type Completion struct {
+	Lease   Lease
+	Outcome Outcome
+	// Links are enqueued (deduplicated) when Outcome is Done.
+	Links []Task
+	// Events go to the event stream if and only if the lease was still held.
+	Events []Event
+	// HostDelay, when positive, becomes the host's politeness delay from now
+	// on (robots.txt Crawl-delay, already capped).
+	HostDelay time.Duration
+	// Backoff, when positive, keeps every slave off the host for that long
+	// (429 or 503 with or without Retry-After).
+	Backoff time.Duration
+	// RetryIn is the wait before a Retry outcome comes back.
+	RetryIn time.Duration
+	// Reason is recorded with a failed task.
+	Reason string
+}
+
+// Stats is a snapshot of a crawl.
+type Stats struct {
+	Crawl       string  `json:"crawl"`
+	Queued      int64   `json:"queued"`
+	InFlight    int64   `json:"in_flight"`
+	Retry       int64   `json:"retry"`
+	Done        int64   `json:"done"`
+	Failed      int64   `json:"failed"`
+	Seen        int64   `json:"seen"`
+	Lost        int64   `json:"lost"`
+	Retried     int64   `json:"retried"`
+	Hosts       int64   `json:"hosts_ready"`
+	SlavesAlive int     `json:"slaves_alive"`
+	PagesPerSec float64 `json:"pages_per_sec"`
+	Finished    bool    `json:"finished"`
+	FinishedAt  int64   `json:"finished_at,omitempty"` // unix ms
+}
+
+// SlaveInfo is a registered slave's last heartbeat.
+type SlaveInfo struct {
+	events.Heartbeat
+	LastSeen time.Time
+}
+
+// Frontier is what a slave needs.
+type Frontier interface {
+	// Claim leases up to max tasks whose hosts' time has come.
+	Claim(ctx context.Context, slave string, max int) ([]Lease, error)
+	// Complete acknowledges leased tasks; acked[i] is false when the
+	// lease was lost (expired and taken back), in which case nothing of
+	// that completion was applied.
+	Complete(ctx context.Context, slave string, cs []Completion) (acked []bool, err error)
+	// Extend pushes the deadlines of held leases; held[i] is false for a
+	// lease that was lost.
+	Extend(ctx context.Context, slave string, leases []Lease) (held []bool, err error)
+}
+
+// Seeder adds seeds.
+type Seeder interface {
+	// Seed enqueues the tasks that were never seen; it returns how many.
+	Seed(ctx context.Context, tasks []Task) (added int, err error)
+}
+
+// Supervisor is what the master needs.
+type Supervisor interface {
+	// RecoverExpired takes back up to limit leases whose deadline passed.
+	RecoverExpired(ctx context.Context, limit int) (int, error)
+	// RecoverSlave takes back every lease of a slave at once and removes
+	// it from the registry, recording its death.
+	RecoverSlave(ctx context.Context, slave string) (int, error)
+	// CheckFinished decides, atomically, whether the crawl is finished:
+	// nothing queued, in flight or waiting for retry for the whole
+	// quiescence window.
+	CheckFinished(ctx context.Context, quiescence time.Duration) (bool, error)
+	// Stats returns a snapshot.
+	Stats(ctx context.Context) (Stats, error)
+}
+
+// Registry tracks live slaves.
+type Registry interface {
+	// Heartbeat registers or refreshes a slave; the first one records a join.
+	Heartbeat(ctx context.Context, hb events.Heartbeat) error
+	// Leave deregisters a slave after a graceful leave and records it.
+	Leave(ctx context.Context, slave, detail string) error
+	// Slaves lists registered slaves with their last heartbeat.
+	Slaves(ctx context.Context) ([]SlaveInfo, error)
+}
+
+// ErrUnavailable wraps errors from the backing store being unreachable, so
+// callers can pause and retry instead of failing.
+var ErrUnavailable = errors.New("frontier unavailable")

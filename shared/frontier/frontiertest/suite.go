@@ -1,0 +1,658 @@
+// Package frontiertest is the test suite every frontier implementation
+// passes. An implementation's test calls Run with a factory.
+package frontiertest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+)
+
+// Backend is everything a frontier implementation offers.
+type Backend interface {
+	frontier.Frontier
+	frontier.Seeder
+	frontier.Supervisor
+	frontier.Registry
+}
+
+// Factory makes a fresh, empty backend for one crawl, and a function that
+// drains the events written to its stream so far.
+type Factory func(t *testing.T, opt frontier.Options) (Backend, func() []events.Envelope)
+
+// Run runs the suite.
+func Run(t *testing.T, newBackend Factory) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Factory)
+	}{
+		{"SeedDedup", testSeedDedup},
+		{"DedupConcurrentPushers", testDedupConcurrent},
+		{"BreadthFirstFIFO", testBreadthFirst},
+		{"PolitenessConcurrentClaimers", testPoliteness},
+		{"HostConcurrency", testHostConcurrency},
+		{"CompleteEnqueuesLinksAndEvents", testCompleteLinks},
+		{"ScopeBySeeds", testScopeBySeeds},
+		{"LeaseExpiryRecovery", testLeaseExpiry},
+		{"LostLeaseCannotAck", testLostLeaseCannotAck},
+		{"ExtendLease", testExtend},
+		{"RetryBackoff", testRetryBackoff},
+		{"FailAndBackoff", testFailAndBackoff},
+		{"ReleaseGoesFirst", testRelease},
+		{"RecoverDeadSlave", testRecoverSlave},
+		{"RegistryJoinLeave", testRegistry},
+		{"TerminationNeverEarly", testTermination},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newBackend) })
+	}
+}
+
+func opts(crawl string) frontier.Options {
+	return frontier.Options{Crawl: crawl, Delay: 0, HostConcurrency: 1, LeaseDuration: time.Minute,
+		MaxAttempts: 3, ExpectedURLs: 10000, DeadAfter: 10 * time.Second}
+}
+
+// task builds a task for a URL.
+func task(raw string, depth int) frontier.Task {
+	u, err := url.Parse(raw)
+	if err != nil {
+		panic(err)
+	}
+	return frontier.Task{URL: raw, Host: u.Host, ScopeHost: u.Hostname(), Depth: depth, Priority: int64(depth)}
+}
+
+func urls(ls []frontier.Lease) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.URL)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// claimAll claims until nothing is claimable, completing each lease Done.
+func claimAll(t *testing.T, f Backend, slave string) []frontier.Lease {
+	t.Helper()
+	ctx := context.Background()
+	var all []frontier.Lease
+	for range 1000 {
+		ls, err := f.Claim(ctx, slave, 50)
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		if len(ls) == 0 {
+			return all
+		}
+		all = append(all, ls...)
+		var cs []frontier.Completion
+		for _, l := range ls {
+			cs = append(cs, frontier.Completion{Lease: l, Outcome: frontier.Done})
+		}
+		if _, err := f.Complete(ctx, slave, cs); err != nil {
+			t.Fatalf("complete: %v", err)
+		}
+	}
+	t.Fatal("claimAll did not drain")
+	return nil
+}
+
+func mustSeed(t *testing.T, f Backend, ts ...frontier.Task) int {
+	t.Helper()
+	n, err := f.Seed(context.Background(), ts)
+	if err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	return n
+}
+
+func testSeedDedup(t *testing.T, nb Factory) {
+	f, _ := nb(t, opts("seed"))
+	a, b := task("http://a.test/", 0), task("http://b.test/x", 0)
+	if n := mustSeed(t, f, a, b, a); n != 2 {
+		t.Fatalf("first seed added %d, want 2", n)
+	}
+	if n := mustSeed(t, f, a, b); n != 0 {
+		t.Fatalf("second seed added %d, want 0", n)
+	}
+	st, _ := f.Stats(context.Background())
+	if st.Queued != 2 || st.Seen != 2 {
+		t.Fatalf("stats queued=%d seen=%d, want 2 2", st.Queued, st.Seen)
+	}
+	got := urls(claimAll(t, f, "s1"))
+	if d := cmp.Diff([]string{"http://a.test/", "http://b.test/x"}, got); d != "" {
+		t.Fatalf("claimed (-want +got):\n%s", d)
+	}
+}
+
+func testDedupConcurrent(t *testing.T, nb Factory) {
+	f, _ := nb(t, opts("dedupc"))
+	const workers, n = 8, 300
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ts []frontier.Task
+			for i := range n {
+				// every worker pushes the same URLs, in a different order
+				j := (i*7 + w*31) % n
+				ts = append(ts, task(fmt.Sprintf("http://h%d.test/p/%d", j%10, j), 1))
+			}
+			for len(ts) > 0 {
+				k := min(37, len(ts))
+				if _, err := f.Seed(context.Background(), ts[:k]); err != nil {
+					errs <- err
+					return
+				}
+				ts = ts[k:]
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got := claimAll(t, f, "s1")
+	if len(got) != n {
+		t.Fatalf("claimed %d tasks, want %d (each URL once)", len(got), n)
+	}
+	seen := map[string]bool{}
+	for _, l := range got {
+		if seen[l.URL] {
+			t.Fatalf("%s claimed twice", l.URL)
+		}
+		seen[l.URL] = true
+	}
+}
+
+func testBreadthFirst(t *testing.T, nb Factory) {
+	f, _ := nb(t, opts("bfs"))
+	mustSeed(t, f, task("http://a.test/d2a", 2), task("http://a.test/d1a", 1),
+		task("http://a.test/d2b", 2), task("http://a.test/d0", 0), task("http://a.test/d1b", 1))
+	var got []string
+	for _, l := range claimAll(t, f, "s1") {
+		got = append(got, l.URL)
+	}
+	want := []string{"http://a.test/d0", "http://a.test/d1a", "http://a.test/d1b", "http://a.test/d2a", "http://a.test/d2b"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("claim order (-want +got):\n%s", d)
+	}
+}
+
+// testPoliteness runs concurrent claimers against three hosts and checks,
+// on the frontier's own clock, that no two claims of one host start closer
+// than the delay, and that a host is never held by two slaves at once.
+func testPoliteness(t *testing.T, nb Factory) {
+	o := opts("polite")
+	o.Delay = 60 * time.Millisecond
+	o.Jitter = 0.5
+	f, _ := nb(t, o)
+	var ts []frontier.Task
+	for h := range 3 {
+		for p := range 6 {
+			ts = append(ts, task(fmt.Sprintf("http://h%d.test/%d", h, p), 0))
+		}
+	}
+	mustSeed(t, f, ts...)
+	type claim struct {
+		at, end time.Time
+	}
+	var mu sync.Mutex
+	byHost := map[string][]claim{}
+	var wg sync.WaitGroup
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for s := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slave := fmt.Sprintf("s%d", s)
+			for time.Now().Before(deadline) {
+				st, err := f.Stats(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if st.Queued == 0 && st.InFlight == 0 {
+					return
+				}
+				ls, err := f.Claim(ctx, slave, 4)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, l := range ls {
+					time.Sleep(5 * time.Millisecond) // the fetch
+					mu.Lock()
+					byHost[l.Host] = append(byHost[l.Host], claim{at: l.LeasedAt})
+					mu.Unlock()
+					if _, err := f.Complete(ctx, slave, []frontier.Completion{{Lease: l, Outcome: frontier.Done}}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for host, cs := range byHost {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].at.Before(cs[j].at) })
+		total += len(cs)
+		for i := 1; i < len(cs); i++ {
+			// the completion of the previous fetch came at least 5ms after its claim
+			if gap := cs[i].at.Sub(cs[i-1].at); gap < o.Delay {
+				t.Errorf("host %s: claims %v apart, delay is %v", host, gap, o.Delay)
+			}
+		}
+	}
+	if total != len(ts) {
+		t.Fatalf("claimed %d tasks, want %d", total, len(ts))
+	}
+}
+
+func testHostConcurrency(t *testing.T, nb Factory) {
+	o := opts("hconc")
+	o.HostConcurrency = 3
+	f, _ := nb(t, o)
+	var ts []frontier.Task
+	for p := range 10 {
+		ts = append(ts, task(fmt.Sprintf("http://one.test/%d", p), 0))
+	}
+	mustSeed(t, f, ts...)
+	ctx := context.Background()
+	ls, err := f.Claim(ctx, "s1", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := f.Claim(ctx, "s2", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls)+len(more) != 3 {
+		t.Fatalf("in flight on one host: %d, want host_concurrency 3", len(ls)+len(more))
+	}
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done}}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.Claim(ctx, "s2", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 1 {
+		t.Fatalf("after one completion claimed %d, want 1", len(again))
+	}
+}
+
+func testCompleteLinks(t *testing.T, nb Factory) {
+	f, drain := nb(t, opts("links"))
+	mustSeed(t, f, task("http://a.test/", 0))
+	ctx := context.Background()
+	ls, err := f.Claim(ctx, "s1", 5)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("claim: %v %d", err, len(ls))
+	}
+	ev, err := frontier.NewEvent(&events.Page{Crawl: "links", URL: ls[0].URL, Status: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := []frontier.Task{task("http://a.test/1", 1), task("http://a.test/2", 1), task("http://a.test/", 1)}
+	acked, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done, Links: links, Events: []frontier.Event{ev}}})
+	if err != nil || !acked[0] {
+		t.Fatalf("complete: %v %v", err, acked)
+	}
+	st, _ := f.Stats(ctx)
+	if st.Done != 1 || st.Queued != 2 || st.InFlight != 0 {
+		t.Fatalf("stats %+v, want done 1 queued 2 (the seed is not enqueued twice)", st)
+	}
+	var pages []string
+	for _, e := range drain() {
+		if e.Page != nil {
+			pages = append(pages, e.Page.URL)
+		}
+	}
+	if d := cmp.Diff([]string{"http://a.test/"}, pages); d != "" {
+		t.Fatalf("page events (-want +got):\n%s", d)
+	}
+}
+
+func testScopeBySeeds(t *testing.T, nb Factory) {
+	o := opts("scope")
+	o.ScopeBySeeds = true
+	f, _ := nb(t, o)
+	mustSeed(t, f, task("http://in.test/", 0))
+	ctx := context.Background()
+	ls, _ := f.Claim(ctx, "s1", 5)
+	links := []frontier.Task{task("http://in.test:8080/a", 1), task("http://out.test/b", 1)}
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done, Links: links}}); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"http://in.test:8080/a"}, urls(claimAll(t, f, "s1"))); d != "" {
+		t.Fatalf("in scope (-want +got):\n%s", d)
+	}
+}
+
+func testLeaseExpiry(t *testing.T, nb Factory) {
+	o := opts("expiry")
+	o.LeaseDuration = 150 * time.Millisecond
+	f, drain := nb(t, o)
+	mustSeed(t, f, task("http://a.test/", 0))
+	ctx := context.Background()
+	ls, _ := f.Claim(ctx, "dead", 5)
+	if len(ls) != 1 {
+		t.Fatalf("claimed %d", len(ls))
+	}
+	if n, _ := f.RecoverExpired(ctx, 100); n != 0 {
+		t.Fatalf("recovered %d before expiry", n)
+	}
+	time.Sleep(250 * time.Millisecond)
+	n, err := f.RecoverExpired(ctx, 100)
+	if err != nil || n != 1 {
+		t.Fatalf("recover: %d %v", n, err)
+	}
+	again, _ := f.Claim(ctx, "alive", 5)
+	if len(again) != 1 || again[0].Attempt != 1 {
+		t.Fatalf("reclaimed %+v, want the task at attempt 1", again)
+	}
+	var lost []events.Lost
+	for _, e := range drain() {
+		if e.Lost != nil {
+			lost = append(lost, *e.Lost)
+		}
+	}
+	if len(lost) != 1 || lost[0].Slave != "dead" || lost[0].Reason != events.LostExpired || lost[0].Attempt != 1 || lost[0].URL != "http://a.test/" {
+		t.Fatalf("lost records %+v", lost)
+	}
+	st, _ := f.Stats(ctx)
+	if st.Lost != 1 {
+		t.Fatalf("stats lost %d", st.Lost)
+	}
+}
+
+func testLostLeaseCannotAck(t *testing.T, nb Factory) {
+	o := opts("lostack")
+	o.LeaseDuration = 100 * time.Millisecond
+	f, drain := nb(t, o)
+	mustSeed(t, f, task("http://a.test/", 0))
+	ctx := context.Background()
+	old, _ := f.Claim(ctx, "slow", 5)
+	time.Sleep(200 * time.Millisecond)
+	if _, err := f.RecoverExpired(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := f.Claim(ctx, "slow", 5) // the same slave claims it again: a new token
+	if len(cur) != 1 {
+		t.Fatalf("reclaim %d", len(cur))
+	}
+	drain()
+	ev, _ := frontier.NewEvent(&events.Page{URL: "http://a.test/"})
+	acked, err := f.Complete(ctx, "slow", []frontier.Completion{{Lease: old[0], Outcome: frontier.Done,
+		Links: []frontier.Task{task("http://a.test/x", 1)}, Events: []frontier.Event{ev}}})
+	if err != nil || acked[0] {
+		t.Fatalf("stale ack accepted: %v %v", acked, err)
+	}
+	if es := drain(); len(es) != 0 {
+		t.Fatalf("stale ack wrote %d events", len(es))
+	}
+	held, err := f.Extend(ctx, "slow", old)
+	if err != nil || held[0] {
+		t.Fatalf("stale extend accepted: %v %v", held, err)
+	}
+	acked, err = f.Complete(ctx, "slow", []frontier.Completion{{Lease: cur[0], Outcome: frontier.Done}})
+	if err != nil || !acked[0] {
+		t.Fatalf("current ack refused: %v %v", acked, err)
+	}
+	st, _ := f.Stats(ctx)
+	if st.Done != 1 || st.Queued != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func testExtend(t *testing.T, nb Factory) {
+	o := opts("extend")
+	o.LeaseDuration = 200 * time.Millisecond
+	f, _ := nb(t, o)
+	mustSeed(t, f, task("http://a.test/", 0))
+	ctx := context.Background()
+	ls, _ := f.Claim(ctx, "s1", 5)
+	for range 4 {
+		time.Sleep(100 * time.Millisecond)
+		held, err := f.Extend(ctx, "s1", ls)
+		if err != nil || !held[0] {
+			t.Fatalf("extend: %v %v", held, err)
+		}
+		if n, _ := f.RecoverExpired(ctx, 10); n != 0 {
+			t.Fatal("extended lease was recovered")
+		}
+	}
+	if held, _ := f.Extend(ctx, "other", ls); held[0] {
+		t.Fatal("another slave extended the lease")
+	}
+}
+
+func testRetryBackoff(t *testing.T, nb Factory) {
+	o := opts("retry")
+	o.MaxAttempts = 2
+	f, drain := nb(t, o)
+	mustSeed(t, f, task("http://a.test/", 0))
+	ctx := context.Background()
+	ls, _ := f.Claim(ctx, "s1", 5)
+	acked, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Retry, RetryIn: 300 * time.Millisecond, Reason: "http 500"}})
+	if err != nil || !acked[0] {
+		t.Fatal(err)
+	}
+	st, _ := f.Stats(ctx)
+	if st.Retry != 1 || st.Queued != 0 {
+		t.Fatalf("stats %+v, want one waiting for retry", st)
+	}
+	if got, _ := f.Claim(ctx, "s1", 5); len(got) != 0 {
+		t.Fatal("retry came back before its backoff")
+	}
+	var again []frontier.Lease
+	for range 50 {
+		time.Sleep(50 * time.Millisecond)
+		if again, _ = f.Claim(ctx, "s1", 5); len(again) > 0 {
+			break
+		}
+	}
+	if len(again) != 1 || again[0].Attempt != 1 {
+		t.Fatalf("retry %+v, want attempt 1", again)
+	}
+	if time.Since(ls[0].LeasedAt) < 300*time.Millisecond {
+		t.Fatal("retry came back before its backoff")
+	}
+	drain()
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: again[0], Outcome: frontier.Retry, RetryIn: time.Millisecond, Reason: "http 500"}}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = f.Stats(ctx)
+	if st.Failed != 1 || st.Retry != 0 || st.Queued != 0 {
+		t.Fatalf("stats %+v, want failed after max attempts", st)
+	}
+	var kinds []string
+	for _, e := range drain() {
+		if e.Exception != nil {
+			kinds = append(kinds, e.Exception.Kind)
+		}
+	}
+	if d := cmp.Diff([]string{events.KindFailed}, kinds); d != "" {
+		t.Fatalf("exceptions (-want +got):\n%s", d)
+	}
+}
+
+func testFailAndBackoff(t *testing.T, nb Factory) {
+	f, _ := nb(t, opts("failbo"))
+	mustSeed(t, f, task("http://a.test/1", 0), task("http://a.test/2", 0))
+	ctx := context.Background()
+	ls, _ := f.Claim(ctx, "s1", 5)
+	if len(ls) != 1 {
+		t.Fatalf("claimed %d with host concurrency 1", len(ls))
+	}
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Fail, Backoff: 400 * time.Millisecond, Reason: "http 404"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.Claim(ctx, "s1", 5); len(got) != 0 {
+		t.Fatal("host claimed during its backoff")
+	}
+	time.Sleep(450 * time.Millisecond)
+	if got, _ := f.Claim(ctx, "s1", 5); len(got) != 1 {
+		t.Fatalf("after backoff claimed %d", len(got))
+	}
+	st, _ := f.Stats(ctx)
+	if st.Failed != 1 {
+		t.Fatalf("failed %d", st.Failed)
+	}
+}
+
+func testRelease(t *testing.T, nb Factory) {
+	f, _ := nb(t, opts("release"))
+	mustSeed(t, f, task("http://a.test/1", 0), task("http://a.test/2", 0))
+	ctx := context.Background()
+	ls, _ := f.Claim(ctx, "s1", 5)
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Release}}); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := f.Claim(ctx, "s2", 5)
+	if len(again) != 1 || again[0].URL != ls[0].URL || again[0].Attempt != 0 {
+		t.Fatalf("after release claimed %+v, want %s at attempt 0", again, ls[0].URL)
+	}
+}
+
+func testRecoverSlave(t *testing.T, nb Factory) {
+	f, drain := nb(t, opts("deadslave"))
+	mustSeed(t, f, task("http://a.test/", 0), task("http://b.test/", 0), task("http://c.test/", 0))
+	ctx := context.Background()
+	if err := f.Heartbeat(ctx, events.Heartbeat{Slave: "victim", Host: "pi"}); err != nil {
+		t.Fatal(err)
+	}
+	mine, _ := f.Claim(ctx, "victim", 2)
+	other, _ := f.Claim(ctx, "other", 2)
+	if len(mine) != 2 || len(other) != 1 {
+		t.Fatalf("claims %d %d", len(mine), len(other))
+	}
+	n, err := f.RecoverSlave(ctx, "victim")
+	if err != nil || n != 2 {
+		t.Fatalf("recover slave: %d %v", n, err)
+	}
+	st, _ := f.Stats(ctx)
+	if st.InFlight != 1 || st.Queued != 2 || st.Lost != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	var lost, deaths int
+	for _, e := range drain() {
+		if e.Lost != nil && e.Lost.Reason == events.LostSlaveDead && e.Lost.Slave == "victim" {
+			lost++
+		}
+		if e.Slave != nil && e.Slave.Kind == events.SlaveDeath && e.Slave.Slave == "victim" && e.Slave.Host == "pi" {
+			deaths++
+		}
+	}
+	if lost != 2 || deaths != 1 {
+		t.Fatalf("lost %d deaths %d", lost, deaths)
+	}
+	if ss, _ := f.Slaves(ctx); len(ss) != 0 {
+		t.Fatalf("dead slave still registered: %+v", ss)
+	}
+}
+
+func testRegistry(t *testing.T, nb Factory) {
+	f, drain := nb(t, opts("registry"))
+	ctx := context.Background()
+	for i := range 3 {
+		if err := f.Heartbeat(ctx, events.Heartbeat{Slave: "s1", Host: "box", Pages: int64(i), PagesPerSec: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ss, err := f.Slaves(ctx)
+	if err != nil || len(ss) != 1 || ss[0].Pages != 2 {
+		t.Fatalf("slaves %+v %v", ss, err)
+	}
+	st, _ := f.Stats(ctx)
+	if st.SlavesAlive != 1 || st.PagesPerSec != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := f.Leave(ctx, "s1", "signal"); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range drain() {
+		if e.Slave != nil {
+			kinds = append(kinds, e.Slave.Kind)
+		}
+	}
+	if d := cmp.Diff([]string{events.SlaveJoin, events.SlaveLeave}, kinds); d != "" {
+		t.Fatalf("slave events (-want +got):\n%s", d)
+	}
+}
+
+func testTermination(t *testing.T, nb Factory) {
+	f, _ := nb(t, opts("term"))
+	ctx := context.Background()
+	const q = 150 * time.Millisecond
+	mustSeed(t, f, task("http://a.test/", 0))
+	ls, _ := f.Claim(ctx, "s1", 5)
+	for range 4 { // in flight for longer than the window: never finished
+		if done, _ := f.CheckFinished(ctx, q); done {
+			t.Fatal("finished while a task was in flight")
+		}
+		time.Sleep(q / 2)
+	}
+	// completing with a link keeps the crawl going
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done, Links: []frontier.Task{task("http://a.test/next", 1)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := f.CheckFinished(ctx, q); done {
+		t.Fatal("finished with a task queued")
+	}
+	next, _ := f.Claim(ctx, "s1", 5)
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: next[0], Outcome: frontier.Retry, RetryIn: 50 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := f.CheckFinished(ctx, q); done {
+		t.Fatal("finished with a task waiting for retry")
+	}
+	time.Sleep(60 * time.Millisecond)
+	last, _ := f.Claim(ctx, "s1", 5)
+	if len(last) != 1 {
+		t.Fatalf("retry not claimable: %d", len(last))
+	}
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: last[0], Outcome: frontier.Done}}); err != nil {
+		t.Fatal(err)
+	}
+	// empty now: the first check starts the window, a check within it is not finished
+	if done, _ := f.CheckFinished(ctx, q); done {
+		t.Fatal("finished before the quiescence window")
+	}
+	finished := false
+	for range 20 {
+		time.Sleep(q / 2)
+		if finished, _ = f.CheckFinished(ctx, q); finished {
+			break
+		}
+	}
+	if !finished {
+		t.Fatal("never finished")
+	}
+	st, _ := f.Stats(ctx)
+	if !st.Finished || st.Done != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	// a new seed reopens the crawl
+	mustSeed(t, f, task("http://a.test/more", 0))
+	if st, _ = f.Stats(ctx); st.Finished {
+		t.Fatal("still finished after a new seed")
+	}
+}

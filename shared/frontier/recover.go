@@ -1,0 +1,158 @@
+package frontier
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// luaLose takes back one lease: the host slot is freed and kept idle for a
+// delay (the lost fetch may still have reached the site), the task is
+// requeued at the front of its queue with its attempt counted, or failed
+// when its attempts are used, and a lost record goes to the event stream.
+const luaLose = `
+local function lose(url, data, reason, now, conc, max_attempts, delay_ms, crawl)
+  local d = lease_fields(data)
+  local slave, leased_at, host, prio, task = d[1], tonumber(d[3]), d[4], d[5], d[6]
+  redis.call('ZREM', K_LEASE, url)
+  redis.call('HDEL', K_LEASEDATA, url)
+  host_done(host)
+  local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
+  local hd = tonumber(redis.call('HGET', K_HDELAY, host) or delay_ms)
+  if now + hd > cur then redis.call('HSET', K_HNEXT, host, now + hd) end
+  local attempt, failed, nt = requeue_or_fail(host, prio, task, conc, max_attempts, 'lease lost: ' .. reason, now, crawl, slave)
+  if not failed then push(host, prio, nt, conc, true) end
+  ready_host(host, conc)
+  redis.call('HINCRBY', K_STATS, 'lost', 1)
+  emit('lost', cjson.encode({crawl = crawl, url = url, slave = slave, leased_at = leased_at,
+    detected_at = now, attempt = attempt, reason = reason}))
+end
+`
+
+// recoverExpiredScript takes back leases whose deadline passed.
+//
+// KEYS: the crawl's fixed keys (Keys.all).
+// ARGV: prefix, conc, max_attempts, delay_ms, crawl, limit.
+// Returns: the number of leases taken back.
+var recoverExpiredScript = redis.NewScript(luaPrelude + luaLose + `
+local conc, max_attempts, delay_ms, crawl, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+local now = now_ms()
+local urls = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'LIMIT', 0, limit)
+for _, url in ipairs(urls) do
+  local data = redis.call('HGET', K_LEASEDATA, url)
+  if data then
+    lose(url, data, 'expired', now, conc, max_attempts, delay_ms, crawl)
+  else
+    redis.call('ZREM', K_LEASE, url)
+  end
+end
+return #urls
+`)
+
+// retireScript removes a slave from the registry and takes back every lease
+// it still holds, recording its death or leave.
+//
+// KEYS: the crawl's fixed keys (Keys.all).
+// ARGV: prefix, conc, max_attempts, delay_ms, crawl, slave, kind (death or
+// leave), detail.
+// Returns: the number of leases taken back.
+var retireScript = redis.NewScript(luaPrelude + luaLose + `
+local conc, max_attempts, delay_ms, crawl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local slave, kind, detail = ARGV[6], ARGV[7], ARGV[8]
+local now = now_ms()
+local all = redis.call('HGETALL', K_LEASEDATA)
+local n = 0
+local prefix = slave .. '\t'
+for k = 1, #all, 2 do
+  local data = all[k + 1]
+  if string.sub(data, 1, #prefix) == prefix then
+    local reason = 'slave_dead'
+    if kind == 'leave' then reason = 'slave_left' end
+    lose(all[k], data, reason, now, conc, max_attempts, delay_ms, crawl)
+    n = n + 1
+  end
+end
+local host = ''
+local info = redis.call('HGET', K_SLAVEINFO, slave)
+if info then
+  local ok, hb = pcall(cjson.decode, info)
+  if ok and type(hb) == 'table' and type(hb.host) == 'string' then host = hb.host end
+end
+local removed = redis.call('ZREM', K_SLAVES, slave)
+redis.call('HDEL', K_SLAVEINFO, slave)
+if removed == 1 or n > 0 then
+  if n > 0 then detail = detail .. '; ' .. n .. ' leases taken back' end
+  emit('slave', cjson.encode({crawl = crawl, slave = slave, kind = kind, host = host, at = now, detail = detail}))
+end
+return n
+`)
+
+// RecoverExpired implements Supervisor.
+func (f *Redis) RecoverExpired(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	res, err := f.run(ctx, recoverExpiredScript, f.opt.HostConcurrency, f.opt.MaxAttempts,
+		ms(f.opt.Delay), f.opt.Crawl, limit)
+	if err != nil {
+		return 0, wrap("recover expired leases", err)
+	}
+	n, _ := toInt(res)
+	return int(n), nil
+}
+
+// RecoverSlave implements Supervisor.
+func (f *Redis) RecoverSlave(ctx context.Context, slave string) (int, error) {
+	return f.retire(ctx, slave, "death", "heartbeats missed")
+}
+
+func (f *Redis) retire(ctx context.Context, slave, kind, detail string) (int, error) {
+	res, err := f.run(ctx, retireScript, f.opt.HostConcurrency, f.opt.MaxAttempts,
+		ms(f.opt.Delay), f.opt.Crawl, slave, kind, detail)
+	if err != nil {
+		return 0, wrap("retire slave "+slave, err)
+	}
+	n, _ := toInt(res)
+	return int(n), nil
+}
+
+// finishScript decides whether the crawl is finished: nothing queued, in
+// flight or waiting for retry, continuously for the quiescence window. Any
+// enqueue clears idle_since (push), so the window restarts whenever work
+// appears. Because leases, queues and retries only change inside scripts,
+// the check can never see "empty" while a slave holds work.
+//
+// KEYS: the crawl's fixed keys (Keys.all).
+// ARGV: prefix, quiescence_ms.
+// Returns: 1 when finished, else 0.
+var finishScript = redis.NewScript(luaPrelude + `
+local q = tonumber(ARGV[2])
+local now = now_ms()
+if redis.call('HGET', K_META, 'finished') then return 1 end
+local queued = tonumber(redis.call('HGET', K_STATS, 'queued') or '0')
+if queued > 0 or redis.call('ZCARD', K_LEASE) > 0 or redis.call('ZCARD', K_RETRY) > 0 then
+  redis.call('HDEL', K_META, 'idle_since')
+  return 0
+end
+local since = redis.call('HGET', K_META, 'idle_since')
+if not since then
+  redis.call('HSET', K_META, 'idle_since', now)
+  return 0
+end
+if now - tonumber(since) >= q then
+  redis.call('HSET', K_META, 'finished', now)
+  return 1
+end
+return 0
+`)
+
+// CheckFinished implements Supervisor.
+func (f *Redis) CheckFinished(ctx context.Context, quiescence time.Duration) (bool, error) {
+	res, err := f.run(ctx, finishScript, ms(quiescence))
+	if err != nil {
+		return false, wrap("check finished", err)
+	}
+	n, _ := toInt(res)
+	return n == 1, nil
+}

@@ -1,0 +1,97 @@
+package frontier_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/frontier/frontiertest"
+)
+
+// testRedis connects to the machine's Redis (REDCRAWL_TEST_REDIS overrides).
+func testRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	u := os.Getenv("REDCRAWL_TEST_REDIS")
+	if u == "" {
+		u = "redis://127.0.0.1:6379/0"
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("redis at %s: %v", u, err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// uniqueCrawl returns a crawl name no other test uses and deletes its keys
+// afterwards.
+func uniqueCrawl(t testing.TB, rdb *redis.Client, name string) string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	crawl := "t-" + name + "-" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := rdb.Scan(ctx, 0, "crawl:{"+crawl+"}:*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		for len(keys) > 0 {
+			n := min(500, len(keys))
+			rdb.Del(ctx, keys[:n]...)
+			keys = keys[n:]
+		}
+	})
+	return crawl
+}
+
+func TestRedisFrontier(t *testing.T) {
+	rdb := testRedis(t)
+	frontiertest.Run(t, func(t *testing.T, opt frontier.Options) (frontiertest.Backend, func() []events.Envelope) {
+		opt.Crawl = uniqueCrawl(t, rdb, opt.Crawl)
+		f, err := frontier.NewRedis(context.Background(), rdb, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := f.Stream("test")
+		if err := st.EnsureGroup(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		drain := func() []events.Envelope {
+			var out []events.Envelope
+			for range 100 {
+				es, err := st.Read(context.Background(), "c", 1000, -1, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(es) == 0 {
+					return out
+				}
+				var ids []string
+				for _, e := range es {
+					env, err := events.Decode(e.ID, e.Type, e.Data)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out = append(out, env)
+					ids = append(ids, e.ID)
+				}
+				if err := st.Ack(context.Background(), ids...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return out
+		}
+		return f, drain
+	})
+}

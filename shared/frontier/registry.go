@@ -1,0 +1,126 @@
+package frontier
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+)
+
+// heartbeatScript registers or refreshes a slave, stamped with Redis's
+// clock so that slaves' clocks never matter; a slave's first heartbeat (or
+// its first after being declared dead) records a join.
+//
+// KEYS: the crawl's fixed keys (Keys.all).
+// ARGV: prefix, slave, heartbeat_json, crawl, host.
+// Returns: 1 when the slave joined, else 0.
+var heartbeatScript = redis.NewScript(luaPrelude + `
+local slave, info, crawl, host = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local now = now_ms()
+local added = redis.call('ZADD', K_SLAVES, now, slave)
+redis.call('HSET', K_SLAVEINFO, slave, info)
+if added == 1 then
+  emit('slave', cjson.encode({crawl = crawl, slave = slave, kind = 'join', host = host, at = now, detail = ''}))
+end
+return added
+`)
+
+// Heartbeat implements Registry.
+func (f *Redis) Heartbeat(ctx context.Context, hb events.Heartbeat) error {
+	hb.Crawl = f.opt.Crawl
+	b, err := json.Marshal(hb)
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	_, err = f.run(ctx, heartbeatScript, hb.Slave, b, f.opt.Crawl, hb.Host)
+	return wrap("heartbeat", err)
+}
+
+// Leave implements Registry. Leases the slave still holds are taken back.
+func (f *Redis) Leave(ctx context.Context, slave, detail string) error {
+	_, err := f.retire(ctx, slave, "leave", detail)
+	return err
+}
+
+// Slaves implements Registry.
+func (f *Redis) Slaves(ctx context.Context) ([]SlaveInfo, error) {
+	pipe := f.rdb.Pipeline()
+	seen := pipe.ZRangeWithScores(ctx, f.keys.Slaves, 0, -1)
+	info := pipe.HGetAll(ctx, f.keys.SlaveInfo)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, wrap("list slaves", err)
+	}
+	var out []SlaveInfo
+	for _, z := range seen.Val() {
+		id, _ := z.Member.(string)
+		var s SlaveInfo
+		if raw, ok := info.Val()[id]; ok {
+			if err := json.Unmarshal([]byte(raw), &s.Heartbeat); err != nil {
+				return nil, fmt.Errorf("list slaves: decode %s: %w", id, err)
+			}
+		}
+		s.Slave = id
+		s.LastSeen = time.UnixMilli(int64(z.Score))
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Slave < out[j].Slave })
+	return out, nil
+}
+
+// Now returns Redis's clock, the one every lease and heartbeat is stamped
+// with.
+func (f *Redis) Now(ctx context.Context) (time.Time, error) {
+	t, err := f.rdb.Time(ctx).Result()
+	return t, wrap("redis time", err)
+}
+
+// Stats implements Supervisor.
+func (f *Redis) Stats(ctx context.Context) (Stats, error) {
+	pipe := f.rdb.Pipeline()
+	tm := pipe.Time(ctx)
+	st := pipe.HGetAll(ctx, f.keys.Stats)
+	lease := pipe.ZCard(ctx, f.keys.Lease)
+	retry := pipe.ZCard(ctx, f.keys.Retry)
+	meta := pipe.HGetAll(ctx, f.keys.Meta)
+	ready := pipe.ZCard(ctx, f.keys.Ready)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Stats{}, wrap("stats", err)
+	}
+	get := func(m map[string]string, k string) int64 {
+		var v int64
+		fmt.Sscan(m[k], &v)
+		return v
+	}
+	s := Stats{
+		Crawl:    f.opt.Crawl,
+		Queued:   get(st.Val(), "queued"),
+		InFlight: lease.Val(),
+		Retry:    retry.Val(),
+		Done:     get(st.Val(), "done"),
+		Failed:   get(st.Val(), "failed"),
+		Seen:     get(st.Val(), "seen"),
+		Lost:     get(st.Val(), "lost"),
+		Retried:  get(st.Val(), "retried"),
+		Hosts:    ready.Val(),
+	}
+	if fa := get(meta.Val(), "finished"); fa > 0 {
+		s.Finished, s.FinishedAt = true, fa
+	}
+	slaves, err := f.Slaves(ctx)
+	if err != nil {
+		return s, err
+	}
+	now := tm.Val()
+	for _, sl := range slaves {
+		if now.Sub(sl.LastSeen) <= f.opt.DeadAfter {
+			s.SlavesAlive++
+			s.PagesPerSec += sl.PagesPerSec
+		}
+	}
+	return s, nil
+}
