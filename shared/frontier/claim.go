@@ -17,6 +17,9 @@ import (
 //
 //	host, prio, task, token, leased_at_ms, deadline_ms
 //
+// then a wait hint: ms until the earliest ready host's time comes, or -1
+// when no host has a free slot and queued tasks.
+//
 // Politeness: a host is in the ready set only while it has queued tasks and
 // fewer than conc requests in flight. A claim takes one task per host (all
 // free slots when the delay is 0) and moves the host's next allowed time to
@@ -77,34 +80,55 @@ for _, host in ipairs(hosts) do
   if nxt > cur then redis.call('HSET', K_HNEXT, host, nxt) end
   ready_host(host, conc)
 end
+-- wait hint: ms until the earliest host is ready, -1 when none is queued
+local first = redis.call('ZRANGE', K_READY, 0, 0, 'WITHSCORES')
+if #first == 0 then
+  out[#out + 1] = -1
+else
+  out[#out + 1] = math.max(0, tonumber(first[2]) - now)
+end
 return out
 `)
 
 // Claim implements Frontier.
 func (f *Redis) Claim(ctx context.Context, slave string, max int) ([]Lease, error) {
+	ls, _, err := f.ClaimWait(ctx, slave, max)
+	return ls, err
+}
+
+// ClaimWait is Claim that also says how long to wait before a host is
+// ready (negative: no host has queued work and a free slot), so idle
+// slaves sleep instead of polling.
+func (f *Redis) ClaimWait(ctx context.Context, slave string, max int) ([]Lease, time.Duration, error) {
 	if max <= 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	res, err := f.run(ctx, claimScript, slave, max, ms(f.opt.LeaseDuration),
 		f.opt.HostConcurrency, ms(f.opt.Delay), f.opt.Jitter, seed())
 	if err != nil {
-		return nil, wrap("claim", err)
+		return nil, 0, wrap("claim", err)
 	}
 	arr, _ := res.([]any)
-	if len(arr)%6 != 0 {
-		return nil, fmt.Errorf("claim: script returned %d values", len(arr))
+	if len(arr)%6 != 1 {
+		return nil, 0, fmt.Errorf("claim: script returned %d values", len(arr))
 	}
+	hint, _ := toInt(arr[len(arr)-1])
+	wait := time.Duration(hint) * time.Millisecond
+	if hint < 0 {
+		wait = -1
+	}
+	arr = arr[:len(arr)-1]
 	leases := make([]Lease, 0, len(arr)/6)
 	for i := 0; i < len(arr); i += 6 {
 		host, _ := arr[i].(string)
 		prio, err := toInt(arr[i+1])
 		if err != nil {
-			return nil, fmt.Errorf("claim: priority: %w", err)
+			return nil, 0, fmt.Errorf("claim: priority: %w", err)
 		}
 		task, _ := arr[i+2].(string)
 		t, err := parseTask(host, prio, task)
 		if err != nil {
-			return nil, fmt.Errorf("claim: %w", err)
+			return nil, 0, fmt.Errorf("claim: %w", err)
 		}
 		token, _ := toInt(arr[i+3])
 		at, _ := toInt(arr[i+4])
@@ -112,5 +136,5 @@ func (f *Redis) Claim(ctx context.Context, slave string, max int) ([]Lease, erro
 		leases = append(leases, Lease{Task: t, Slave: slave, Token: token,
 			LeasedAt: time.UnixMilli(at), Deadline: time.UnixMilli(dl)})
 	}
-	return leases, nil
+	return leases, wait, nil
 }

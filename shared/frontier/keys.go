@@ -30,6 +30,7 @@ import (
 //	crawl:{name}:slaves        zset   slave id -> last heartbeat (ms)
 //	crawl:{name}:slaveinfo     hash   slave id -> last heartbeat JSON
 //	crawl:{name}:events        stream page, exception, slave, heartbeat and lost records
+//	crawl:{name}:robots        hash   host -> fetched_at_ms \t status \t robots.txt body
 //
 // A task string is depth \t hops \t attempt \t url: a queued URL costs its
 // length plus a few bytes.
@@ -49,6 +50,7 @@ type Keys struct {
 	Slaves     string
 	SlaveInfo  string
 	Events     string
+	Robots     string
 }
 
 const (
@@ -76,6 +78,7 @@ func NewKeys(crawl string) Keys {
 		Slaves:     p + "slaves",
 		SlaveInfo:  p + "slaveinfo",
 		Events:     p + "events",
+		Robots:     p + "robots",
 	}
 }
 
