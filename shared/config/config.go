@@ -36,6 +36,8 @@ type MySQL struct {
 
 // Crawl names the crawl and its scope.
 type Crawl struct {
+	// Name names the crawl inside Redis keys and MySQL rows: 1 to 64 of
+	// A-Z a-z 0-9 _ . -
 	Name string `mapstructure:"name"`
 	// MaxDepth is the largest link depth followed from a seed; 0 = unlimited.
 	MaxDepth int `mapstructure:"max_depth"`
@@ -97,10 +99,14 @@ type Slave struct {
 
 // Fetch tunes HTTP fetching.
 type Fetch struct {
+	// Timeout bounds one whole request. It may exceed Lease.Duration: a
+	// slave extends the leases of the tasks it is still fetching.
 	Timeout time.Duration `mapstructure:"timeout"`
 	// MaxBodyBytes caps a body, counted on decompressed bytes.
-	MaxBodyBytes int64  `mapstructure:"max_body_bytes"`
-	UserAgent    string `mapstructure:"user_agent"`
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// UserAgent is the User-Agent header and the agent matched in
+	// robots.txt.
+	UserAgent string `mapstructure:"user_agent"`
 	// AllowPrivateNetworks lets slaves connect to loopback, private and
 	// link-local addresses (tests, intranet crawls).
 	AllowPrivateNetworks bool `mapstructure:"allow_private_networks"`

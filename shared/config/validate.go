@@ -1,0 +1,275 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	crawlNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	// dbNameRE keeps the database name safe to quote in CREATE DATABASE.
+	dbNameRE = regexp.MustCompile(`^[A-Za-z0-9_$-]{1,64}$`)
+	// hostLabelRE is one label of a host name; underscores are tolerated
+	// because they occur in real host names.
+	hostLabelRE = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$`)
+)
+
+// Validate checks every key and returns an *Error naming the first bad one,
+// or nil. Keys are checked in the order of the struct, except that master
+// comes before slave, whose heartbeat_interval is bounded by
+// master.dead_after.
+//
+// fetch.timeout is only required to be positive, not shorter than
+// lease.duration: a slave extends the leases of the tasks it is still
+// fetching, so a long fetch does not lose its lease.
+func (c *Config) Validate() error {
+	for _, check := range []func() error{
+		c.validateStores, c.validateCrawl, c.validatePoliteness, c.validateLease,
+		c.validateMaster, c.validateSlave, c.validateFetch, c.validateRest,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateStores() error {
+	if _, err := c.RedisOptions(); err != nil {
+		return err
+	}
+	d, err := mysql.ParseDSN(c.MySQL.DSN)
+	if err != nil {
+		return &Error{Key: "mysql.dsn", Msg: "invalid go-sql-driver/mysql dsn (user:pass@tcp(host:3306)/db?parseTime=true)", Err: err}
+	}
+	if d.DBName == "" {
+		return &Error{Key: "mysql.dsn", Msg: "names no database (…/crawler?parseTime=true)"}
+	}
+	if !dbNameRE.MatchString(d.DBName) {
+		return errorf("mysql.dsn", "database name %q must be 1 to 64 of A-Z a-z 0-9 _ $ -", d.DBName)
+	}
+	return nil
+}
+
+func (c *Config) validateCrawl() error {
+	k := c.Crawl
+	if !crawlNameRE.MatchString(k.Name) {
+		return errorf("crawl.name", "%q must be 1 to 64 of A-Z a-z 0-9 _ . -", k.Name)
+	}
+	if k.MaxDepth < 0 {
+		return errorf("crawl.max_depth", "%d must be >= 0 (0 = unlimited)", k.MaxDepth)
+	}
+	for i, h := range k.AllowHosts {
+		if msg := checkHost(h); msg != "" {
+			return errorf(fmt.Sprintf("crawl.allow_hosts[%d]", i), "%q %s", h, msg)
+		}
+	}
+	for _, list := range []struct {
+		key      string
+		patterns []string
+	}{{"crawl.allow", k.Allow}, {"crawl.deny", k.Deny}} {
+		for i, p := range list.patterns {
+			key := fmt.Sprintf("%s[%d]", list.key, i)
+			if p == "" {
+				return &Error{Key: key, Msg: "empty regex would match every url"}
+			}
+			if _, err := regexp.Compile(p); err != nil {
+				return &Error{Key: key, Msg: "invalid regex", Err: err}
+			}
+		}
+	}
+	for i, p := range k.StripParams {
+		key := fmt.Sprintf("crawl.strip_params[%d]", i)
+		if p == "" {
+			return &Error{Key: key, Msg: "empty parameter name"}
+		}
+		if j := strings.IndexByte(p, '*'); j >= 0 && j != len(p)-1 {
+			return errorf(key, "%q: * is only allowed at the end (a prefix match)", p)
+		}
+	}
+	if k.MaxRedirects < 0 || k.MaxRedirects > 20 {
+		return errorf("crawl.max_redirects", "%d must be in [0, 20]", k.MaxRedirects)
+	}
+	return nil
+}
+
+// checkHost returns what is wrong with an allow_hosts entry, or "".
+func checkHost(h string) string {
+	name := strings.TrimPrefix(h, "*.")
+	if name == "" || len(name) > 253 {
+		return "is not a host name"
+	}
+	if strings.ContainsAny(name, ":/") {
+		return "must be a bare host name, without scheme, port or path"
+	}
+	for _, label := range strings.Split(name, ".") {
+		if !hostLabelRE.MatchString(label) {
+			return "is not a host name (letters, digits, - and _ in dot-separated labels, " +
+				"optionally after *.; an internationalized name in its xn-- form)"
+		}
+	}
+	return ""
+}
+
+func (c *Config) validatePoliteness() error {
+	p := c.Politeness
+	if p.Delay < 0 {
+		return errorf("politeness.delay", "%v must be >= 0", p.Delay)
+	}
+	if !(p.Jitter >= 0 && p.Jitter <= 10) { // also rejects NaN
+		return errorf("politeness.jitter", "%v must be in [0, 10]", p.Jitter)
+	}
+	if p.HostConcurrency < 1 {
+		return errorf("politeness.host_concurrency", "%d must be >= 1", p.HostConcurrency)
+	}
+	if p.MaxCrawlDelay < 0 {
+		return errorf("politeness.max_crawl_delay", "%v must be >= 0", p.MaxCrawlDelay)
+	}
+	if p.RobotsTTL <= 0 {
+		return errorf("politeness.robots_ttl", "%v must be > 0", p.RobotsTTL)
+	}
+	return nil
+}
+
+func (c *Config) validateLease() error {
+	l := c.Lease
+	if l.Duration < time.Second {
+		return errorf("lease.duration", "%v must be >= 1s", l.Duration)
+	}
+	if l.MaxAttempts < 1 {
+		return errorf("lease.max_attempts", "%d must be >= 1", l.MaxAttempts)
+	}
+	if l.RetryBase <= 0 {
+		return errorf("lease.retry_base", "%v must be > 0", l.RetryBase)
+	}
+	if l.RetryMax < l.RetryBase {
+		return errorf("lease.retry_max", "%v must be >= lease.retry_base (%v)", l.RetryMax, l.RetryBase)
+	}
+	return nil
+}
+
+func (c *Config) validateSlave() error {
+	s := c.Slave
+	if s.Concurrency < 1 || s.Concurrency > 4096 {
+		return errorf("slave.concurrency", "%d must be in [1, 4096]", s.Concurrency)
+	}
+	if s.HeartbeatInterval <= 0 {
+		return errorf("slave.heartbeat_interval", "%v must be > 0", s.HeartbeatInterval)
+	}
+	if s.HeartbeatInterval >= c.Master.DeadAfter/2 {
+		return errorf("slave.heartbeat_interval",
+			"%v must be less than half of master.dead_after (%v), so that one late heartbeat does not make a slave dead",
+			s.HeartbeatInterval, c.Master.DeadAfter)
+	}
+	if s.ShutdownTimeout < 0 {
+		return errorf("slave.shutdown_timeout", "%v must be >= 0", s.ShutdownTimeout)
+	}
+	if s.IdlePoll <= 0 {
+		return errorf("slave.idle_poll", "%v must be > 0", s.IdlePoll)
+	}
+	return nil
+}
+
+func (c *Config) validateFetch() error {
+	f := c.Fetch
+	if f.Timeout <= 0 {
+		return errorf("fetch.timeout", "%v must be > 0", f.Timeout)
+	}
+	if f.MaxBodyBytes <= 0 {
+		return errorf("fetch.max_body_bytes", "%d must be > 0", f.MaxBodyBytes)
+	}
+	if f.UserAgent == "" {
+		return &Error{Key: "fetch.user_agent", Msg: "must not be empty"}
+	}
+	if strings.ContainsFunc(f.UserAgent, func(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }) {
+		return errorf("fetch.user_agent", "%q must not contain control characters (CR, LF...)", f.UserAgent)
+	}
+	return nil
+}
+
+func (c *Config) validateMaster() error {
+	m := c.Master
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"master.dead_after", m.DeadAfter},
+		{"master.recover_interval", m.RecoverInterval},
+		{"master.quiescence", m.Quiescence},
+		{"master.heartbeat_sample", m.HeartbeatSample},
+	} {
+		if d.v <= 0 {
+			return errorf(d.key, "%v must be > 0", d.v)
+		}
+	}
+	if m.SinkBatch < 1 || m.SinkBatch > 10000 {
+		return errorf("master.sink_batch", "%d must be in [1, 10000]", m.SinkBatch)
+	}
+	return nil
+}
+
+func (c *Config) validateRest() error {
+	if c.Dedup.ExpectedURLs < 1000 {
+		return errorf("dedup.expected_urls", "%d must be >= 1000", c.Dedup.ExpectedURLs)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return errorf("log.level", "%q must be one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return errorf("log.format", "%q must be text or json", c.Log.Format)
+	}
+	return nil
+}
+
+// RedisOptions parses redis.url into client options. The URL must have the
+// redis or rediss scheme. An error is an *Error for redis.url; it never
+// repeats the URL, which may hold a password.
+func (c *Config) RedisOptions() (*redis.Options, error) {
+	u, err := url.Parse(c.Redis.URL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error quotes the whole URL
+		}
+		return nil, &Error{Key: "redis.url", Msg: "invalid url", Err: err}
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, &Error{Key: "redis.url", Msg: fmt.Sprintf("scheme %q must be redis or rediss (redis://[user:pass@]host:port/db)", u.Scheme)}
+	}
+	opt, err := redis.ParseURL(c.Redis.URL)
+	if err != nil {
+		return nil, &Error{Key: "redis.url", Msg: "invalid redis url", Err: err}
+	}
+	return opt, nil
+}
+
+// SlogLevel is log.level as a slog.Level (info for an unknown level, which
+// Validate rejects).
+func (c *Config) SlogLevel() slog.Level {
+	switch c.Log.Level {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
+
+func errorf(key, format string, args ...any) *Error {
+	return &Error{Key: key, Msg: fmt.Sprintf(format, args...)}
+}
