@@ -1,0 +1,271 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+)
+
+// Statement size limits for the multi-row inserts: well under the 65,535
+// placeholders of a prepared statement and MariaDB's default 16 MiB
+// max_allowed_packet.
+const (
+	maxRowsPerStmt  = 1000
+	maxBytesPerStmt = 4 << 20
+)
+
+// Insert writes a batch of events in one transaction, with one or more
+// multi-row INSERT IGNORE statements per table. Rows are keyed by (crawl,
+// stream id), so a batch redelivered after a crash between the commit and
+// the stream ack inserts nothing twice. An empty batch is a no-op.
+//
+// Each envelope is stored by whichever record pointers it has set (Type is
+// not consulted); an envelope with none is skipped. The crawl column comes
+// from the record's Crawl field. Over-long strings are cut to their column
+// size, invalid UTF-8 is replaced, out-of-range numbers and times are
+// clamped and NaN/Inf become 0, so bad data never fails the batch (which the
+// sink would otherwise retry forever). The only input errors are envelope
+// ids that are not stream ids ("<ms>-<seq>"), since cutting an id would
+// merge distinct events.
+func (s *Store) Insert(ctx context.Context, batch []events.Envelope) error {
+	ts, err := buildTables(batch)
+	if err != nil {
+		return err
+	}
+	if ts.empty() {
+		return nil
+	}
+	tx, err := s.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("insert events: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	// Always the same table order, so concurrent writers lock alike.
+	for _, t := range ts.all() {
+		if err := t.exec(ctx, tx, "INSERT IGNORE"); err != nil {
+			return fmt.Errorf("insert events: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("insert events: commit: %w", err)
+	}
+	return nil
+}
+
+// buildTables turns a batch into sanitised rows per table.
+func buildTables(batch []events.Envelope) (*tables, error) {
+	ts := newTables()
+	for i := range batch {
+		e := &batch[i]
+		if !validEventID(e.ID) {
+			return nil, fmt.Errorf("insert events: envelope %d: invalid stream id %q", i, e.ID)
+		}
+		if p := e.Page; p != nil {
+			ts.pages.add(pageRow(e.ID, p))
+		}
+		if x := e.Exception; x != nil {
+			ts.exceptions.add(exceptionRow(e.ID, x))
+		}
+		if x := e.Slave; x != nil {
+			ts.slaves.add(slaveRow(e.ID, x))
+		}
+		if x := e.Heartbeat; x != nil {
+			ts.heartbeats.add(heartbeatRow(e.ID, x))
+		}
+		if x := e.Lost; x != nil {
+			ts.lost.add(lostRow(e.ID, x))
+		}
+	}
+	return ts, nil
+}
+
+// validEventID reports whether id looks like a Redis stream id.
+func validEventID(id string) bool {
+	if id == "" || len(id) > maxEventID {
+		return false
+	}
+	ms, seq, ok := strings.Cut(id, "-")
+	return ok && digits(ms) && digits(seq)
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// URLHash is the pages.url_hash of url: the first 8 bytes of its SHA-256,
+// over the full URL even when the stored url is cut to 2048 characters. In
+// SQL, UNHEX(LEFT(SHA2(url, 256), 16)) gives the same for a stored URL that
+// was not cut.
+func URLHash(url string) []byte {
+	h := sha256.Sum256([]byte(url))
+	return h[:8]
+}
+
+func pageRow(id string, p *events.Page) []any {
+	return []any{
+		chars(p.Crawl, maxCrawl), id,
+		chars(p.URL, maxURL), URLHash(p.URL), chars(p.FinalURL, maxURL),
+		smallint(p.Status), chars(p.ContentType, maxContentType), p.Bytes,
+		integer(p.Depth), integer(p.Attempt), integer(p.Links), integer64(p.DurationMS),
+		datetime(p.FetchedAt), chars(p.Slave, maxSlave), chars(p.ContentHash, maxContentHash),
+	}
+}
+
+func exceptionRow(id string, x *events.Exception) []any {
+	return []any{
+		chars(x.Crawl, maxCrawl), id,
+		chars(x.Kind, maxKind), chars(x.URL, maxURL), chars(x.Host, maxHost),
+		chars(x.Slave, maxSlave), integer(x.Attempt), smallint(x.Status),
+		text(x.Message, maxTextBytes), datetime(x.At),
+	}
+}
+
+func slaveRow(id string, x *events.Slave) []any {
+	return []any{
+		chars(x.Crawl, maxCrawl), id,
+		chars(x.Slave, maxSlave), chars(x.Kind, maxSlaveKind), chars(x.Host, maxHost),
+		datetime(x.At), text(x.Detail, maxTextBytes),
+	}
+}
+
+func heartbeatRow(id string, x *events.Heartbeat) []any {
+	return []any{
+		chars(x.Crawl, maxCrawl), id,
+		chars(x.Slave, maxSlave), chars(x.Host, maxHost), integer(x.PID),
+		datetime(x.At), datetime(x.StartedAt),
+		x.Pages, x.Errors, x.InFlight, x.Bytes, x.RSS, finite(x.PagesPerSec),
+		integer(x.Concurrency), chars(x.State, maxState),
+	}
+}
+
+func lostRow(id string, x *events.Lost) []any {
+	return []any{
+		chars(x.Crawl, maxCrawl), id,
+		chars(x.URL, maxURL), chars(x.Slave, maxSlave),
+		datetime(x.LeasedAt), datetime(x.DetectedAt),
+		integer(x.Attempt), chars(x.Reason, maxReason),
+	}
+}
+
+// tables collects one batch's rows per table.
+type tables struct {
+	pages, exceptions, slaves, heartbeats, lost *table
+}
+
+func newTables() *tables {
+	return &tables{
+		pages: &table{name: "pages", cols: []string{
+			"crawl", "event_id", "url", "url_hash", "final_url", "status", "content_type", "bytes",
+			"depth", "attempt", "links", "duration_ms", "fetched_at", "slave_id", "content_hash"}},
+		exceptions: &table{name: "exceptions", cols: []string{
+			"crawl", "event_id", "kind", "url", "host", "slave_id", "attempt", "status", "message", "at"}},
+		slaves: &table{name: "slave_events", cols: []string{
+			"crawl", "event_id", "slave_id", "kind", "host", "at", "detail"}},
+		heartbeats: &table{name: "heartbeats", cols: []string{
+			"crawl", "event_id", "slave_id", "host", "pid", "at", "started_at",
+			"pages", "errors", "in_flight", "bytes", "rss", "pages_per_sec", "concurrency", "state"}},
+		lost: &table{name: "lost_tasks", cols: []string{
+			"crawl", "event_id", "url", "slave_id", "leased_at", "detected_at", "attempt", "reason"}},
+	}
+}
+
+func (ts *tables) all() []*table {
+	return []*table{ts.pages, ts.exceptions, ts.slaves, ts.heartbeats, ts.lost}
+}
+
+func (ts *tables) empty() bool {
+	for _, t := range ts.all() {
+		if len(t.rows) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// table is the pending rows of one table.
+type table struct {
+	name string
+	cols []string
+	rows [][]any
+}
+
+func (t *table) add(row []any) {
+	if len(row) != len(t.cols) {
+		panic(fmt.Sprintf("store: %s row has %d values for %d columns", t.name, len(row), len(t.cols)))
+	}
+	t.rows = append(t.rows, row)
+}
+
+// exec inserts the rows in as few statements as the size limits allow;
+// verb is "INSERT IGNORE" (or "INSERT" in tests, to prove the rows need no
+// server-side adjustment).
+func (t *table) exec(ctx context.Context, tx *sql.Tx, verb string) error {
+	maxRows := min(maxRowsPerStmt, 65535/len(t.cols))
+	for start := 0; start < len(t.rows); {
+		end, size := start, 0
+		for end < len(t.rows) && end-start < maxRows {
+			n := rowSize(t.rows[end])
+			if end > start && size+n > maxBytesPerStmt {
+				break
+			}
+			size += n
+			end++
+		}
+		if err := t.insert(ctx, tx, verb, t.rows[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+func (t *table) insert(ctx context.Context, tx *sql.Tx, verb string, rows [][]any) error {
+	var q strings.Builder
+	q.WriteString(verb)
+	q.WriteString(" INTO ")
+	q.WriteString(t.name)
+	q.WriteString(" (")
+	q.WriteString(strings.Join(t.cols, ", "))
+	q.WriteString(") VALUES ")
+	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(t.cols)), ", ") + ")"
+	args := make([]any, 0, len(rows)*len(t.cols))
+	for i, r := range rows {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString(tuple)
+		args = append(args, r...)
+	}
+	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		return fmt.Errorf("%d rows into %s: %w", len(rows), t.name, err)
+	}
+	return nil
+}
+
+// rowSize estimates a row's bytes on the wire.
+func rowSize(row []any) int {
+	n := 0
+	for _, v := range row {
+		switch v := v.(type) {
+		case string:
+			n += len(v) + 4
+		case []byte:
+			n += len(v) + 4
+		default:
+			n += 12
+		}
+	}
+	return n
+}

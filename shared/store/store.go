@@ -1,0 +1,220 @@
+// Package store is redcrawl's MySQL layer: it opens (and migrates) the
+// database, writes batches of crawl events idempotently and reads them back
+// for tests, status and the dashboard.
+//
+// The schema lives only in the migrations package; Open applies it with a
+// goose provider. Times are stored as DATETIME(3) in UTC and returned as unix
+// milliseconds, like the events package.
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/pressly/goose/v3"
+
+	"github.com/redcrawl/redcrawl/migrations"
+)
+
+// DefaultDialTimeout is the connect timeout Open uses when the DSN sets none.
+const DefaultDialTimeout = 10 * time.Second
+
+// MySQL error numbers Open tells apart.
+const (
+	errBadDB                = 1049 // ER_BAD_DB_ERROR: unknown database
+	errDBAccessDenied       = 1044 // ER_DBACCESS_DENIED_ERROR
+	errSpecificAccessDenied = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
+)
+
+// Store is a connection pool to the crawl database.
+type Store struct {
+	// DB is the underlying pool, open on the database named in the DSN.
+	DB *sql.DB
+
+	dbName string
+}
+
+// Open connects with dsn (a go-sql-driver/mysql DSN that names a database),
+// creates the database if it is missing, applies the embedded migrations and
+// returns the store.
+//
+// Open forces parseTime=true and loc=UTC (so DATETIME round-trips unix
+// milliseconds exactly) and sets a dial timeout of DefaultDialTimeout when
+// the DSN has none. A missing database is created with CREATE DATABASE IF
+// NOT EXISTS over a connection without a database name; if the user lacks
+// that right the error says so.
+//
+// Migrations run under a MySQL named lock (GET_LOCK) held on goose's own
+// connection, so several processes may call Open on the same database at
+// once: one migrates, the others wait for it and then find nothing to do.
+// The lock is a session lock, so it disappears with a crashed process's
+// connection; the wait is bounded only by ctx.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := parseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	db, err := connect(ctx, cfg)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == errBadDB {
+		if err := createDatabase(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		db, err = connect(ctx, cfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store: connect to %s/%s: %w", cfg.Addr, cfg.DBName, err)
+	}
+	s := &Store{DB: db, dbName: cfg.DBName}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return s, nil
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() error {
+	if err := s.DB.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// parseDSN parses dsn and applies the settings the store relies on.
+func parseDSN(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse dsn: %w", err)
+	}
+	if cfg.DBName == "" {
+		return nil, errors.New("parse dsn: no database name (user@tcp(host:3306)/crawler)")
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultDialTimeout
+	}
+	return cfg, nil
+}
+
+// connect opens a pool for cfg and checks that it works.
+func connect(ctx context.Context, cfg *mysql.Config) (*sql.DB, error) {
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(conn)
+	// Recycle connections well inside typical server and proxy idle limits.
+	db.SetConnMaxLifetime(3 * time.Minute)
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// createDatabase creates cfg.DBName over a connection without a database.
+func createDatabase(ctx context.Context, cfg *mysql.Config) error {
+	server := cfg.Clone()
+	server.DBName = ""
+	db, err := connect(ctx, server)
+	if err != nil {
+		return fmt.Errorf("create database %s: connect to %s: %w", cfg.DBName, cfg.Addr, err)
+	}
+	defer db.Close()
+	q := "CREATE DATABASE IF NOT EXISTS " + quoteIdent(cfg.DBName) +
+		" CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+	if _, err := db.ExecContext(ctx, q); err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == errDBAccessDenied || me.Number == errSpecificAccessDenied) {
+			return fmt.Errorf("create database %s: user %q may not create it; create it or grant CREATE: %w", cfg.DBName, cfg.User, err)
+		}
+		return fmt.Errorf("create database %s: %w", cfg.DBName, err)
+	}
+	return nil
+}
+
+// quoteIdent quotes a MySQL identifier.
+func quoteIdent(s string) string {
+	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
+}
+
+// migrate applies all pending migrations.
+func (s *Store) migrate(ctx context.Context) error {
+	p, err := s.provider()
+	if err != nil {
+		return err
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate %s: %w", s.dbName, err)
+	}
+	return nil
+}
+
+// provider returns a goose provider for the embedded migrations that
+// serialises runs with a named lock.
+func (s *Store) provider() (*goose.Provider, error) {
+	p, err := goose.NewProvider(goose.DialectMySQL, s.DB, migrations.FS,
+		goose.WithSessionLocker(namedLock{name: lockName(s.dbName)}),
+		goose.WithDisableGlobalRegistry(true),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("migrate %s: new goose provider: %w", s.dbName, err)
+	}
+	return p, nil
+}
+
+// lockName is the server-wide named lock that guards migrations of db. It is
+// a hash so it fits MySQL's 64-character limit for any database name.
+func lockName(db string) string {
+	h := sha256.Sum256([]byte(db))
+	return "redcrawl:migrate:" + hex.EncodeToString(h[:12])
+}
+
+// namedLock is a goose SessionLocker built on GET_LOCK/RELEASE_LOCK. goose
+// takes it on the connection it then migrates with.
+type namedLock struct{ name string }
+
+// lockPoll is how long one GET_LOCK call waits; between calls ctx is checked.
+const lockPoll = 2 // seconds
+
+// SessionLock waits for the lock until ctx ends.
+func (l namedLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	for {
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", l.name, lockPoll).Scan(&got); err != nil {
+			return fmt.Errorf("get lock %s: %w", l.name, err)
+		}
+		if got.Valid && got.Int64 == 1 {
+			return nil
+		}
+		if !got.Valid {
+			return fmt.Errorf("get lock %s: server returned NULL", l.name)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("get lock %s: %w", l.name, err)
+		}
+	}
+}
+
+// SessionUnlock releases the lock.
+func (l namedLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	var released sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", l.name).Scan(&released); err != nil {
+		return fmt.Errorf("release lock %s: %w", l.name, err)
+	}
+	if !released.Valid || released.Int64 != 1 {
+		return fmt.Errorf("release lock %s: not held by this session", l.name)
+	}
+	return nil
+}
