@@ -1,0 +1,300 @@
+// Package testsite serves a deterministic synthetic website on several
+// loopback addresses, for the crawler's end-to-end tests, the demo and
+// benchmarks.
+//
+// Host i listens on 127.0.0.(2+i). Every host has PagesPerHost pages: "/"
+// (page 0) and "/page/<n>" for n in 1..PagesPerHost-1. The link graph is a
+// pure function of the Options (mostly of Seed), so it is computed on the
+// fly for every request and for Expected; nothing is stored per page.
+//
+// Reachability is guaranteed by construction: page n links to page n+1 of
+// its host, and every host's root links to the root of every other host, so
+// from the root of host 0 (the only seed) every page of every host can be
+// reached. Further links are drawn at random, a fraction of them to other
+// hosts. Some links are written in tricky but valid forms (fragments, dot
+// segments, "./" paths, an upper-case scheme, protocol-relative URLs, a
+// <base href> that may point to another host, single-quoted and upper-case
+// attributes, "&amp;" in a fragment); they are always duplicates of a link
+// written plainly on the same page, so they never add pages, and a crawler
+// that resolves them wrongly requests a URL that does not exist (404),
+// which shows in HitCounts. Every page URL is query-free.
+//
+// The site records every request it receives (Hits, HitCounts) with its
+// arrival time, so tests can check coverage, exactly-once fetching and
+// politeness as the server saw them.
+package testsite
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultHosts          = 5
+	DefaultPagesPerHost   = 200
+	DefaultLinksPerPage   = 8
+	DefaultCrossHostRatio = 0.25
+	DefaultPageBytes      = 4096
+
+	// maxHosts is how many addresses 127.0.0.2..127.0.0.255 offer.
+	maxHosts = 254
+)
+
+// RobotsTxt is the body of /robots.txt when Options.Robots is set.
+const RobotsTxt = "User-agent: *\nDisallow: /private/\n"
+
+// Options configure a Site. Zero fields take the defaults documented on
+// each field.
+type Options struct {
+	// Hosts is the number of hosts, host i bound on 127.0.0.(2+i);
+	// default 5, at most 254.
+	Hosts int
+	// Port is the port every host listens on; 0 picks a free port per
+	// host (each host has its own listener either way).
+	Port int
+	// PagesPerHost is the number of ordinary pages per host, the root
+	// included; default 200.
+	PagesPerHost int
+	// LinksPerPage is the number of ordinary links per page (the link to
+	// the next page included), some to other hosts; default 8. Roots also
+	// link to every other root, and some pages carry extra duplicate,
+	// non-HTTP and /private/ links.
+	LinksPerPage int
+	// CrossHostRatio is the fraction of random links that point to
+	// another host; 0 means the default 0.25, a negative value means no
+	// random cross-host links (roots still link to each other).
+	CrossHostRatio float64
+	// PageBytes is the approximate size of a page's HTML, reached by
+	// padding with pseudo-random words; default 4096. Pages with many
+	// links may be larger.
+	PageBytes int
+	// Seed selects the link graph and the padding text.
+	Seed int64
+	// Robots makes every host serve /robots.txt with RobotsTxt, and makes
+	// some pages link to /private/<n> pages, which a correct crawler never
+	// fetches (they are served normally when asked for, so a violation
+	// shows in Hits). Without Robots, /robots.txt and /private/ are 404.
+	Robots bool
+	// Specials adds special pages on host 0, linked from its root:
+	// a redirect chain /redirect/1 -301-> /redirect/2 -302-> /redirect/3
+	// -301-> an ordinary page (relative Location headers); /flaky,
+	// answering 500 to its first request and 200 afterwards; /missing,
+	// always 404; /retry-after, answering 429 with "Retry-After: 1" to its
+	// first request and 200 afterwards.
+	Specials bool
+	// Gzip serves gzip-compressed bodies to clients that accept gzip.
+	Gzip bool
+	// Latency delays every response; the hit is recorded before the delay.
+	Latency time.Duration
+}
+
+// withDefaults returns o with defaults applied, or an error for values
+// that can't be served.
+func (o Options) withDefaults() (Options, error) {
+	if o.Hosts == 0 {
+		o.Hosts = DefaultHosts
+	}
+	if o.PagesPerHost == 0 {
+		o.PagesPerHost = DefaultPagesPerHost
+	}
+	if o.LinksPerPage == 0 {
+		o.LinksPerPage = DefaultLinksPerPage
+	}
+	if o.CrossHostRatio == 0 {
+		o.CrossHostRatio = DefaultCrossHostRatio
+	}
+	if o.PageBytes == 0 {
+		o.PageBytes = DefaultPageBytes
+	}
+	switch {
+	case o.Hosts < 0 || o.Hosts > maxHosts:
+		return o, fmt.Errorf("hosts %d out of range 1..%d", o.Hosts, maxHosts)
+	case o.Port < 0 || o.Port > 65535:
+		return o, fmt.Errorf("port %d out of range 0..65535", o.Port)
+	case o.PagesPerHost < 0:
+		return o, fmt.Errorf("negative pages per host %d", o.PagesPerHost)
+	case o.LinksPerPage < 0:
+		return o, fmt.Errorf("negative links per page %d", o.LinksPerPage)
+	case o.CrossHostRatio > 1:
+		return o, fmt.Errorf("cross-host ratio %v above 1", o.CrossHostRatio)
+	case o.PageBytes < 0:
+		return o, fmt.Errorf("negative page bytes %d", o.PageBytes)
+	case o.Latency < 0:
+		return o, fmt.Errorf("negative latency %v", o.Latency)
+	}
+	if o.CrossHostRatio < 0 {
+		o.CrossHostRatio = 0
+	}
+	return o, nil
+}
+
+// Hit is one request the site received.
+type Hit struct {
+	Host      string    // host:port of the listener that received it, e.g. "127.0.0.2:40123"
+	Path      string    // escaped path, plus "?query" when there is one
+	At        time.Time // arrival, before any Latency delay
+	UserAgent string
+	Status    int // status code answered
+}
+
+// URL returns the hit's absolute URL, "http://" + Host + Path, the key
+// HitCounts uses.
+func (h Hit) URL() string { return "http://" + h.Host + h.Path }
+
+// Site is a running synthetic website. Its methods are safe for concurrent
+// use.
+type Site struct {
+	opts  Options
+	hosts []*hostServer
+
+	mu        sync.Mutex
+	hits      []Hit
+	flakyN    int // requests to /flaky since the last reset
+	retryN    int // requests to /retry-after since the last reset
+	closed    bool
+	inflight  sync.WaitGroup // handlers running; Add only while !closed
+	serving   sync.WaitGroup // Serve loops
+	closeOnce sync.Once
+	done      chan struct{} // closed by Close; cuts Latency delays short
+
+	pools pools
+}
+
+// hostServer is one host: its address and server.
+type hostServer struct {
+	site  *Site
+	index int
+	addr  string // "127.0.0.x:port"
+	root  string // "http://127.0.0.x:port"
+	srv   *http.Server
+}
+
+// Start binds a listener per host and serves the site until Close. It
+// fails, leaving nothing bound, if an option is invalid or an address
+// can't be bound.
+func Start(opts Options) (*Site, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("testsite: %w", err)
+	}
+	s := &Site{opts: opts, done: make(chan struct{})}
+	s.pools.init()
+	listeners := make([]net.Listener, 0, opts.Hosts)
+	for i := range opts.Hosts {
+		addr := net.JoinHostPort(hostIP(i), strconv.Itoa(opts.Port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return nil, fmt.Errorf("testsite: bind host %d: %w", i, err)
+		}
+		listeners = append(listeners, ln)
+		h := &hostServer{site: s, index: i, addr: ln.Addr().String()}
+		h.root = "http://" + h.addr
+		h.srv = &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       time.Minute,
+		}
+		s.hosts = append(s.hosts, h)
+	}
+	for i, h := range s.hosts {
+		ln := listeners[i]
+		s.serving.Add(1)
+		go func() {
+			defer s.serving.Done()
+			// Serve returns http.ErrServerClosed after Close. Any other
+			// error also means the listener is gone, and there is no one
+			// to report it to: the missing hits show in the caller's test.
+			_ = h.srv.Serve(ln)
+		}()
+	}
+	return s, nil
+}
+
+// hostIP is host i's address.
+func hostIP(i int) string { return "127.0.0." + strconv.Itoa(2+i) }
+
+// Close stops every host, closing listeners and connections, cuts Latency
+// delays short and waits for running handlers and serve loops to return.
+// Calling it again does nothing.
+func (s *Site) Close() {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		for _, h := range s.hosts {
+			h.srv.Close()
+		}
+		close(s.done)
+		s.serving.Wait()
+		s.inflight.Wait()
+	})
+}
+
+// Options returns the options in effect, defaults applied.
+func (s *Site) Options() Options { return s.opts }
+
+// Seeds returns the crawl's seeds: the root URL of host 0 only. Every
+// other page is reachable from it through links.
+func (s *Site) Seeds() []string { return []string{s.hosts[0].root + "/"} }
+
+// HostURLs returns the root URL of every host, e.g. "http://127.0.0.2:40123/".
+func (s *Site) HostURLs() []string {
+	out := make([]string, len(s.hosts))
+	for i, h := range s.hosts {
+		out[i] = h.root + "/"
+	}
+	return out
+}
+
+// PageURL returns the canonical URL of a page, as the site's plain links
+// write it: "http://127.0.0.x:port/" for page 0, ".../page/<n>" otherwise.
+// It panics if host or page is out of range.
+func (s *Site) PageURL(host, page int) string {
+	if host < 0 || host >= len(s.hosts) || page < 0 || page >= s.opts.PagesPerHost {
+		panic(fmt.Sprintf("testsite: page %d of host %d out of range (%d hosts, %d pages)",
+			page, host, len(s.hosts), s.opts.PagesPerHost))
+	}
+	return s.hosts[host].root + pagePath(page)
+}
+
+// Hits returns a copy of every request received since Start or the last
+// ResetHits, in arrival order.
+func (s *Site) Hits() []Hit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Hit, len(s.hits))
+	copy(out, s.hits)
+	return out
+}
+
+// HitCounts returns the number of requests per absolute URL
+// ("http://" + Hit.Host + Hit.Path), for every request received,
+// /robots.txt and /private/ included; callers filter.
+func (s *Site) HitCounts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int)
+	for _, h := range s.hits {
+		out[h.URL()]++
+	}
+	return out
+}
+
+// ResetHits forgets the recorded hits and re-arms /flaky and /retry-after,
+// so a new crawl of the same site sees the same behaviour and Expected
+// holds for it again.
+func (s *Site) ResetHits() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hits = nil
+	s.flakyN = 0
+	s.retryN = 0
+}
