@@ -75,7 +75,7 @@ for _, host in ipairs(hosts) do
     end
     take = take - 1
   end
-  local nxt = now + math.floor(hd * (1 + jitter * math.random()))
+  local nxt = after(now, math.floor(hd * (1 + jitter * math.random())))
   local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
   if nxt > cur then redis.call('HSET', K_HNEXT, host, nxt) end
   ready_host(host, conc)

@@ -63,9 +63,9 @@ for c = 1, n do
     if conc == 1 and outcome ~= 'release' then
       -- one request at a time: the next one starts a delay after this one ended
       local hd = tonumber(redis.call('HGET', K_HDELAY, host) or delay_ms)
-      nxt = math.max(nxt, now + math.floor(hd * (1 + jitter * math.random())))
+      nxt = math.max(nxt, after(now, math.floor(hd * (1 + jitter * math.random()))))
     end
-    if backoff > 0 then nxt = math.max(nxt, now + backoff) end
+    if backoff > 0 then nxt = math.max(nxt, after(now, backoff)) end
     if nxt ~= cur then redis.call('HSET', K_HNEXT, host, nxt) end
 
     if outcome == 'done' then

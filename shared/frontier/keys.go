@@ -118,6 +118,13 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- after returns the first whole millisecond at least d ms after the real
+-- time now_ms was floored from, so a delay is never shortened by rounding
+local function after(now, d)
+  if d <= 0 then return now end
+  return now + 1 + d
+end
+
 -- split a tab-separated string into at most n fields; the last keeps the rest
 local function splitn(s, n)
   local out = {}

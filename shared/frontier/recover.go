@@ -20,7 +20,7 @@ local function lose(url, data, reason, now, conc, max_attempts, delay_ms, crawl)
   host_done(host)
   local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
   local hd = tonumber(redis.call('HGET', K_HDELAY, host) or delay_ms)
-  if now + hd > cur then redis.call('HSET', K_HNEXT, host, now + hd) end
+  if after(now, hd) > cur then redis.call('HSET', K_HNEXT, host, after(now, hd)) end
   local attempt, failed, nt = requeue_or_fail(host, prio, task, conc, max_attempts, 'lease lost: ' .. reason, now, crawl, slave)
   if not failed then push(host, prio, nt, conc, true) end
   ready_host(host, conc)

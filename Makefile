@@ -1,0 +1,37 @@
+# redcrawl — see README.md.
+GO      ?= go
+BIN     := bin
+PKGS    := ./...
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: all build test test-race demo services vet fmt clean
+
+all: build
+
+## build: bin/master and bin/slave
+build:
+	$(GO) build -o $(BIN)/master ./master
+	$(GO) build -o $(BIN)/slave ./slave
+
+## services: make sure Redis and MariaDB are reachable (installs/starts them if not)
+services:
+	@bash .ci/services
+
+## test: the whole suite against the real Redis and MariaDB
+test: services
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+## test-race: the suite under the race detector
+test-race: services
+	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+
+## demo: crawl a built-in demo site on loopback with a master and two slaves
+demo: services build
+	$(BIN)/master demo --config config.yaml --slaves 2
+
+fmt:
+	gofmt -w master slave shared migrations
+
+clean:
+	rm -rf $(BIN) results

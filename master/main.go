@@ -1,0 +1,188 @@
+// Command master runs and administers a redcrawl crawl.
+//
+//	master run    [--config config.yaml] [--exit-when-done]
+//	master seed   [--config config.yaml] [--crawl NAME] URL... | --file FILE
+//	master status [--config config.yaml] [--crawl NAME] [--json]
+//	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N]
+//
+// Exit status: 0 ok, 1 runtime error, 2 bad usage or bad config.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/shared/config"
+)
+
+const usage = `usage: master <command> [flags]
+
+commands:
+  run     supervise the crawl (migrations, lost tasks, slaves, events to MySQL)
+  seed    add seed URLs (arguments, or --file FILE with one URL a line, - for stdin)
+  status  show the crawl's counters (--json for machine-readable output)
+  demo    crawl a built-in demo site on loopback with a master and slaves, then summarize
+
+Run "master <command> -h" for the command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("master "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "config.yaml", "config file")
+	var crawl *string
+	if cmd == "seed" || cmd == "status" {
+		crawl = fs.String("crawl", "", "crawl name (overrides crawl.name)")
+	}
+	var (
+		exitWhenDone = fs.Bool("exit-when-done", false, "run: exit 0 once the crawl is finished")
+		file         = fs.String("file", "", "seed: read URLs from FILE, one a line (- for stdin)")
+		asJSON       = fs.Bool("json", false, "status: print JSON")
+		hosts        = fs.Int("hosts", 5, "demo: number of demo hosts on 127.0.0.x")
+		pages        = fs.Int("pages", 60, "demo: pages per host")
+		slaves       = fs.Int("slaves", 2, "demo: number of slaves")
+	)
+	switch cmd {
+	case "run", "seed", "status", "demo":
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "master: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err == nil && crawl != nil && *crawl != "" {
+		cfg.Crawl.Name = *crawl
+		err = cfg.Validate()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "master: %v\n", err)
+		return config.ExitCode(err)
+	}
+	log := newLogger(cfg, stderr)
+	slog.SetDefault(log)
+
+	switch cmd {
+	case "run":
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "master run: unexpected arguments %q\n", fs.Args())
+			return 2
+		}
+		if err := masterd.New(cfg, masterd.Options{ExitWhenDone: *exitWhenDone, Logger: log}).Run(ctx); err != nil {
+			log.Error("master failed", "err", err)
+			return 1
+		}
+		return 0
+	case "seed":
+		urls := fs.Args()
+		if *file != "" {
+			more, err := readLines(*file, stdin)
+			if err != nil {
+				fmt.Fprintf(stderr, "master seed: %v\n", err)
+				return 2
+			}
+			urls = append(urls, more...)
+		}
+		if len(urls) == 0 {
+			fmt.Fprintln(stderr, "master seed: no URLs (give them as arguments or with --file)")
+			return 2
+		}
+		res, err := masterd.Seed(ctx, cfg, urls)
+		for _, r := range res.Rejected {
+			fmt.Fprintf(stderr, "rejected %s\n", r)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "master seed: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "crawl %s: %d added, %d already seen, %d rejected\n", cfg.Crawl.Name, res.Added, res.Seen, len(res.Rejected))
+		if res.Added+res.Seen == 0 && len(res.Rejected) > 0 {
+			return 2
+		}
+		return 0
+	case "status":
+		st, err := masterd.Status(ctx, cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "master status: %v\n", err)
+			return 1
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			enc.Encode(st)
+			return 0
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "crawl\t%s\nqueued\t%d\nin flight\t%d\nretry\t%d\ndone\t%d\nfailed\t%d\nseen\t%d\nlost\t%d\nslaves alive\t%d\npages/s\t%.1f\nfinished\t%v\n",
+			st.Crawl, st.Queued, st.InFlight, st.Retry, st.Done, st.Failed, st.Seen, st.Lost, st.SlavesAlive, st.PagesPerSec, st.Finished)
+		tw.Flush()
+		return 0
+	case "demo":
+		opt := masterd.DemoOptions{Hosts: *hosts, PagesPerHost: *pages, Slaves: *slaves, Logger: log, Out: stdout}
+		if err := masterd.Demo(ctx, cfg, opt); err != nil {
+			fmt.Fprintf(stderr, "master demo: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	return 2
+}
+
+func readLines(path string, stdin io.Reader) ([]string, error) {
+	var r io.Reader = stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("read seeds: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	var out []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read seeds from %s: %w", path, err)
+	}
+	return out, nil
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,254 @@
+package masterd
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/ratelog"
+)
+
+// recoverer takes back leases whose deadline passed.
+type recoverer struct {
+	front *frontier.Redis
+	every time.Duration
+	log   *slog.Logger
+	rl    *ratelog.Logger
+}
+
+func (r *recoverer) run(ctx context.Context) {
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for range 100 { // at most 100,000 a tick
+			n, err := r.front.RecoverExpired(ctx, 1000)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.rl.Log(ctx, slog.LevelWarn, "recover", "recover expired leases", "err", err)
+				}
+				break
+			}
+			if n > 0 {
+				r.log.Warn("expired leases taken back", "count", n)
+			}
+			if n < 1000 {
+				break
+			}
+		}
+	}
+}
+
+// monitor declares slaves dead when their heartbeats stop, takes back their
+// leases at once, and samples heartbeats into the event stream.
+type monitor struct {
+	front       *frontier.Redis
+	stream      *frontier.Stream
+	deadAfter   time.Duration
+	sampleEvery time.Duration
+	log         *slog.Logger
+	rl          *ratelog.Logger
+}
+
+func (m *monitor) run(ctx context.Context) {
+	tick := min(m.deadAfter/4, time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	lastSample := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now, err := m.front.Now(ctx)
+		if err != nil {
+			m.rl.Log(ctx, slog.LevelWarn, "monitor", "monitor slaves", "err", err)
+			continue
+		}
+		slaves, err := m.front.Slaves(ctx)
+		if err != nil {
+			m.rl.Log(ctx, slog.LevelWarn, "monitor", "monitor slaves", "err", err)
+			continue
+		}
+		sample := now.Sub(lastSample) >= m.sampleEvery
+		for _, s := range slaves {
+			if now.Sub(s.LastSeen) > m.deadAfter {
+				n, err := m.front.RecoverSlave(ctx, s.Slave)
+				if err != nil {
+					m.rl.Log(ctx, slog.LevelWarn, "monitor", "recover dead slave", "slave", s.Slave, "err", err)
+					continue
+				}
+				m.log.Warn("slave dead: heartbeats missed", "slave", s.Slave, "last_seen", s.LastSeen, "leases_taken_back", n)
+				continue
+			}
+			if sample {
+				hb := s.Heartbeat
+				hb.At = s.LastSeen.UnixMilli()
+				if ev, err := frontier.NewEvent(&hb); err == nil {
+					if err := m.stream.Append(ctx, ev); err != nil {
+						m.rl.Log(ctx, slog.LevelWarn, "sample", "sample heartbeat", "err", err)
+					}
+				}
+			}
+		}
+		if sample {
+			lastSample = now
+		}
+	}
+}
+
+// finisher decides when the crawl is finished and logs progress.
+type finisher struct {
+	front         *frontier.Redis
+	quiescence    time.Duration
+	progressEvery time.Duration
+	log           *slog.Logger
+	rl            *ratelog.Logger
+	finished      chan struct{}
+}
+
+func (f *finisher) run(ctx context.Context) {
+	t := time.NewTicker(min(f.quiescence/3, 500*time.Millisecond))
+	defer t.Stop()
+	lastLog := time.Now()
+	announced := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		done, err := f.front.CheckFinished(ctx, f.quiescence)
+		if err != nil {
+			f.rl.Log(ctx, slog.LevelWarn, "finish", "check finished", "err", err)
+			continue
+		}
+		if time.Since(lastLog) >= f.progressEvery {
+			lastLog = time.Now()
+			if st, err := f.front.Stats(ctx); err == nil {
+				f.log.Info("progress", "done", st.Done, "queued", st.Queued, "in_flight", st.InFlight,
+					"retry", st.Retry, "failed", st.Failed, "slaves", st.SlavesAlive, "pages_per_sec", round1(st.PagesPerSec))
+			}
+		}
+		if done && !announced {
+			announced = true
+			f.log.Info("crawl finished")
+			close(f.finished)
+		}
+	}
+}
+
+func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
+
+// sink moves events from the crawl's stream into MySQL. An entry is
+// acknowledged (and deleted) only after the transaction holding it
+// commits, so a master crash or a MySQL outage loses nothing; inserts are
+// idempotent on the entry id, so a redelivered entry is not stored twice.
+type sink struct {
+	stream   *frontier.Stream
+	store    inserter
+	batch    int
+	consumer string
+	log      *slog.Logger
+	rl       *ratelog.Logger
+}
+
+type inserter interface {
+	Insert(ctx context.Context, batch []events.Envelope) error
+}
+
+func (s *sink) run(ctx context.Context) {
+	pending := true // first redeliver what a previous run read but never stored
+	for ctx.Err() == nil {
+		n, err := s.once(ctx, pending, time.Second)
+		if err != nil {
+			continue
+		}
+		if pending && n == 0 {
+			pending = false
+		}
+	}
+}
+
+// once reads and stores one batch; it retries the insert until it works
+// or ctx ends.
+func (s *sink) once(ctx context.Context, pending bool, block time.Duration) (int, error) {
+	entries, err := s.stream.Read(ctx, s.consumer, s.batch, block, pending)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.rl.Log(ctx, slog.LevelWarn, "sink-read", "read event stream", "err", err)
+			sleep(ctx, time.Second)
+		}
+		return 0, err
+	}
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	batch := make([]events.Envelope, 0, len(entries))
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
+		ids = append(ids, e.ID)
+		env, err := events.Decode(e.ID, e.Type, e.Data)
+		if err != nil {
+			s.log.Error("dropping undecodable event", "id", e.ID, "err", err)
+			continue
+		}
+		batch = append(batch, env)
+	}
+	for i := 1; ; i++ {
+		err := s.store.Insert(ctx, batch)
+		if err == nil {
+			if i > 1 {
+				s.rl.Reset("sink-insert")
+				s.log.Info("mysql back: events stored", "count", len(batch), "after_attempts", i)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		s.rl.Log(ctx, slog.LevelWarn, "sink-insert", "store events in mysql; keeping them in the stream", "count", len(batch), "err", err)
+		sleep(ctx, min(200*time.Millisecond<<min(i, 5), 5*time.Second))
+	}
+	for i := 1; ; i++ {
+		err := s.stream.Ack(ctx, ids...)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		s.rl.Log(ctx, slog.LevelWarn, "sink-ack", "ack events", "err", err)
+		sleep(ctx, min(200*time.Millisecond<<min(i, 5), 5*time.Second))
+	}
+	return len(entries), nil
+}
+
+// drain stores everything left in the stream, bounded by limit.
+func (s *sink) drain(ctx context.Context, limit time.Duration) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	defer cancel()
+	for _, pending := range []bool{true, false} {
+		for {
+			n, err := s.once(dctx, pending, -1)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				break
+			}
+		}
+	}
+	left, err := s.stream.Len(dctx)
+	if err == nil && left > 0 {
+		return errorf("%d events left in the stream", left)
+	}
+	return err
+}

@@ -1,0 +1,170 @@
+package masterd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/store"
+	"github.com/redcrawl/redcrawl/shared/testsite"
+	"github.com/redcrawl/redcrawl/slave/slaved"
+)
+
+// DemoOptions size the demo crawl.
+type DemoOptions struct {
+	Hosts        int
+	PagesPerHost int
+	Slaves       int
+	Logger       *slog.Logger
+	Out          io.Writer
+}
+
+// Demo serves a synthetic site on loopback addresses, crawls it with a
+// master and slaves in this process against the configured Redis and
+// MySQL, and prints a summary: coverage, exactly-once, politeness as the
+// site saw it, and what landed in MySQL.
+func Demo(ctx context.Context, base *config.Config, opt DemoOptions) error {
+	site, err := testsite.Start(testsite.Options{Hosts: opt.Hosts, PagesPerHost: opt.PagesPerHost,
+		Robots: true, Specials: true, Seed: 1})
+	if err != nil {
+		return fmt.Errorf("start demo site: %w", err)
+	}
+	defer site.Close()
+
+	cfg := *base
+	cfg.Crawl.Name = fmt.Sprintf("demo-%d", time.Now().Unix())
+	cfg.Crawl.AllowHosts = nil
+	for _, raw := range site.HostURLs() { // the seed is on one host; the scope takes in all
+		if u, err := url.Parse(raw); err == nil {
+			cfg.Crawl.AllowHosts = append(cfg.Crawl.AllowHosts, u.Hostname())
+		}
+	}
+	cfg.Fetch.AllowPrivateNetworks = true // the demo site is on 127.0.0.x
+	if cfg.Politeness.Delay > 200*time.Millisecond {
+		cfg.Politeness.Delay = 100 * time.Millisecond
+	}
+	cfg.Master.Quiescence = 2 * time.Second
+	cfg.Lease.RetryBase = 500 * time.Millisecond
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	fmt.Fprintf(opt.Out, "demo: %d hosts × %d pages on %s…, crawl %q, %d slaves, politeness delay %v\n",
+		opt.Hosts, opt.PagesPerHost, site.HostURLs()[0], cfg.Crawl.Name, opt.Slaves, cfg.Politeness.Delay)
+
+	if _, err := Seed(ctx, &cfg, site.Seeds()); err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	start := time.Now()
+	slaveCtx, stopSlaves := context.WithCancel(ctx)
+	defer stopSlaves()
+	var wg sync.WaitGroup
+	for i := range opt.Slaves {
+		s, err := slaved.New(&cfg, slaved.Options{ID: fmt.Sprintf("demo-slave-%d", i+1), Logger: opt.Logger})
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Run(slaveCtx) }()
+	}
+	m := New(&cfg, Options{ExitWhenDone: true, Logger: opt.Logger, ProgressEvery: 2 * time.Second})
+	runErr := m.Run(ctx)
+	elapsed := time.Since(start)
+	stopSlaves()
+	wg.Wait()
+	if runErr != nil {
+		return runErr
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return demoSummary(ctx, &cfg, site, elapsed, opt.Out)
+}
+
+func demoSummary(ctx context.Context, cfg *config.Config, site *testsite.Site, elapsed time.Duration, out io.Writer) error {
+	st, err := Status(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, cfg.MySQL.DSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	counts, err := db.Counts(ctx, cfg.Crawl.Name)
+	if err != nil {
+		return err
+	}
+	exc, err := db.Exceptions(ctx, store.ExceptionFilter{Crawl: cfg.Crawl.Name, Limit: 10000})
+	if err != nil {
+		return err
+	}
+	kinds := map[string]int{}
+	for _, e := range exc {
+		kinds[e.Kind]++
+	}
+
+	// what the site saw
+	hits := site.HitCounts()
+	expected := site.Expected()
+	missing, extra, private := 0, 0, 0
+	for u, want := range expected {
+		if hits[u] < want {
+			missing++
+		}
+	}
+	for u, n := range hits {
+		switch {
+		case strings.Contains(u, "/private/"):
+			private += n
+		case strings.HasSuffix(u, "/robots.txt"):
+		case n > expected[u]:
+			extra += n - expected[u]
+		}
+	}
+	minGap := time.Duration(-1)
+	byHost := map[string][]time.Time{}
+	for _, h := range site.Hits() {
+		// wall clock, as Redis stamps next-allowed times; Go's monotonic
+		// clock may run at another rate while NTP slews the wall clock
+		byHost[h.Host] = append(byHost[h.Host], h.At.Round(0))
+	}
+	for _, ts := range byHost {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+		for i := 1; i < len(ts); i++ {
+			if g := ts[i].Sub(ts[i-1]); minGap < 0 || g < minGap {
+				minGap = g
+			}
+		}
+	}
+
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nsummary of crawl %s\n", cfg.Crawl.Name)
+	fmt.Fprintf(tw, "finished\t%v in %.1fs\n", st.Finished, elapsed.Seconds())
+	fmt.Fprintf(tw, "pages done\t%d (%.1f pages/s)\n", st.Done, float64(st.Done)/elapsed.Seconds())
+	fmt.Fprintf(tw, "failed / lost leases\t%d / %d\n", st.Failed, st.Lost)
+	fmt.Fprintf(tw, "expected URLs fetched\t%d of %d\n", len(expected)-missing, len(expected))
+	fmt.Fprintf(tw, "extra fetches\t%d\n", extra)
+	fmt.Fprintf(tw, "robots-disallowed fetches\t%d\n", private)
+	fmt.Fprintf(tw, "closest two requests to one host\t%v (delay %v)\n", minGap.Round(time.Millisecond), cfg.Politeness.Delay)
+	fmt.Fprintf(tw, "mysql rows\tpages %d, exceptions %d, slave events %d, lost tasks %d\n",
+		counts.Pages, counts.Exceptions, counts.SlaveEvents, counts.Lost)
+	var ks []string
+	for k, n := range kinds {
+		ks = append(ks, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(ks)
+	fmt.Fprintf(tw, "exceptions by kind\t%s\n", strings.Join(ks, ", "))
+	tw.Flush()
+	if missing > 0 || private > 0 || !st.Finished {
+		return fmt.Errorf("demo crawl incomplete: %d expected URLs missing, %d disallowed fetches", missing, private)
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+// Package masterd is the redcrawl master: it applies the MySQL migrations,
+// takes back leases that expired or belonged to dead slaves, watches slave
+// heartbeats, drains the crawl's event stream into MySQL and decides when
+// the crawl is finished.
+//
+// Components (each a small type run with a context): recoverer, monitor,
+// sink, finisher. Stop order (Run): the finisher, recoverer and monitor
+// stop first; the sink then drains what is left in the stream (bounded);
+// MySQL and Redis connections close last.
+package masterd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/ratelog"
+	"github.com/redcrawl/redcrawl/shared/store"
+)
+
+// Options tune a master beyond the config file.
+type Options struct {
+	// ExitWhenDone makes Run return nil once the crawl is finished and
+	// every event is in MySQL.
+	ExitWhenDone bool
+	Logger       *slog.Logger
+	// ProgressEvery is how often Run logs a progress line; 0 = 10s.
+	ProgressEvery time.Duration
+}
+
+// Master is the crawl's supervisor.
+type Master struct {
+	cfg   *config.Config
+	opt   Options
+	log   *slog.Logger
+	rl    *ratelog.Logger
+	rdb   *redis.Client
+	front *frontier.Redis
+	store *store.Store
+}
+
+// New builds a master from a validated config. It does not connect yet.
+func New(cfg *config.Config, opt Options) *Master {
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.ProgressEvery == 0 {
+		opt.ProgressEvery = 10 * time.Second
+	}
+	log := opt.Logger.With("crawl", cfg.Crawl.Name)
+	return &Master{cfg: cfg, opt: opt, log: log, rl: ratelog.New(log, 30*time.Second)}
+}
+
+// Run supervises the crawl until ctx is cancelled or, with ExitWhenDone,
+// until the crawl is finished.
+func (m *Master) Run(ctx context.Context) error {
+	if err := m.connect(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer m.close()
+
+	compCtx, stopComps := context.WithCancel(ctx)
+	defer stopComps()
+	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSink()
+
+	snk := &sink{stream: m.front.Stream("master"), store: m.store, batch: m.cfg.Master.SinkBatch,
+		consumer: consumerName(), log: m.log, rl: m.rl}
+	if err := retryUntil(ctx, m.rl, "redis", func() error { return snk.stream.EnsureGroup(ctx) }); err != nil {
+		return nil
+	}
+	rec := &recoverer{front: m.front, every: m.cfg.Master.RecoverInterval, log: m.log, rl: m.rl}
+	mon := &monitor{front: m.front, stream: snk.stream, deadAfter: m.cfg.Master.DeadAfter,
+		sampleEvery: m.cfg.Master.HeartbeatSample, log: m.log, rl: m.rl}
+	fin := &finisher{front: m.front, quiescence: m.cfg.Master.Quiescence, log: m.log, rl: m.rl,
+		progressEvery: m.opt.ProgressEvery, finished: make(chan struct{})}
+
+	var comps, sinkWG sync.WaitGroup
+	sinkWG.Add(1)
+	go func() { defer sinkWG.Done(); snk.run(sinkCtx) }()
+	for _, c := range []interface{ run(context.Context) }{rec, mon, fin} {
+		comps.Add(1)
+		go func() { defer comps.Done(); c.run(compCtx) }()
+	}
+	m.log.Info("master running", "redis", m.cfg.Redis.URL, "exit_when_done", m.opt.ExitWhenDone)
+
+	select {
+	case <-ctx.Done():
+	case <-fin.finished:
+		if !m.opt.ExitWhenDone {
+			<-ctx.Done()
+		}
+	}
+	stopComps()
+	comps.Wait()
+	// let the sink store what is left, then stop it
+	if err := snk.drain(ctx, 30*time.Second); err != nil {
+		m.log.Warn("event stream not fully drained; the next master run stores the rest", "err", err)
+	}
+	stopSink()
+	sinkWG.Wait()
+	if st, err := m.front.Stats(context.WithoutCancel(ctx)); err == nil {
+		m.log.Info("master stopped", "done", st.Done, "failed", st.Failed, "queued", st.Queued,
+			"in_flight", st.InFlight, "lost", st.Lost, "finished", st.Finished)
+	}
+	return nil
+}
+
+// connect opens Redis and MySQL, waiting for them to be reachable.
+func (m *Master) connect(ctx context.Context) error {
+	ropt, err := m.cfg.RedisOptions()
+	if err != nil {
+		return fmt.Errorf("master: %w", err)
+	}
+	m.rdb = redis.NewClient(ropt)
+	err = retryUntil(ctx, m.rl, "redis", func() error {
+		f, err := frontier.NewRedis(ctx, m.rdb, frontier.OptionsFromConfig(m.cfg))
+		m.front = f
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	m.warnEviction(ctx)
+	return retryUntil(ctx, m.rl, "mysql", func() error {
+		s, err := store.Open(ctx, m.cfg.MySQL.DSN)
+		m.store = s
+		return err
+	})
+}
+
+// warnEviction warns when Redis may evict the frontier's keys.
+func (m *Master) warnEviction(ctx context.Context) {
+	res, err := m.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		m.log.Info("cannot read redis maxmemory-policy; make sure it is noeviction", "err", err)
+		return
+	}
+	if p := res["maxmemory-policy"]; p != "" && p != "noeviction" {
+		m.log.Warn("redis maxmemory-policy is not noeviction: Redis may silently drop queued URLs, leases and dedup state", "policy", p)
+	}
+}
+
+func (m *Master) close() {
+	if m.store != nil {
+		m.store.Close()
+	}
+	if m.rdb != nil {
+		m.rdb.Close()
+	}
+}
+
+func consumerName() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("master-%s", h)
+}
+
+// retryUntil calls fn until it succeeds or ctx ends, logging once in a
+// while.
+func retryUntil(ctx context.Context, rl *ratelog.Logger, what string, fn func() error) error {
+	for i := 1; ; i++ {
+		err := fn()
+		if err == nil {
+			if rl.Reset("connect-" + what) {
+				rl.Log(ctx, slog.LevelInfo, "up-"+what, what+" reachable")
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !errors.Is(err, frontier.ErrUnavailable) && what == "redis" && i == 1 {
+			// a non-connection error (bad state) is worth seeing at once
+			rl.Log(ctx, slog.LevelError, "connect-"+what, "connecting to "+what, "err", err)
+		} else {
+			rl.Log(ctx, slog.LevelWarn, "connect-"+what, "waiting for "+what, "err", err)
+		}
+		sleep(ctx, min(100*time.Millisecond<<min(i, 6), 5*time.Second))
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,305 @@
+package slaved
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/robots"
+	"github.com/redcrawl/redcrawl/shared/urlx"
+)
+
+// errShutdown marks a fetch cut short by a hard stop: its lease is given
+// back untried.
+var errShutdown = errors.New("slave stopping")
+
+// process fetches one leased task and says what became of it.
+func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completion {
+	c := frontier.Completion{Lease: l, Outcome: frontier.Done}
+	u, err := url.Parse(l.URL)
+	if err != nil {
+		s.exception(&c, events.KindParse, 0, fmt.Sprintf("parse url: %v", err))
+		c.Outcome, c.Reason = frontier.Fail, "bad url"
+		return c
+	}
+	if s.cfg.Politeness.ObeyRobots {
+		rules, err := s.robotsFor(ctx, u, &c)
+		if errors.Is(err, errShutdown) {
+			c.Outcome = frontier.Release
+			return c
+		}
+		if err != nil {
+			// robots.txt unreachable: disallowed for now, retried later
+			s.exception(&c, events.KindRobotsDenied, 0, "robots.txt unavailable: "+err.Error())
+			c.Outcome, c.Reason = frontier.Retry, "robots.txt unavailable"
+			c.RetryIn = s.backoff(l.Attempt, 0)
+			return c
+		}
+		if !rules.Allowed(s.cfg.Fetch.UserAgent, u) {
+			s.exception(&c, events.KindRobotsDenied, 0, "disallowed by robots.txt")
+			return c
+		}
+	}
+	res, err := s.fetcher.Fetch(ctx, l.URL)
+	if err != nil {
+		if ctx.Err() != nil {
+			c.Outcome = frontier.Release
+			return c
+		}
+		var fe *FetchError
+		if !errors.As(err, &fe) {
+			fe = classify(err)
+		}
+		s.exception(&c, fe.Kind, 0, fe.Err.Error())
+		if fe.Retryable {
+			c.Outcome, c.Reason, c.RetryIn = frontier.Retry, fe.Kind, s.backoff(l.Attempt, 0)
+		} else {
+			c.Outcome, c.Reason = frontier.Fail, fe.Kind
+		}
+		return c
+	}
+	s.bytes.Add(int64(len(res.Body)))
+	return s.handle(c, u, res)
+}
+
+// handle turns a response into a completion.
+func (s *Slave) handle(c frontier.Completion, u *url.URL, res *Response) frontier.Completion {
+	l := c.Lease
+	page := &events.Page{Crawl: s.cfg.Crawl.Name, URL: l.URL, FinalURL: l.URL, Status: res.Status,
+		ContentType: res.Header.Get("Content-Type"), Bytes: int64(len(res.Body)), Depth: l.Depth,
+		FetchedAt: time.Now().UnixMilli(), Slave: s.id, DurationMS: res.Duration.Milliseconds(), Attempt: l.Attempt}
+	if len(res.Body) > 0 {
+		sum := sha256.Sum256(res.Body)
+		page.ContentHash = hex.EncodeToString(sum[:])
+	}
+	st := res.Status
+	switch {
+	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable || st >= 500 || st == http.StatusRequestTimeout:
+		wait := s.backoff(l.Attempt, retryAfter(res.Header, s.cfg.Lease.RetryMax))
+		s.exception(&c, events.KindHTTPStatus, st, "HTTP "+strconv.Itoa(st))
+		c.Outcome, c.Reason, c.RetryIn = frontier.Retry, "http "+strconv.Itoa(st), wait
+		if st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable {
+			c.Backoff = wait // the whole host waits, for every slave
+		}
+		return c
+	case st >= 300 && st < 400:
+		loc := res.Header.Get("Location")
+		var problem string
+		var target *url.URL
+		switch {
+		case loc == "":
+			problem = "redirect without Location"
+		case l.Hops+1 > s.cfg.Crawl.MaxRedirects:
+			problem = fmt.Sprintf("redirect chain longer than %d hops", s.cfg.Crawl.MaxRedirects)
+		default:
+			var err error
+			if target, err = s.canon.Resolve(u, loc); err != nil {
+				problem = "redirect target: " + err.Error()
+			}
+		}
+		if target != nil {
+			page.FinalURL = target.String()
+			if t, ok := s.linkTask(target, l.Depth, l.Hops+1); ok {
+				c.Links = append(c.Links, t)
+			}
+		}
+		s.addEvent(&c, page)
+		if problem != "" {
+			s.exception(&c, events.KindRedirect, st, problem)
+		}
+		return c
+	case st >= 400:
+		s.addEvent(&c, page)
+		s.exception(&c, events.KindHTTPStatus, st, "HTTP "+strconv.Itoa(st))
+		return c
+	}
+	// 2xx
+	if res.Truncated {
+		s.exception(&c, events.KindTooLarge, st, fmt.Sprintf("body larger than %d bytes", s.cfg.Fetch.MaxBodyBytes))
+		c.Outcome, c.Reason = frontier.Fail, events.KindTooLarge
+		return c
+	}
+	if isHTML(page.ContentType, res.Body) {
+		links := s.canon.ExtractLinks(u, res.Body, maxLinksPerPage)
+		if !links.NoFollow {
+			for _, lu := range links.URLs {
+				if t, ok := s.linkTask(lu, l.Depth+1, 0); ok {
+					c.Links = append(c.Links, t)
+				}
+			}
+		}
+		page.Links = len(c.Links)
+	}
+	s.addEvent(&c, page)
+	return c
+}
+
+// maxLinksPerPage bounds what one page can add to the frontier.
+const maxLinksPerPage = 5000
+
+// linkTask scopes and builds a task for a discovered URL.
+func (s *Slave) linkTask(u *url.URL, depth, hops int) (frontier.Task, bool) {
+	if ok, _ := s.scope.Check(u, depth); !ok {
+		return frontier.Task{}, false
+	}
+	return frontier.Task{URL: u.String(), Host: urlx.HostKey(u), ScopeHost: strings.ToLower(u.Hostname()),
+		Depth: depth, Hops: hops, Priority: int64(depth)}, true
+}
+
+func isHTML(ct string, body []byte) bool {
+	if ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err == nil {
+			return mt == "text/html" || mt == "application/xhtml+xml"
+		}
+	}
+	return strings.Contains(http.DetectContentType(body), "text/html")
+}
+
+// retryAfter reads a Retry-After header (seconds or an HTTP date), capped.
+func retryAfter(h http.Header, cap time.Duration) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.Atoi(v); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = time.Until(t)
+	}
+	if d < 0 {
+		d = 0
+	}
+	return min(d, cap)
+}
+
+// backoff is the wait before a retry: Retry-After when the site gave one,
+// else retry_base doubled per attempt with up to 25% jitter, capped.
+func (s *Slave) backoff(attempt int, after time.Duration) time.Duration {
+	if after > 0 {
+		return after
+	}
+	d := s.cfg.Lease.RetryBase << min(attempt, 20)
+	d += time.Duration(rand.Int64N(int64(d)/4 + 1))
+	return min(d, s.cfg.Lease.RetryMax)
+}
+
+func (s *Slave) addEvent(c *frontier.Completion, rec any) {
+	ev, err := frontier.NewEvent(rec)
+	if err != nil {
+		s.log.Error("encode event", "err", err)
+		return
+	}
+	c.Events = append(c.Events, ev)
+}
+
+func (s *Slave) exception(c *frontier.Completion, kind string, status int, msg string) {
+	s.errors.Add(1)
+	host := c.Lease.Host
+	if u, err := url.Parse(c.Lease.URL); err == nil {
+		host = u.Hostname()
+	}
+	s.addEvent(c, &events.Exception{Crawl: s.cfg.Crawl.Name, Kind: kind, URL: c.Lease.URL, Host: host,
+		Slave: s.id, Attempt: c.Lease.Attempt, Status: status, Message: msg, At: time.Now().UnixMilli()})
+}
+
+// robotsFor returns the robots.txt rules for a URL's host, fetching them
+// while this slave holds the host's politeness slot; after such a fetch it
+// waits the politeness delay before the page request, so the site never
+// sees two requests closer than the delay.
+func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completion) (*robots.Robots, error) {
+	host := c.Lease.Host
+	rules, status, ok, err := s.robots.lookup(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	if ok && (status == 0 || status >= 500) {
+		return nil, fmt.Errorf("robots.txt of %s: status %d (cached)", host, status)
+	}
+	if !ok {
+		rules, err = s.fetchRobots(ctx, u, host)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.sleepPolitely(ctx); err != nil {
+			return nil, errShutdown
+		}
+	}
+	if d := rules.CrawlDelay(s.cfg.Fetch.UserAgent); d > 0 {
+		c.HostDelay = min(d, s.cfg.Politeness.MaxCrawlDelay)
+		if c.HostDelay < s.cfg.Politeness.Delay {
+			c.HostDelay = 0
+		}
+	}
+	return rules, nil
+}
+
+// fetchRobots fetches robots.txt, following up to five redirects
+// (RFC 9309 §2.3.1.2) and stores the result for every slave.
+func (s *Slave) fetchRobots(ctx context.Context, u *url.URL, host string) (*robots.Robots, error) {
+	target := robotsURL(u)
+	rec := frontier.RobotsRecord{FetchedAt: time.Now()}
+	for hop := 0; ; hop++ {
+		res, err := s.fetcher.Fetch(ctx, target)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, errShutdown
+			}
+			rec.Status = 0 // unreachable: disallow for now
+			break
+		}
+		if res.Status >= 300 && res.Status < 400 && hop < 5 {
+			base, _ := url.Parse(target)
+			next, err := base.Parse(res.Header.Get("Location"))
+			if err == nil && (next.Scheme == "http" || next.Scheme == "https") {
+				target = next.String()
+				if err := s.sleepPolitely(ctx); err != nil {
+					return nil, errShutdown
+				}
+				continue
+			}
+		}
+		rec.Status, rec.Body = res.Status, res.Body
+		if res.Status >= 300 && res.Status < 400 {
+			rec.Status = 404 // too many redirects: RFC 9309 treats it as unavailable (allow)
+		}
+		break
+	}
+	rules, err := s.robots.fetched(ctx, host, rec)
+	if err != nil {
+		s.rl.Log(ctx, levelWarn, "robots-store", "store robots.txt", "host", host, "err", err)
+	}
+	if rec.Status == 0 || rec.Status >= 500 {
+		return nil, fmt.Errorf("robots.txt of %s: status %d", host, rec.Status)
+	}
+	return rules, nil
+}
+
+// sleepPolitely waits the politeness delay with jitter.
+func (s *Slave) sleepPolitely(ctx context.Context) error {
+	d := s.cfg.Politeness.Delay
+	if d <= 0 {
+		return nil
+	}
+	d += time.Duration(rand.Float64() * s.cfg.Politeness.Jitter * float64(d))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

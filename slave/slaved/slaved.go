@@ -1,0 +1,420 @@
+// Package slaved is a redcrawl slave: it joins a crawl, claims leased tasks
+// from the shared frontier first-come-first-served, fetches them politely
+// and reports pages, links and exceptions back in one round trip per batch.
+//
+// Components and their stop order (Run): the claimer stops claiming; the
+// fetch pool finishes in-flight fetches within slave.shutdown_timeout and
+// gives back the leases of the rest; the acker flushes every completion;
+// the lease extender stops; the slave deregisters (a graceful leave); the
+// heartbeater stops last.
+package slaved
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/ratelog"
+	"github.com/redcrawl/redcrawl/shared/urlx"
+)
+
+const levelWarn = slog.LevelWarn
+
+// Backend is the frontier as a slave uses it.
+type Backend interface {
+	frontier.Frontier
+	frontier.Registry
+	robotsStore
+	ClaimWait(ctx context.Context, slave string, max int) ([]frontier.Lease, time.Duration, error)
+}
+
+// Options tune a slave beyond the config file.
+type Options struct {
+	ID     string       // slave id; default host-pid-random
+	Logger *slog.Logger // default slog.Default()
+	// Fetcher replaces the colly fetcher (tests).
+	Fetcher Fetcher
+	// Backend replaces the Redis frontier built from the config (tests).
+	Backend Backend
+}
+
+// Slave is one crawling process.
+type Slave struct {
+	cfg     *config.Config
+	opt     Options
+	id      string
+	host    string
+	log     *slog.Logger
+	rl      *ratelog.Logger
+	canon   *urlx.Canonicalizer
+	scope   *urlx.Scope
+	fetcher Fetcher
+	robots  *robotsCache
+	front   Backend
+	rdb     redis.UniversalClient
+
+	started  time.Time
+	pages    atomic.Int64
+	errors   atomic.Int64
+	bytes    atomic.Int64
+	inflight atomic.Int64
+	lostAcks atomic.Int64
+	draining atomic.Bool
+
+	mu     sync.Mutex
+	leases map[string]frontier.Lease // in flight, by URL
+}
+
+// New builds a slave from a validated config. It does not connect yet.
+func New(cfg *config.Config, opt Options) (*Slave, error) {
+	canon, err := urlx.NewCanonicalizer(cfg.Crawl.StripParams)
+	if err != nil {
+		return nil, fmt.Errorf("new slave: crawl.strip_params: %w", err)
+	}
+	scope, err := urlx.NewScope(cfg.Crawl.AllowHosts, cfg.Crawl.Allow, cfg.Crawl.Deny, cfg.Crawl.MaxDepth)
+	if err != nil {
+		return nil, fmt.Errorf("new slave: %w", err)
+	}
+	host, _ := os.Hostname()
+	if opt.ID == "" {
+		opt.ID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.IntN(1<<16))
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	log := opt.Logger.With("slave", opt.ID)
+	return &Slave{cfg: cfg, opt: opt, id: opt.ID, host: host, log: log,
+		rl: ratelog.New(log, 30*time.Second), canon: canon, scope: scope,
+		leases: map[string]frontier.Lease{}}, nil
+}
+
+// ID returns the slave's id.
+func (s *Slave) ID() string { return s.id }
+
+// Run crawls until ctx is cancelled, then leaves gracefully. It returns
+// nil after a graceful leave.
+func (s *Slave) Run(ctx context.Context) error {
+	s.started = time.Now()
+	// fetchCtx outlives ctx by up to the shutdown timeout: in-flight fetches
+	// may finish after the signal.
+	fetchCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
+	// bg carries the components that must outlive the fetches (acker,
+	// extender, heartbeater); it is cancelled last.
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+
+	if s.opt.Backend != nil {
+		s.front = s.opt.Backend
+	} else {
+		ropt, err := s.cfg.RedisOptions()
+		if err != nil {
+			return fmt.Errorf("slave: %w", err)
+		}
+		s.rdb = redis.NewClient(ropt)
+		defer s.rdb.Close()
+		var f *frontier.Redis
+		err = s.retry(ctx, "redis", func() error {
+			var err error
+			f, err = frontier.NewRedis(ctx, s.rdb, frontier.OptionsFromConfig(s.cfg))
+			return err
+		})
+		if err != nil {
+			return nil // cancelled before Redis came up: nothing to leave
+		}
+		s.front = f
+	}
+	s.fetcher = s.opt.Fetcher
+	if s.fetcher == nil {
+		s.fetcher = newCollyFetcher(fetchCtx, s.cfg)
+	}
+	s.robots = newRobotsCache(s.front, s.cfg.Politeness.RobotsTTL)
+
+	s.log.Info("slave joining", "crawl", s.cfg.Crawl.Name, "concurrency", s.cfg.Slave.Concurrency)
+	var hbWG sync.WaitGroup
+	hbWG.Add(1)
+	go func() { defer hbWG.Done(); s.heartbeater(bg) }()
+
+	ackCtx, stopAcks := context.WithCancel(bg)
+	defer stopAcks()
+	acks := newAcker(s, s.cfg.Slave.Concurrency)
+	var ackWG sync.WaitGroup
+	ackWG.Add(1)
+	go func() { defer ackWG.Done(); acks.run(ackCtx) }()
+
+	extCtx, stopExt := context.WithCancel(bg)
+	defer stopExt()
+	var extWG sync.WaitGroup
+	extWG.Add(1)
+	go func() { defer extWG.Done(); s.extender(extCtx) }()
+
+	// claimer + fetch pool
+	var pool sync.WaitGroup
+	s.claimLoop(ctx, fetchCtx, &pool, acks)
+
+	// graceful leave: finish in-flight fetches within the bound
+	s.draining.Store(true)
+	s.log.Info("slave leaving", "in_flight", s.inflight.Load())
+	done := make(chan struct{})
+	go func() { pool.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.cfg.Slave.ShutdownTimeout):
+		s.log.Warn("shutdown timeout: giving back unfinished leases", "in_flight", s.inflight.Load())
+		hardStop()
+		<-done
+	}
+	// flush completions; if Redis stays down their leases expire and the
+	// master requeues them
+	acks.close()
+	flushed := make(chan struct{})
+	go func() { ackWG.Wait(); close(flushed) }()
+	select {
+	case <-flushed:
+	case <-time.After(s.cfg.Slave.ShutdownTimeout + 5*time.Second):
+		s.log.Warn("could not flush completions; their leases will expire")
+		stopAcks()
+		<-flushed
+	}
+	stopExt()
+	extWG.Wait()
+	leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.front.Leave(leaveCtx, s.id, "graceful leave"); err != nil {
+		s.log.Warn("deregister", "err", err)
+	}
+	stopBG()
+	hbWG.Wait()
+	s.log.Info("slave left", "pages", s.pages.Load(), "errors", s.errors.Load(), "lost_acks", s.lostAcks.Load())
+	return nil
+}
+
+// claimLoop claims as many tasks as there are free workers and starts a
+// fetch for each, until ctx is cancelled.
+func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, acks *acker) {
+	conc := s.cfg.Slave.Concurrency
+	free := make(chan struct{}, conc)
+	for range conc {
+		free <- struct{}{}
+	}
+	fail := 0
+	for ctx.Err() == nil {
+		// wait for at least one free worker
+		select {
+		case <-ctx.Done():
+			return
+		case <-free:
+		}
+		n := 1
+		for n < conc {
+			select {
+			case <-free:
+				n++
+				continue
+			default:
+			}
+			break
+		}
+		leases, wait, err := s.front.ClaimWait(ctx, s.id, n)
+		if err != nil {
+			for range n {
+				free <- struct{}{}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			fail++
+			s.rl.Log(ctx, levelWarn, "claim", "claim failed; pausing", "err", err)
+			sleep(ctx, backoffStep(fail))
+			continue
+		}
+		if fail > 0 {
+			s.log.Info("claiming again", "after_failures", fail)
+			s.rl.Reset("claim")
+			fail = 0
+		}
+		for range n - len(leases) {
+			free <- struct{}{}
+		}
+		for _, l := range leases {
+			s.track(l, true)
+			pool.Add(1)
+			go func() {
+				defer pool.Done()
+				defer func() { free <- struct{}{} }()
+				c := s.process(fetchCtx, l)
+				if c.Outcome == frontier.Done || c.Outcome == frontier.Fail {
+					s.pages.Add(1)
+				}
+				acks.add(c)
+			}()
+		}
+		if len(leases) == 0 {
+			// nothing ready: sleep until the earliest host's time, spread a
+			// little so slaves do not all wake at once
+			d := s.cfg.Slave.IdlePoll
+			if wait >= 0 && wait < d {
+				d = wait
+			}
+			d += time.Duration(rand.Int64N(int64(d)/4 + int64(time.Millisecond)))
+			sleep(ctx, d)
+		}
+	}
+}
+
+func (s *Slave) track(l frontier.Lease, add bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		s.leases[l.URL] = l
+		s.inflight.Add(1)
+	} else if _, ok := s.leases[l.URL]; ok {
+		delete(s.leases, l.URL)
+		s.inflight.Add(-1)
+	}
+}
+
+func (s *Slave) held() []frontier.Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]frontier.Lease, 0, len(s.leases))
+	for _, l := range s.leases {
+		out = append(out, l)
+	}
+	return out
+}
+
+// extender pushes the deadlines of leases held for more than a third of
+// the lease duration, so long fetches are not taken back.
+func (s *Slave) extender(ctx context.Context) {
+	every := s.cfg.Lease.Duration / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var old []frontier.Lease
+		for _, l := range s.held() {
+			if time.Since(l.LeasedAt) > every {
+				old = append(old, l)
+			}
+		}
+		if len(old) == 0 {
+			continue
+		}
+		held, err := s.front.Extend(ctx, s.id, old)
+		if err != nil {
+			s.rl.Log(ctx, levelWarn, "extend", "extend leases", "err", err)
+			continue
+		}
+		for i, ok := range held {
+			if !ok {
+				s.log.Debug("lease lost while fetching", "url", old[i].URL)
+			}
+		}
+	}
+}
+
+// heartbeater registers the slave and reports its counters.
+func (s *Slave) heartbeater(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Slave.HeartbeatInterval)
+	defer t.Stop()
+	var lastPages int64
+	lastAt := time.Now()
+	rate := 0.0
+	failing := false
+	for {
+		now := time.Now()
+		pages := s.pages.Load()
+		if dt := now.Sub(lastAt).Seconds(); dt > 0.5 {
+			inst := float64(pages-lastPages) / dt
+			rate = 0.5*rate + 0.5*inst
+			lastPages, lastAt = pages, now
+		}
+		state := "running"
+		if s.draining.Load() {
+			state = "draining"
+		}
+		hb := events.Heartbeat{Crawl: s.cfg.Crawl.Name, Slave: s.id, Host: s.host, PID: os.Getpid(),
+			At: now.UnixMilli(), StartedAt: s.started.UnixMilli(), Pages: pages, Errors: s.errors.Load(),
+			InFlight: s.inflight.Load(), Bytes: s.bytes.Load(), RSS: rss(), PagesPerSec: rate,
+			Concurrency: s.cfg.Slave.Concurrency, State: state}
+		if err := s.front.Heartbeat(ctx, hb); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failing = true
+			s.rl.Log(ctx, levelWarn, "heartbeat", "heartbeat failed", "err", err)
+		} else if failing {
+			failing = false
+			s.rl.Reset("heartbeat")
+			s.log.Info("heartbeat back")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// retry calls fn until it succeeds or ctx ends, logging failures once in a
+// while.
+func (s *Slave) retry(ctx context.Context, what string, fn func() error) error {
+	for i := 1; ; i++ {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.rl.Log(ctx, levelWarn, what, "waiting for "+what, "err", err)
+		sleep(ctx, backoffStep(i))
+	}
+}
+
+func backoffStep(i int) time.Duration {
+	d := 100 * time.Millisecond << min(i, 6)
+	return min(d, 5*time.Second)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// rss returns the resident set size in bytes (Linux), else the Go heap.
+func rss() int64 {
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) > 1 {
+			if pages, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				return pages * int64(os.Getpagesize())
+			}
+		}
+	}
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.Sys)
+}
