@@ -4,7 +4,7 @@ BIN     := bin
 PKGS    := ./...
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test test-race demo services vet fmt clean
+.PHONY: all build test test-race bench demo services vet fmt clean
 
 all: build
 
@@ -25,6 +25,11 @@ test: services
 ## test-race: the suite under the race detector
 test-race: services
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+
+## bench: crawl throughput and Redis cost per page, Redis memory per URL, hot paths
+bench: services
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./shared/frontier/
+	$(GO) test -run '^$$' -bench . ./shared/robots/ ./shared/urlx/
 
 ## demo: crawl a built-in demo site on loopback with a master and two slaves
 demo: services build

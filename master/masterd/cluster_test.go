@@ -35,7 +35,9 @@ const politeDelay = 25 * time.Millisecond
 
 // clusterConfig is a config for a test crawl with its own crawl name and
 // database.
-func clusterConfig(t *testing.T) *config.Config {
+func clusterConfig(t *testing.T) *config.Config { return clusterConfigB(t) }
+
+func clusterConfigB(t testing.TB) *config.Config {
 	t.Helper()
 	cfg := config.Default()
 	b := make([]byte, 4)
@@ -85,8 +87,10 @@ func testLogger(t *testing.T) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	return slog.New(slog.NewTextHandler(ioDiscard{}, nil))
+	return discardLogger()
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(ioDiscard{}, nil)) }
 
 type ioDiscard struct{}
 

@@ -164,6 +164,11 @@ type inserter interface {
 	Insert(ctx context.Context, batch []events.Envelope) error
 }
 
+// sinkGather is how long the sink lets events gather after a short read,
+// so a slow crawl costs a few stream reads a second, not three commands an
+// event; the events wait safely in the stream meanwhile.
+const sinkGather = 250 * time.Millisecond
+
 func (s *sink) run(ctx context.Context) {
 	pending := true // first redeliver what a previous run read but never stored
 	for ctx.Err() == nil {
@@ -173,6 +178,9 @@ func (s *sink) run(ctx context.Context) {
 		}
 		if pending && n == 0 {
 			pending = false
+		}
+		if !pending && n < s.batch {
+			sleep(ctx, sinkGather)
 		}
 	}
 }

@@ -34,6 +34,9 @@ type Options struct {
 	Logger       *slog.Logger
 	// ProgressEvery is how often Run logs a progress line; 0 = 10s.
 	ProgressEvery time.Duration
+	// Redis, when set, is used instead of a client dialled from redis.url
+	// (embedding, instrumentation); the caller closes it.
+	Redis *redis.Client
 }
 
 // Master is the crawl's supervisor.
@@ -123,7 +126,11 @@ func (m *Master) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("master: %w", err)
 	}
-	m.rdb = redis.NewClient(ropt)
+	if m.opt.Redis != nil {
+		m.rdb = m.opt.Redis
+	} else {
+		m.rdb = redis.NewClient(ropt)
+	}
 	err = retryUntil(ctx, m.rl, "redis", func() error {
 		f, err := frontier.NewRedis(ctx, m.rdb, frontier.OptionsFromConfig(m.cfg))
 		m.front = f
@@ -156,7 +163,7 @@ func (m *Master) close() {
 	if m.store != nil {
 		m.store.Close()
 	}
-	if m.rdb != nil {
+	if m.rdb != nil && m.opt.Redis == nil {
 		m.rdb.Close()
 	}
 }

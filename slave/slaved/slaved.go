@@ -49,6 +49,9 @@ type Options struct {
 	Fetcher Fetcher
 	// Backend replaces the Redis frontier built from the config (tests).
 	Backend Backend
+	// Redis, when set, is used instead of a client dialled from redis.url
+	// (embedding, instrumentation); the caller closes it.
+	Redis redis.UniversalClient
 }
 
 // Slave is one crawling process.
@@ -120,14 +123,18 @@ func (s *Slave) Run(ctx context.Context) error {
 	if s.opt.Backend != nil {
 		s.front = s.opt.Backend
 	} else {
-		ropt, err := s.cfg.RedisOptions()
-		if err != nil {
-			return fmt.Errorf("slave: %w", err)
+		if s.opt.Redis != nil {
+			s.rdb = s.opt.Redis
+		} else {
+			ropt, err := s.cfg.RedisOptions()
+			if err != nil {
+				return fmt.Errorf("slave: %w", err)
+			}
+			s.rdb = redis.NewClient(ropt)
+			defer s.rdb.Close()
 		}
-		s.rdb = redis.NewClient(ropt)
-		defer s.rdb.Close()
 		var f *frontier.Redis
-		err = s.retry(ctx, "redis", func() error {
+		err := s.retry(ctx, "redis", func() error {
 			var err error
 			f, err = frontier.NewRedis(ctx, s.rdb, frontier.OptionsFromConfig(s.cfg))
 			return err

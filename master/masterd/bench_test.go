@@ -1,0 +1,135 @@
+package masterd_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/shared/testsite"
+	"github.com/redcrawl/redcrawl/slave/slaved"
+)
+
+// countHook counts the commands a client sends (a pipeline counts each
+// command it carries): the round-trip cost the frontier is designed to keep
+// low. Redis's own commandstats also count the commands that scripts call.
+type countHook struct{ cmds, scripts atomic.Int64 }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.count(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (h *countHook) count(c redis.Cmder) {
+	name := c.Name()
+	if name == "evalsha" || name == "eval" {
+		h.scripts.Add(1)
+	}
+	// a NOSCRIPT evalsha retried as eval is one logical call
+	if name != "eval" {
+		h.cmds.Add(1)
+	}
+}
+
+// BenchmarkClusterCrawl crawls the loopback site with the real master,
+// slaves, Redis and MySQL, politeness delay 0, and reports pages/s and
+// Redis commands per page.
+//
+//	go test -run '^$' -bench ClusterCrawl -benchtime 1x ./master/masterd/
+func BenchmarkClusterCrawl(b *testing.B) {
+	for _, slaves := range []int{1, 2} {
+		b.Run(fmt.Sprintf("slaves=%d", slaves), func(b *testing.B) {
+			for range b.N {
+				clusterCrawl(b, slaves, 0)
+			}
+		})
+	}
+	// polite: every host at most one request in flight and 25ms apart
+	b.Run("slaves=3/polite", func(b *testing.B) {
+		for range b.N {
+			clusterCrawl(b, 3, politeDelay)
+		}
+	})
+}
+
+func clusterCrawl(b *testing.B, slaves int, delay time.Duration) {
+	cfg := clusterConfigB(b)
+	site, err := testsite.Start(testsite.Options{Hosts: 10, PagesPerHost: 400, LinksPerPage: 8,
+		PageBytes: 15000, Robots: true, Seed: 3})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer site.Close()
+	for _, raw := range site.HostURLs() {
+		h, _, _ := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(raw, "http://"), "/"))
+		cfg.Crawl.AllowHosts = append(cfg.Crawl.AllowHosts, h)
+	}
+	cfg.Politeness.Delay = delay
+	cfg.Politeness.HostConcurrency = 4
+	if delay > 0 {
+		cfg.Politeness.HostConcurrency = 1
+	}
+	cfg.Slave.Concurrency = 32
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := masterd.Seed(context.Background(), cfg, site.Seeds()); err != nil {
+		b.Fatal(err)
+	}
+	hook := &countHook{}
+	ropt, _ := cfg.RedisOptions()
+	rdb := redis.NewClient(ropt)
+	defer rdb.Close()
+	rdb.AddHook(hook)
+
+	start := time.Now()
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range slaves {
+		s, err := slaved.New(cfg, slaved.Options{ID: "bench-" + strconv.Itoa(i), Logger: discardLogger(), Redis: rdb})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Run(ctx) }()
+	}
+	mctx, mcancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer mcancel()
+	if err := masterd.New(cfg, masterd.Options{ExitWhenDone: true, Logger: discardLogger(), Redis: rdb}).Run(mctx); err != nil {
+		b.Fatal(err)
+	}
+	// the finish is decided after a quiescence window; do not count it
+	elapsed := time.Since(start) - cfg.Master.Quiescence
+	stop()
+	wg.Wait()
+	st, err := masterd.Status(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !st.Finished || st.Done < int64(len(site.Expected())) {
+		b.Fatalf("crawl incomplete: %+v, want %d done", st, len(site.Expected()))
+	}
+	pages := float64(st.Done)
+	b.ReportMetric(pages/elapsed.Seconds(), "pages/s")
+	b.ReportMetric(float64(hook.cmds.Load())/pages, "redis-cmds/page")
+	b.ReportMetric(float64(hook.scripts.Load())/pages, "scripts/page")
+	b.ReportMetric(pages, "pages")
+}
