@@ -471,3 +471,40 @@ func siteHosts(site *testsite.Site) []string {
 	}
 	return out
 }
+
+// TestClusterRedisOutage takes Redis away from the master and the slaves
+// mid-crawl: they pause and resume when it is back, nothing crashes, and
+// the crawl completes with full coverage.
+func TestClusterRedisOutage(t *testing.T) {
+	cfg := clusterConfig(t)
+	site := startSite(t, 0)
+	seed(t, cfg, site) // seeded directly, before the proxy is in the way
+	ropt, err := redis.ParseURL(cfg.Redis.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testutil.NewProxy(t, ropt.Addr)
+	cfg.Redis.URL = fmt.Sprintf("redis://%s/%d", proxy.Addr(), ropt.DB)
+	// a lease must outlive the outage, or every in-flight task is (correctly) re-fetched
+	cfg.Lease.Duration = 20 * time.Second
+	cfg.Master.DeadAfter = 10 * time.Second
+
+	for i := range 2 {
+		startSlave(t, cfg, fmt.Sprintf("slave-%d", i+1))
+	}
+	masterDone := make(chan struct{})
+	go func() { defer close(masterDone); runMaster(t, cfg) }()
+	time.Sleep(time.Second)
+	st, err := masterd.Status(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Done == 0 || st.Finished {
+		t.Fatalf("crawl not under way before the outage: %+v", st)
+	}
+	proxy.SetDown(true)
+	time.Sleep(3 * time.Second)
+	proxy.SetDown(false)
+	<-masterDone
+	checkCrawl(t, cfg, site, nil)
+}

@@ -57,6 +57,8 @@ type collyFetcher struct {
 	mu      sync.Mutex
 	slots   map[uint32]*fetchSlot
 	seq     uint32
+	// closeIdle closes the transport's idle keep-alive connections.
+	closeIdle func()
 }
 
 type fetchSlot struct {
@@ -89,10 +91,11 @@ func newCollyFetcher(ctx context.Context, cfg *config.Config) *collyFetcher {
 		colly.MaxBodySize(int(cfg.Fetch.MaxBodyBytes)+1),
 	)
 	c.WithTransport(&limitTransport{base: base, max: cfg.Fetch.MaxBodyBytes})
+	closeIdle := base.CloseIdleConnections
 	c.SetRequestTimeout(cfg.Fetch.Timeout)
 	c.SetRedirectHandler(func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse })
 	c.DisableCookies()
-	f := &collyFetcher{c: c, maxBody: cfg.Fetch.MaxBodyBytes, slots: map[uint32]*fetchSlot{}}
+	f := &collyFetcher{c: c, maxBody: cfg.Fetch.MaxBodyBytes, slots: map[uint32]*fetchSlot{}, closeIdle: closeIdle}
 	c.OnResponse(func(r *colly.Response) {
 		if s := f.slot(r.Ctx); s != nil {
 			s.resp = r

@@ -205,6 +205,9 @@ func (s *Slave) Run(ctx context.Context) error {
 	}
 	stopBG()
 	hbWG.Wait()
+	if cf, ok := s.fetcher.(*collyFetcher); ok {
+		cf.closeIdle()
+	}
 	s.log.Info("slave left", "pages", s.pages.Load(), "errors", s.errors.Load(), "lost_acks", s.lostAcks.Load())
 	return nil
 }
