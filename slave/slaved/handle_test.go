@@ -1,0 +1,124 @@
+package slaved
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+)
+
+func TestHandle(t *testing.T) {
+	cfg := config.Default()
+	cfg.Crawl.AllowHosts = []string{"a.test", "b.test"}
+	cfg.Crawl.MaxRedirects = 2
+	cfg.Fetch.MaxBodyBytes = 100
+	cfg.Lease.RetryBase = time.Second
+	s, err := New(&cfg, Options{ID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := http.Header{"Content-Type": {"text/html; charset=utf-8"}}
+	type want struct {
+		Outcome    frontier.Outcome
+		Links      []string
+		Hops       []int
+		Exceptions []string
+		PageStatus int
+		Backoff    bool
+		RetryIn    time.Duration
+	}
+	tests := []struct {
+		name string
+		hops int
+		res  Response
+		want want
+	}{
+		{"ok html with links", 0, Response{Status: 200, Header: html,
+			Body: []byte(`<a href="/x">x</a><a href="http://b.test/y#f">y</a><a href="http://c.test/">out</a><a href="mailto:a@b">m</a>`)},
+			want{Outcome: frontier.Done, Links: []string{"http://a.test/x", "http://b.test/y"}, Hops: []int{0, 0}, PageStatus: 200}},
+		{"nofollow", 0, Response{Status: 200, Header: html, Body: []byte(`<meta name="robots" content="nofollow"><a href="/x">x</a>`)},
+			want{Outcome: frontier.Done, PageStatus: 200}},
+		{"not html", 0, Response{Status: 200, Header: http.Header{"Content-Type": {"application/pdf"}}, Body: []byte(`<a href="/x">`)},
+			want{Outcome: frontier.Done, PageStatus: 200}},
+		{"too large", 0, Response{Status: 200, Header: html, Truncated: true},
+			want{Outcome: frontier.Fail, Exceptions: []string{events.KindTooLarge}}},
+		{"redirect goes through the frontier", 0, Response{Status: 301, Header: http.Header{"Location": {"../next"}}},
+			want{Outcome: frontier.Done, Links: []string{"http://a.test/next"}, Hops: []int{1}, PageStatus: 301}},
+		{"redirect chain too long", 2, Response{Status: 302, Header: http.Header{"Location": {"/next"}}},
+			want{Outcome: frontier.Done, PageStatus: 302, Exceptions: []string{events.KindRedirect}}},
+		{"redirect without location", 0, Response{Status: 302, Header: http.Header{}},
+			want{Outcome: frontier.Done, PageStatus: 302, Exceptions: []string{events.KindRedirect}}},
+		{"redirect out of scope", 0, Response{Status: 301, Header: http.Header{"Location": {"http://c.test/"}}},
+			want{Outcome: frontier.Done, PageStatus: 301}},
+		{"404 recorded and dropped", 0, Response{Status: 404, Header: html},
+			want{Outcome: frontier.Done, PageStatus: 404, Exceptions: []string{events.KindHTTPStatus}}},
+		{"410 recorded and dropped", 0, Response{Status: 410, Header: html},
+			want{Outcome: frontier.Done, PageStatus: 410, Exceptions: []string{events.KindHTTPStatus}}},
+		{"500 retried", 0, Response{Status: 500, Header: html},
+			want{Outcome: frontier.Retry, Exceptions: []string{events.KindHTTPStatus}}},
+		{"429 with Retry-After backs the host off", 0, Response{Status: 429, Header: http.Header{"Retry-After": {"7"}}},
+			want{Outcome: frontier.Retry, Exceptions: []string{events.KindHTTPStatus}, Backoff: true, RetryIn: 7 * time.Second}},
+		{"503 backs the host off", 0, Response{Status: 503, Header: http.Header{}},
+			want{Outcome: frontier.Retry, Exceptions: []string{events.KindHTTPStatus}, Backoff: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u, _ := url.Parse("http://a.test/dir/page")
+			l := frontier.Lease{Task: frontier.Task{URL: u.String(), Host: "a.test", Depth: 1, Hops: tc.hops}}
+			c := s.handle(frontier.Completion{Lease: l, Outcome: frontier.Done}, u, &tc.res)
+			got := want{Outcome: c.Outcome, Backoff: c.Backoff > 0}
+			if tc.want.RetryIn > 0 {
+				got.RetryIn = c.RetryIn
+			}
+			for _, lk := range c.Links {
+				got.Links = append(got.Links, lk.URL)
+				got.Hops = append(got.Hops, lk.Hops)
+				wantDepth := 2
+				if lk.Hops > 0 {
+					wantDepth = 1 // a redirect target keeps its source's depth
+				}
+				if lk.Depth != wantDepth || lk.Priority != int64(wantDepth) {
+					t.Errorf("link %s depth %d priority %d, want %d", lk.URL, lk.Depth, lk.Priority, wantDepth)
+				}
+			}
+			for _, e := range c.Events {
+				env, err := events.Decode("1-1", e.Type, e.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if env.Exception != nil {
+					got.Exceptions = append(got.Exceptions, env.Exception.Kind)
+				}
+				if env.Page != nil {
+					got.PageStatus = env.Page.Status
+				}
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+			if c.Outcome == frontier.Retry && c.RetryIn <= 0 {
+				t.Errorf("retry without a backoff")
+			}
+		})
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	tests := []struct {
+		v    string
+		want time.Duration
+	}{
+		{"", 0}, {"3", 3 * time.Second}, {"-5", 0}, {"99999", time.Minute}, {"soon", 0},
+	}
+	for _, tc := range tests {
+		if got := retryAfter(http.Header{"Retry-After": {tc.v}}, time.Minute); got != tc.want {
+			t.Errorf("Retry-After %q: %v, want %v", tc.v, got, tc.want)
+		}
+	}
+}
