@@ -2,7 +2,6 @@ package frontier
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
 // Options configure a Redis frontier. Every process of a crawl must use the
@@ -120,10 +120,7 @@ func (f *Redis) Client() redis.UniversalClient { return f.rdb }
 
 // Fingerprint is the 64-bit fingerprint of a canonical URL: the first 8
 // bytes of its SHA-256. It is stored in Redis, so it never changes.
-func Fingerprint(canonical string) uint64 {
-	sum := sha256.Sum256([]byte(canonical))
-	return binary.BigEndian.Uint64(sum[:8])
-}
+func Fingerprint(canonical string) uint64 { return urlx.Fingerprint(canonical) }
 
 // seenSlot returns the bucket and field of a URL: the top bits pick the
 // bucket and the remaining bits, packed big-endian, are the field. Bucket

@@ -418,7 +418,11 @@ func indexByte(b []byte, c byte) int {
 }
 
 // buildQuery returns the canonical query: percent-encoding normalized,
-// empty parameters and stripped parameters removed, order kept.
+// empty parameters and stripped parameters removed. The remaining
+// parameters keep their original order. Sorting them (as some crawlers do)
+// would merge URLs that are different pages: the order is significant on
+// some sites (repeated keys read as an ordered list, position-based
+// parameters, signed URLs whose signature covers the raw query).
 func (c *Canonicalizer) buildQuery(q string) string {
 	if q == "" {
 		return ""
