@@ -88,7 +88,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "master: %v\n", err)
 		return config.ExitCode(err)
 	}
-	log := newLogger(cfg, stderr)
+	log := cfg.NewLogger(stderr)
 	slog.SetDefault(log)
 
 	switch cmd {
@@ -177,12 +177,4 @@ func readLines(path string, stdin io.Reader) ([]string, error) {
 		return nil, fmt.Errorf("read seeds from %s: %w", path, err)
 	}
 	return out, nil
-}
-
-func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
-	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
 }

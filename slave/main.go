@@ -63,13 +63,7 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "slave: %v\n", err)
 		return config.ExitCode(err)
 	}
-	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
-	var log *slog.Logger
-	if cfg.Log.Format == "json" {
-		log = slog.New(slog.NewJSONHandler(stderr, opts))
-	} else {
-		log = slog.New(slog.NewTextHandler(stderr, opts))
-	}
+	log := cfg.NewLogger(stderr)
 	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

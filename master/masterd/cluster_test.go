@@ -2,8 +2,6 @@ package masterd_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -40,9 +38,7 @@ func clusterConfig(t *testing.T) *config.Config { return clusterConfigB(t) }
 func clusterConfigB(t testing.TB) *config.Config {
 	t.Helper()
 	cfg := config.Default()
-	b := make([]byte, 4)
-	rand.Read(b)
-	cfg.Crawl.Name = "it-" + hex.EncodeToString(b)
+	cfg.Crawl.Name = testutil.CrawlName("it")
 	cfg.MySQL.DSN = storetest.DSN(t)
 	if u := os.Getenv("REDCRAWL_TEST_REDIS"); u != "" {
 		cfg.Redis.URL = u
@@ -76,11 +72,7 @@ func deleteCrawl(cfg config.Config) {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	ctx := context.Background()
-	iter := rdb.Scan(ctx, 0, "crawl:{"+cfg.Crawl.Name+"}:*", 1000).Iterator()
-	for iter.Next(ctx) {
-		rdb.Del(ctx, iter.Val())
-	}
+	testutil.DeleteCrawl(context.Background(), rdb, cfg.Crawl.Name)
 }
 
 func testLogger(t *testing.T) *slog.Logger {

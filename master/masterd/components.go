@@ -2,12 +2,14 @@ package masterd
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
+	"github.com/redcrawl/redcrawl/shared/retry"
 )
 
 // recoverer takes back leases whose deadline passed.
@@ -180,7 +182,7 @@ func (s *sink) run(ctx context.Context) {
 			pending = false
 		}
 		if !pending && n < s.batch {
-			sleep(ctx, sinkGather)
+			retry.Sleep(ctx, sinkGather)
 		}
 	}
 }
@@ -192,7 +194,7 @@ func (s *sink) once(ctx context.Context, pending bool, block time.Duration) (int
 	if err != nil {
 		if ctx.Err() == nil {
 			s.rl.Log(ctx, slog.LevelWarn, "sink-read", "read event stream", "err", err)
-			sleep(ctx, time.Second)
+			retry.Sleep(ctx, time.Second)
 		}
 		return 0, err
 	}
@@ -223,7 +225,7 @@ func (s *sink) once(ctx context.Context, pending bool, block time.Duration) (int
 			return 0, ctx.Err()
 		}
 		s.rl.Log(ctx, slog.LevelWarn, "sink-insert", "store events in mysql; keeping them in the stream", "count", len(batch), "err", err)
-		sleep(ctx, min(200*time.Millisecond<<min(i, 5), 5*time.Second))
+		retry.Sleep(ctx, retry.Backoff(i))
 	}
 	for i := 1; ; i++ {
 		err := s.stream.Ack(ctx, ids...)
@@ -234,7 +236,7 @@ func (s *sink) once(ctx context.Context, pending bool, block time.Duration) (int
 			return 0, ctx.Err()
 		}
 		s.rl.Log(ctx, slog.LevelWarn, "sink-ack", "ack events", "err", err)
-		sleep(ctx, min(200*time.Millisecond<<min(i, 5), 5*time.Second))
+		retry.Sleep(ctx, retry.Backoff(i))
 	}
 	return len(entries), nil
 }
@@ -256,7 +258,7 @@ func (s *sink) drain(ctx context.Context, limit time.Duration) error {
 	}
 	left, err := s.stream.Len(dctx)
 	if err == nil && left > 0 {
-		return errorf("%d events left in the stream", left)
+		return fmt.Errorf("%d events left in the stream", left)
 	}
 	return err
 }

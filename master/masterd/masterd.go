@@ -11,7 +11,6 @@ package masterd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
+	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/store"
 )
 
@@ -80,7 +80,7 @@ func (m *Master) Run(ctx context.Context) error {
 
 	snk := &sink{stream: m.front.Stream("master"), store: m.store, batch: m.cfg.Master.SinkBatch,
 		consumer: consumerName(), log: m.log, rl: m.rl}
-	if err := retryUntil(ctx, m.rl, "redis", func() error { return snk.stream.EnsureGroup(ctx) }); err != nil {
+	if err := retry.Until(ctx, m.rl, "redis", func() error { return snk.stream.EnsureGroup(ctx) }); err != nil {
 		return nil
 	}
 	rec := &recoverer{front: m.front, every: m.cfg.Master.RecoverInterval, log: m.log, rl: m.rl}
@@ -131,7 +131,7 @@ func (m *Master) connect(ctx context.Context) error {
 	} else {
 		m.rdb = redis.NewClient(ropt)
 	}
-	err = retryUntil(ctx, m.rl, "redis", func() error {
+	err = retry.Until(ctx, m.rl, "redis", func() error {
 		f, err := frontier.NewRedis(ctx, m.rdb, frontier.OptionsFromConfig(m.cfg))
 		m.front = f
 		return err
@@ -140,7 +140,7 @@ func (m *Master) connect(ctx context.Context) error {
 		return err
 	}
 	m.warnEviction(ctx)
-	return retryUntil(ctx, m.rl, "mysql", func() error {
+	return retry.Until(ctx, m.rl, "mysql", func() error {
 		s, err := store.Open(ctx, m.cfg.MySQL.DSN)
 		m.store = s
 		return err
@@ -171,37 +171,4 @@ func (m *Master) close() {
 func consumerName() string {
 	h, _ := os.Hostname()
 	return fmt.Sprintf("master-%s", h)
-}
-
-// retryUntil calls fn until it succeeds or ctx ends, logging once in a
-// while.
-func retryUntil(ctx context.Context, rl *ratelog.Logger, what string, fn func() error) error {
-	for i := 1; ; i++ {
-		err := fn()
-		if err == nil {
-			if rl.Reset("connect-" + what) {
-				rl.Log(ctx, slog.LevelInfo, "up-"+what, what+" reachable")
-			}
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !errors.Is(err, frontier.ErrUnavailable) && what == "redis" && i == 1 {
-			// a non-connection error (bad state) is worth seeing at once
-			rl.Log(ctx, slog.LevelError, "connect-"+what, "connecting to "+what, "err", err)
-		} else {
-			rl.Log(ctx, slog.LevelWarn, "connect-"+what, "waiting for "+what, "err", err)
-		}
-		sleep(ctx, min(100*time.Millisecond<<min(i, 6), 5*time.Second))
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

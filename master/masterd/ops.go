@@ -13,8 +13,6 @@ import (
 	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
 // SeedResult says what became of seeds.
 type SeedResult struct {
 	Added    int      `json:"added"`
@@ -48,8 +46,7 @@ func Seed(ctx context.Context, cfg *config.Config, rawURLs []string) (SeedResult
 			res.Rejected = append(res.Rejected, fmt.Sprintf("%s: out of scope (%s)", raw, why))
 			continue
 		}
-		tasks = append(tasks, frontier.Task{URL: u.String(), Host: urlx.HostKey(u),
-			ScopeHost: strings.ToLower(u.Hostname())})
+		tasks = append(tasks, frontier.NewTask(u, 0, 0))
 	}
 	f, closeFn, err := open(ctx, cfg)
 	if err != nil {

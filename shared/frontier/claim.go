@@ -61,7 +61,6 @@ for _, host in ipairs(hosts) do
       local url = task_url(task)
       local token = redis.call('HINCRBY', K_META, 'leaseseq', 1)
       redis.call('HINCRBY', K_STATS, 'queued', -1)
-      redis.call('HINCRBY', K_STATS, 'claimed', 1)
       infl = redis.call('HINCRBY', K_HINFL, host, 1)
       redis.call('ZADD', K_LEASE, now + lease_ms, url)
       redis.call('HSET', K_LEASEDATA, url, slave .. '\t' .. token .. '\t' .. now .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
@@ -87,6 +86,7 @@ if #first == 0 then
 else
   out[#out + 1] = math.max(0, tonumber(first[2]) - now)
 end
+reopen()
 return out
 `)
 

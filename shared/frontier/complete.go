@@ -75,14 +75,13 @@ for c = 1, n do
       if not failed then
         redis.call('ZADD', K_RETRY, now + retry_in, host .. '\t' .. prio .. '\t' .. nt)
         redis.call('HINCRBY', K_STATS, 'retried', 1)
-        redis.call('HDEL', K_META, 'idle_since', 'finished')
+        work_added = true
       end
     elseif outcome == 'fail' then
       redis.call('RPUSH', K_FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
       redis.call('HINCRBY', K_STATS, 'failed', 1)
     elseif outcome == 'release' then
       push(host, prio, task, conc, true)
-      redis.call('HINCRBY', K_STATS, 'released', 1)
     end
     ready_host(host, conc)
 
@@ -105,6 +104,7 @@ for c = 1, n do
   end
 end
 acks[#acks + 1] = added
+reopen()
 return acks
 `)
 

@@ -13,9 +13,12 @@ package frontier
 import (
 	"context"
 	"errors"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
 // Task is one URL to fetch.
@@ -27,6 +30,13 @@ type Task struct {
 	Hops      int    // redirects followed to reach this URL
 	Attempt   int    // failed attempts so far
 	Priority  int64  // lower is claimed first within a host (BFS: depth)
+}
+
+// NewTask returns the task for a canonical URL found at a depth after a
+// number of redirect hops, claimed breadth-first (priority = depth).
+func NewTask(u *url.URL, depth, hops int) Task {
+	return Task{URL: u.String(), Host: urlx.HostKey(u), ScopeHost: strings.ToLower(u.Hostname()),
+		Depth: depth, Hops: hops, Priority: int64(depth)}
 }
 
 // Lease is a claimed task. Only the slave that holds the lease, with this

@@ -166,13 +166,21 @@ local function ready_host(host, conc)
   redis.call('ZADD', K_READY, nxt, host)
 end
 
+-- work_added records that this script queued work (a task or a retry):
+-- reopen() then restarts the finish window and clears a finished flag,
+-- once per script rather than once per task
+local work_added = false
+local function reopen()
+  if work_added then redis.call('HDEL', K_META, 'idle_since', 'finished') end
+end
+
 -- enqueue a task on its host; front puts it first among its priority
 local function push(host, prio, task, conc, front)
   local q = k_queue(host, prio)
   if front then redis.call('LPUSH', q, task) else redis.call('RPUSH', q, task) end
   redis.call('ZADD', k_prios(host), prio, prio)
   redis.call('HINCRBY', K_STATS, 'queued', 1)
-  redis.call('HDEL', K_META, 'idle_since', 'finished')
+  work_added = true
   local infl = tonumber(redis.call('HGET', K_HINFL, host) or '0')
   if infl < conc and redis.call('ZSCORE', K_READY, host) == false then
     local nxt = tonumber(redis.call('HGET', K_HNEXT, host) or '0')

@@ -47,6 +47,7 @@ for _, url in ipairs(urls) do
     redis.call('ZREM', K_LEASE, url)
   end
 end
+reopen()
 return #urls
 `)
 
@@ -85,6 +86,7 @@ if removed == 1 or n > 0 then
   if n > 0 then detail = detail .. '; ' .. n .. ' leases taken back' end
   emit('slave', cjson.encode({crawl = crawl, slave = slave, kind = kind, host = host, at = now, detail = detail}))
 end
+reopen()
 return n
 `)
 
@@ -119,9 +121,10 @@ func (f *Redis) retire(ctx context.Context, slave, kind, detail string) (int, er
 
 // finishScript decides whether the crawl is finished: nothing queued, in
 // flight or waiting for retry, continuously for the quiescence window. Any
-// enqueue clears idle_since (push), so the window restarts whenever work
-// appears. Because leases, queues and retries only change inside scripts,
-// the check can never see "empty" while a slave holds work.
+// script that queues work clears idle_since (reopen), so the window
+// restarts whenever work appears. Because leases, queues and retries only
+// change inside scripts, the check can never see "empty" while a slave
+// holds work.
 //
 // KEYS: the crawl's fixed keys (Keys.all).
 // ARGV: prefix, quiescence_ms.

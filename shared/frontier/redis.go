@@ -57,7 +57,8 @@ type Redis struct {
 	rdb      redis.UniversalClient
 	opt      Options
 	keys     Keys
-	seenBits uint // number of bucket bits, fixed per crawl in meta
+	allKeys  []string // keys.all(), passed as KEYS to every script
+	seenBits uint     // number of bucket bits, fixed per crawl in meta
 }
 
 var (
@@ -96,7 +97,8 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	if opt.DeadAfter <= 0 {
 		opt.DeadAfter = 10 * time.Second
 	}
-	f := &Redis{rdb: rdb, opt: opt, keys: NewKeys(opt.Crawl)}
+	keys := NewKeys(opt.Crawl)
+	f := &Redis{rdb: rdb, opt: opt, keys: keys, allKeys: keys.all()}
 	want := bucketBits(opt.ExpectedURLs)
 	if err := rdb.HSetNX(ctx, f.keys.Meta, "seen_bits", want).Err(); err != nil {
 		return nil, wrap("new frontier", err)
@@ -157,7 +159,7 @@ func seed() int64 { return rand.Int64N(math.MaxInt32) }
 
 // run executes a script with the crawl's fixed keys.
 func (f *Redis) run(ctx context.Context, s *redis.Script, args ...any) (any, error) {
-	return s.Run(ctx, f.rdb, f.keys.all(), append([]any{f.keys.Prefix}, args...)...).Result()
+	return s.Run(ctx, f.rdb, f.allKeys, append([]any{f.keys.Prefix}, args...)...).Result()
 }
 
 // wrap adds the operation and marks connection failures ErrUnavailable.
@@ -193,34 +195,19 @@ func isUnavailable(err error) bool {
 }
 
 func parseTask(host string, prio int64, task string) (Task, error) {
-	var t Task
-	parts := [4]string{}
-	j := 0
-	start := 0
-	for i := 0; i < len(task) && j < 3; i++ {
-		if task[i] == '\t' {
-			parts[j] = task[start:i]
-			j++
-			start = i + 1
-		}
-	}
-	if j != 3 {
+	t := Task{Host: host, Priority: prio}
+	parts := strings.SplitN(task, "\t", 4)
+	if len(parts) != 4 {
 		return t, fmt.Errorf("malformed task %q", task)
 	}
-	parts[3] = task[start:]
-	var err error
-	if t.Depth, err = strconv.Atoi(parts[0]); err != nil {
-		return t, fmt.Errorf("malformed task depth %q: %w", task, err)
-	}
-	if t.Hops, err = strconv.Atoi(parts[1]); err != nil {
-		return t, fmt.Errorf("malformed task hops %q: %w", task, err)
-	}
-	if t.Attempt, err = strconv.Atoi(parts[2]); err != nil {
-		return t, fmt.Errorf("malformed task attempt %q: %w", task, err)
+	var err1, err2, err3 error
+	t.Depth, err1 = strconv.Atoi(parts[0])
+	t.Hops, err2 = strconv.Atoi(parts[1])
+	t.Attempt, err3 = strconv.Atoi(parts[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return t, fmt.Errorf("malformed task %q: %w", task, err)
 	}
 	t.URL = parts[3]
-	t.Host = host
-	t.Priority = prio
 	return t, nil
 }
 

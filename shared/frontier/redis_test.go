@@ -2,8 +2,6 @@ package frontier_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"testing"
 
@@ -12,6 +10,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/frontier/frontiertest"
+	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 // testRedis connects to the machine's Redis (REDCRAWL_TEST_REDIS overrides).
@@ -36,22 +35,8 @@ func testRedis(t testing.TB) *redis.Client {
 // uniqueCrawl returns a crawl name no other test uses and deletes its keys
 // afterwards.
 func uniqueCrawl(t testing.TB, rdb *redis.Client, name string) string {
-	b := make([]byte, 4)
-	rand.Read(b)
-	crawl := "t-" + name + "-" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, "crawl:{"+crawl+"}:*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		for len(keys) > 0 {
-			n := min(500, len(keys))
-			rdb.Del(ctx, keys[:n]...)
-			keys = keys[n:]
-		}
-	})
+	crawl := testutil.CrawlName("t-" + name)
+	t.Cleanup(func() { testutil.DeleteCrawl(context.Background(), rdb, crawl) })
 	return crawl
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,26 +51,35 @@ func (f *Redis) Leave(ctx context.Context, slave, detail string) error {
 // Slaves implements Registry.
 func (f *Redis) Slaves(ctx context.Context) ([]SlaveInfo, error) {
 	pipe := f.rdb.Pipeline()
-	seen := pipe.ZRangeWithScores(ctx, f.keys.Slaves, 0, -1)
-	info := pipe.HGetAll(ctx, f.keys.SlaveInfo)
+	decode := f.queueSlaves(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, wrap("list slaves", err)
 	}
-	var out []SlaveInfo
-	for _, z := range seen.Val() {
-		id, _ := z.Member.(string)
-		var s SlaveInfo
-		if raw, ok := info.Val()[id]; ok {
-			if err := json.Unmarshal([]byte(raw), &s.Heartbeat); err != nil {
-				return nil, fmt.Errorf("list slaves: decode %s: %w", id, err)
+	return decode()
+}
+
+// queueSlaves adds the registry reads to a pipeline; decode reads them
+// after Exec.
+func (f *Redis) queueSlaves(ctx context.Context, pipe redis.Pipeliner) (decode func() ([]SlaveInfo, error)) {
+	seen := pipe.ZRangeWithScores(ctx, f.keys.Slaves, 0, -1)
+	info := pipe.HGetAll(ctx, f.keys.SlaveInfo)
+	return func() ([]SlaveInfo, error) {
+		var out []SlaveInfo
+		for _, z := range seen.Val() {
+			id, _ := z.Member.(string)
+			var s SlaveInfo
+			if raw, ok := info.Val()[id]; ok {
+				if err := json.Unmarshal([]byte(raw), &s.Heartbeat); err != nil {
+					return nil, fmt.Errorf("list slaves: decode %s: %w", id, err)
+				}
 			}
+			s.Slave = id
+			s.LastSeen = time.UnixMilli(int64(z.Score))
+			out = append(out, s)
 		}
-		s.Slave = id
-		s.LastSeen = time.UnixMilli(int64(z.Score))
-		out = append(out, s)
+		sort.Slice(out, func(i, j int) bool { return out[i].Slave < out[j].Slave })
+		return out, nil
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Slave < out[j].Slave })
-	return out, nil
 }
 
 // Now returns Redis's clock, the one every lease and heartbeat is stamped
@@ -88,12 +98,12 @@ func (f *Redis) Stats(ctx context.Context) (Stats, error) {
 	retry := pipe.ZCard(ctx, f.keys.Retry)
 	meta := pipe.HGetAll(ctx, f.keys.Meta)
 	ready := pipe.ZCard(ctx, f.keys.Ready)
+	decodeSlaves := f.queueSlaves(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Stats{}, wrap("stats", err)
 	}
 	get := func(m map[string]string, k string) int64 {
-		var v int64
-		fmt.Sscan(m[k], &v)
+		v, _ := strconv.ParseInt(m[k], 10, 64)
 		return v
 	}
 	s := Stats{
@@ -111,7 +121,7 @@ func (f *Redis) Stats(ctx context.Context) (Stats, error) {
 	if fa := get(meta.Val(), "finished"); fa > 0 {
 		s.Finished, s.FinishedAt = true, fa
 	}
-	slaves, err := f.Slaves(ctx)
+	slaves, err := decodeSlaves()
 	if err != nil {
 		return s, err
 	}

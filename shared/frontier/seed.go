@@ -25,6 +25,7 @@ for s = 0, n - 1 do
     added = added + 1
   end
 end
+reopen()
 return added
 `)
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/retry"
 )
 
 // acker sends completions to the frontier. Completions that arrive while a
@@ -23,7 +24,7 @@ type acker struct {
 // maxAckBatch bounds one script call.
 const maxAckBatch = 64
 
-func newAcker(s *Slave, _ int) *acker {
+func newAcker(s *Slave) *acker {
 	a := &acker{s: s}
 	a.cond = sync.NewCond(&a.mu)
 	return a
@@ -66,7 +67,7 @@ func (a *acker) run(ctx context.Context) {
 			}
 			fail++
 			a.s.rl.Log(ctx, levelWarn, "ack", "acknowledge failed; keeping completions", "pending", n, "err", err)
-			sleep(ctx, backoffStep(fail))
+			retry.Sleep(ctx, retry.Backoff(fail))
 			continue
 		}
 		if fail > 0 {

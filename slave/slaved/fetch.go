@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gocolly/colly/v2"
@@ -54,13 +53,12 @@ func (e *FetchError) Unwrap() error { return e.Err }
 type collyFetcher struct {
 	c       *colly.Collector
 	maxBody int64
-	mu      sync.Mutex
-	slots   map[uint32]*fetchSlot
-	seq     uint32
 	// closeIdle closes the transport's idle keep-alive connections.
 	closeIdle func()
 }
 
+// fetchSlot receives one request's outcome from the collector's callbacks;
+// it travels in the request's colly.Context.
 type fetchSlot struct {
 	resp *colly.Response
 	err  error
@@ -95,31 +93,25 @@ func newCollyFetcher(ctx context.Context, cfg *config.Config) *collyFetcher {
 	c.SetRequestTimeout(cfg.Fetch.Timeout)
 	c.SetRedirectHandler(func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse })
 	c.DisableCookies()
-	f := &collyFetcher{c: c, maxBody: cfg.Fetch.MaxBodyBytes, slots: map[uint32]*fetchSlot{}, closeIdle: closeIdle}
 	c.OnResponse(func(r *colly.Response) {
-		if s := f.slot(r.Ctx); s != nil {
+		if s := slotOf(r.Ctx); s != nil {
 			s.resp = r
 		}
 	})
 	c.OnError(func(r *colly.Response, err error) {
-		if s := f.slot(r.Ctx); s != nil {
+		if s := slotOf(r.Ctx); s != nil {
 			s.resp, s.err = r, err
 		}
 	})
-	return f
+	return &collyFetcher{c: c, maxBody: cfg.Fetch.MaxBodyBytes, closeIdle: closeIdle}
 }
 
-func (f *collyFetcher) slot(ctx *colly.Context) *fetchSlot {
+func slotOf(ctx *colly.Context) *fetchSlot {
 	if ctx == nil {
 		return nil
 	}
-	id, ok := ctx.GetAny(slotKey).(uint32)
-	if !ok {
-		return nil
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.slots[id]
+	s, _ := ctx.GetAny(slotKey).(*fetchSlot)
+	return s
 }
 
 // Fetch implements Fetcher.
@@ -128,18 +120,8 @@ func (f *collyFetcher) Fetch(ctx context.Context, rawURL string) (*Response, err
 		return nil, err
 	}
 	s := &fetchSlot{}
-	f.mu.Lock()
-	f.seq++
-	id := f.seq
-	f.slots[id] = s
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		delete(f.slots, id)
-		f.mu.Unlock()
-	}()
 	cctx := colly.NewContext()
-	cctx.Put(slotKey, id)
+	cctx.Put(slotKey, s)
 	start := time.Now()
 	err := f.c.Request(http.MethodGet, rawURL, nil, cctx, nil)
 	d := time.Since(start)

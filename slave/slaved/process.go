@@ -16,8 +16,8 @@ import (
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/robots"
-	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
 // errShutdown marks a fetch cut short by a hard stop: its lease is given
@@ -153,8 +153,7 @@ func (s *Slave) linkTask(u *url.URL, depth, hops int) (frontier.Task, bool) {
 	if ok, _ := s.scope.Check(u, depth); !ok {
 		return frontier.Task{}, false
 	}
-	return frontier.Task{URL: u.String(), Host: urlx.HostKey(u), ScopeHost: strings.ToLower(u.Hostname()),
-		Depth: depth, Hops: hops, Priority: int64(depth)}, true
+	return frontier.NewTask(u, depth, hops), true
 }
 
 func isHTML(ct string, body []byte) bool {
@@ -294,12 +293,8 @@ func (s *Slave) sleepPolitely(ctx context.Context) error {
 		return nil
 	}
 	d += time.Duration(rand.Float64() * s.cfg.Politeness.Jitter * float64(d))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !retry.Sleep(ctx, d) {
 		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
+	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
+	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
@@ -73,12 +74,11 @@ type Slave struct {
 	pages    atomic.Int64
 	errors   atomic.Int64
 	bytes    atomic.Int64
-	inflight atomic.Int64
 	lostAcks atomic.Int64
 	draining atomic.Bool
 
 	mu     sync.Mutex
-	leases map[string]frontier.Lease // in flight, by URL
+	leases map[string]frontier.Lease // in flight, by URL; its size is the slave's in-flight count
 }
 
 // New builds a slave from a validated config. It does not connect yet.
@@ -134,7 +134,7 @@ func (s *Slave) Run(ctx context.Context) error {
 			defer s.rdb.Close()
 		}
 		var f *frontier.Redis
-		err := s.retry(ctx, "redis", func() error {
+		err := retry.Until(ctx, s.rl, "redis", func() error {
 			var err error
 			f, err = frontier.NewRedis(ctx, s.rdb, frontier.OptionsFromConfig(s.cfg))
 			return err
@@ -157,7 +157,7 @@ func (s *Slave) Run(ctx context.Context) error {
 
 	ackCtx, stopAcks := context.WithCancel(bg)
 	defer stopAcks()
-	acks := newAcker(s, s.cfg.Slave.Concurrency)
+	acks := newAcker(s)
 	var ackWG sync.WaitGroup
 	ackWG.Add(1)
 	go func() { defer ackWG.Done(); acks.run(ackCtx) }()
@@ -174,13 +174,13 @@ func (s *Slave) Run(ctx context.Context) error {
 
 	// graceful leave: finish in-flight fetches within the bound
 	s.draining.Store(true)
-	s.log.Info("slave leaving", "in_flight", s.inflight.Load())
+	s.log.Info("slave leaving", "in_flight", s.inFlight())
 	done := make(chan struct{})
 	go func() { pool.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(s.cfg.Slave.ShutdownTimeout):
-		s.log.Warn("shutdown timeout: giving back unfinished leases", "in_flight", s.inflight.Load())
+		s.log.Warn("shutdown timeout: giving back unfinished leases", "in_flight", s.inFlight())
 		hardStop()
 		<-done
 	}
@@ -229,14 +229,14 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 		case <-free:
 		}
 		n := 1
+	more:
 		for n < conc {
 			select {
 			case <-free:
 				n++
-				continue
 			default:
+				break more
 			}
-			break
 		}
 		leases, wait, err := s.front.ClaimWait(ctx, s.id, n)
 		if err != nil {
@@ -248,7 +248,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			}
 			fail++
 			s.rl.Log(ctx, levelWarn, "claim", "claim failed; pausing", "err", err)
-			sleep(ctx, backoffStep(fail))
+			retry.Sleep(ctx, retry.Backoff(fail))
 			continue
 		}
 		if fail > 0 {
@@ -280,7 +280,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				d = wait
 			}
 			d += time.Duration(rand.Int64N(int64(d)/4 + int64(time.Millisecond)))
-			sleep(ctx, d)
+			retry.Sleep(ctx, d)
 		}
 	}
 }
@@ -290,11 +290,15 @@ func (s *Slave) track(l frontier.Lease, add bool) {
 	defer s.mu.Unlock()
 	if add {
 		s.leases[l.URL] = l
-		s.inflight.Add(1)
-	} else if _, ok := s.leases[l.URL]; ok {
+	} else {
 		delete(s.leases, l.URL)
-		s.inflight.Add(-1)
 	}
+}
+
+func (s *Slave) inFlight() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.leases))
 }
 
 func (s *Slave) held() []frontier.Lease {
@@ -363,7 +367,7 @@ func (s *Slave) heartbeater(ctx context.Context) {
 		}
 		hb := events.Heartbeat{Crawl: s.cfg.Crawl.Name, Slave: s.id, Host: s.host, PID: os.Getpid(),
 			At: now.UnixMilli(), StartedAt: s.started.UnixMilli(), Pages: pages, Errors: s.errors.Load(),
-			InFlight: s.inflight.Load(), Bytes: s.bytes.Load(), RSS: rss(), PagesPerSec: rate,
+			InFlight: s.inFlight(), Bytes: s.bytes.Load(), RSS: rss(), PagesPerSec: rate,
 			Concurrency: s.cfg.Slave.Concurrency, State: state}
 		if err := s.front.Heartbeat(ctx, hb); err != nil {
 			if ctx.Err() != nil {
@@ -381,36 +385,6 @@ func (s *Slave) heartbeater(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-	}
-}
-
-// retry calls fn until it succeeds or ctx ends, logging failures once in a
-// while.
-func (s *Slave) retry(ctx context.Context, what string, fn func() error) error {
-	for i := 1; ; i++ {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		s.rl.Log(ctx, levelWarn, what, "waiting for "+what, "err", err)
-		sleep(ctx, backoffStep(i))
-	}
-}
-
-func backoffStep(i int) time.Duration {
-	d := 100 * time.Millisecond << min(i, 6)
-	return min(d, 5*time.Second)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 

@@ -2,8 +2,6 @@ package slaved_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/url"
 	"os"
 	"testing"
@@ -16,15 +14,14 @@ import (
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/testsite"
+	"github.com/redcrawl/redcrawl/shared/testutil"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
 func testConfig(t *testing.T, site *testsite.Site) *config.Config {
 	t.Helper()
 	cfg := config.Default()
-	b := make([]byte, 4)
-	rand.Read(b)
-	cfg.Crawl.Name = "st-" + hex.EncodeToString(b)
+	cfg.Crawl.Name = testutil.CrawlName("st")
 	if u := os.Getenv("REDCRAWL_TEST_REDIS"); u != "" {
 		cfg.Redis.URL = u
 	}
@@ -44,11 +41,7 @@ func testConfig(t *testing.T, site *testsite.Site) *config.Config {
 		opt, _ := redis.ParseURL(cfg.Redis.URL)
 		rdb := redis.NewClient(opt)
 		defer rdb.Close()
-		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, "crawl:{"+cfg.Crawl.Name+"}:*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
+		testutil.DeleteCrawl(context.Background(), rdb, cfg.Crawl.Name)
 	})
 	return &cfg
 }
