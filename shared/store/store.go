@@ -51,8 +51,8 @@ type Store struct {
 // NOT EXISTS over a connection without a database name; if the user lacks
 // that right the error says so.
 //
-// Migrations run under a MySQL named lock (GET_LOCK) held on goose's own
-// connection, so several processes may call Open on the same database at
+// Migrations run under a MySQL named lock (GET_LOCK) held for the whole
+// goose run, so several processes may call Open on the same database at
 // once: one migrates, the others wait for it and then find nothing to do.
 // The lock is a session lock, so it disappears with a crashed process's
 // connection; the wait is bounded only by ctx.
@@ -149,23 +149,42 @@ func quoteIdent(s string) string {
 	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
 }
 
-// migrate applies all pending migrations.
+// migrate applies all pending migrations while holding the database's
+// named lock on a connection of its own. The lock is not handed to goose as
+// a SessionLocker: goose's Provider.Up checks for pending migrations (and
+// creates its version table) before taking that lock, and as MySQL commits
+// DDL at once, a concurrent Open could see the version table without its
+// zero-version row and fail with "missing zero version migration"
+// (pressly/goose#1120). Holding the lock around the whole run avoids it.
 func (s *Store) migrate(ctx context.Context) error {
 	p, err := s.provider()
 	if err != nil {
 		return err
 	}
-	if _, err := p.Up(ctx); err != nil {
+	conn, err := s.DB.Conn(ctx)
+	if err != nil {
 		return fmt.Errorf("migrate %s: %w", s.dbName, err)
+	}
+	defer conn.Close()
+	lock := namedLock{name: lockName(s.dbName)}
+	if err := lock.SessionLock(ctx, conn); err != nil {
+		return fmt.Errorf("migrate %s: %w", s.dbName, err)
+	}
+	_, upErr := p.Up(ctx)
+	unlockErr := lock.SessionUnlock(context.WithoutCancel(ctx), conn)
+	if upErr != nil {
+		return fmt.Errorf("migrate %s: %w", s.dbName, upErr)
+	}
+	if unlockErr != nil {
+		return fmt.Errorf("migrate %s: %w", s.dbName, unlockErr)
 	}
 	return nil
 }
 
-// provider returns a goose provider for the embedded migrations that
-// serialises runs with a named lock.
+// provider returns a goose provider for the embedded migrations; callers
+// serialise runs with the named lock (migrate).
 func (s *Store) provider() (*goose.Provider, error) {
 	p, err := goose.NewProvider(goose.DialectMySQL, s.DB, migrations.FS,
-		goose.WithSessionLocker(namedLock{name: lockName(s.dbName)}),
 		goose.WithDisableGlobalRegistry(true),
 	)
 	if err != nil {
@@ -181,8 +200,8 @@ func lockName(db string) string {
 	return "redcrawl:migrate:" + hex.EncodeToString(h[:12])
 }
 
-// namedLock is a goose SessionLocker built on GET_LOCK/RELEASE_LOCK. goose
-// takes it on the connection it then migrates with.
+// namedLock is a server-wide lock built on GET_LOCK/RELEASE_LOCK, held by
+// one connection (a MySQL session).
 type namedLock struct{ name string }
 
 // lockPoll is how long one GET_LOCK call waits; between calls ctx is checked.
