@@ -17,6 +17,8 @@ type Config struct {
 	Slave      Slave      `mapstructure:"slave"`
 	Fetch      Fetch      `mapstructure:"fetch"`
 	Master     Master     `mapstructure:"master"`
+	DNS        DNS        `mapstructure:"dns"`
+	Storage    Storage    `mapstructure:"storage"`
 	Dedup      Dedup      `mapstructure:"dedup"`
 	Log        Log        `mapstructure:"log"`
 }
@@ -52,6 +54,33 @@ type Crawl struct {
 	StripParams []string `mapstructure:"strip_params"`
 	// MaxRedirects is the longest redirect chain followed from one URL.
 	MaxRedirects int `mapstructure:"max_redirects"`
+	// Strategy orders each host's queue: bfs (breadth-first), dfs
+	// (depth-first), priority (link importance X·backlinks + Y·URL
+	// importance) or aopic (on-line page importance: cash split among
+	// out-links after a tax, so trap pages starve).
+	Strategy string `mapstructure:"strategy"`
+	// PriorityBacklinks and PriorityURL are X and Y of the priority
+	// strategy's I(P) = X·IB(P) + Y·IL(P).
+	PriorityBacklinks float64 `mapstructure:"priority_backlinks"`
+	PriorityURL       float64 `mapstructure:"priority_url"`
+	// AOPICTax is the share of a page's cash paid to the lambda page.
+	AOPICTax float64 `mapstructure:"aopic_tax"`
+	// UpwardPaths also enqueues every ancestor directory of a found URL.
+	UpwardPaths bool `mapstructure:"upward_paths"`
+	// MaxURLLength drops longer URLs (a trap defence).
+	MaxURLLength int `mapstructure:"max_url_length"`
+	// MaxPathRepeat drops URLs in which a path segment occurs more often.
+	MaxPathRepeat int `mapstructure:"max_path_repeat"`
+	// MaxPathSegments drops URLs with more path segments.
+	MaxPathSegments int `mapstructure:"max_path_segments"`
+	// MaxPagesPerHost caps the URLs enqueued per host; 0 = unlimited.
+	MaxPagesPerHost int64 `mapstructure:"max_pages_per_host"`
+	// MaxQueryVariants caps the distinct query strings enqueued per path;
+	// 0 = unlimited.
+	MaxQueryVariants int `mapstructure:"max_query_variants"`
+	// ContentDedup records pages whose body was already seen in the crawl
+	// as duplicates and does not follow their links again.
+	ContentDedup bool `mapstructure:"content_dedup"`
 }
 
 // Politeness binds every slave together towards one site.
@@ -69,6 +98,19 @@ type Politeness struct {
 	MaxCrawlDelay time.Duration `mapstructure:"max_crawl_delay"`
 	// RobotsTTL is how long a fetched robots.txt is trusted.
 	RobotsTTL time.Duration `mapstructure:"robots_ttl"`
+	// JitterDist is the distribution of the random extra wait: uniform
+	// (up to Jitter × Delay), exponential (mean Jitter × Delay, capped at
+	// five times that) or none.
+	JitterDist string `mapstructure:"jitter_dist"`
+	// AutoThrottle adapts each host's delay to its observed latency
+	// (Scrapy's AutoThrottle): delay = latency / AutoThrottleTarget,
+	// clamped between Delay and AutoThrottleMaxDelay.
+	AutoThrottle bool `mapstructure:"autothrottle"`
+	// AutoThrottleTarget is the average number of requests in flight
+	// to a host the throttle aims for.
+	AutoThrottleTarget float64 `mapstructure:"autothrottle_target"`
+	// AutoThrottleMaxDelay caps the adaptive delay.
+	AutoThrottleMaxDelay time.Duration `mapstructure:"autothrottle_max_delay"`
 }
 
 // Lease governs claimed tasks.
@@ -110,6 +152,70 @@ type Fetch struct {
 	// AllowPrivateNetworks lets slaves connect to loopback, private and
 	// link-local addresses (tests, intranet crawls).
 	AllowPrivateNetworks bool `mapstructure:"allow_private_networks"`
+	// MemoryBodyBytes is the largest body kept in memory; larger bodies
+	// spill to a temporary file.
+	MemoryBodyBytes int64 `mapstructure:"memory_body_bytes"`
+	// TempDir holds spilled bodies; "" = the system's temporary directory.
+	TempDir string `mapstructure:"temp_dir"`
+	// Proxies are proxy URLs (http, https, socks5, with credentials);
+	// empty (and no ProxyFile) = direct connections.
+	Proxies []string `mapstructure:"proxies"`
+	// ProxyFile names a file of proxy URLs, one per line, re-read when it
+	// changes.
+	ProxyFile string `mapstructure:"proxy_file"`
+	// UserAgents to rotate, one per session; empty = UserAgent.
+	UserAgents []string `mapstructure:"user_agents"`
+	// UserAgentFile names a file of user agents, one per line.
+	UserAgentFile string `mapstructure:"user_agent_file"`
+	// Cookies keeps a cookie jar per session.
+	Cookies bool `mapstructure:"cookies"`
+	// SessionsPerProxy is the number of sessions per proxy (or direct).
+	SessionsPerProxy int `mapstructure:"sessions_per_proxy"`
+	// StickyRequests is how many requests a host keeps its session for.
+	StickyRequests int `mapstructure:"sticky_requests"`
+	// BanStatuses are the HTTP statuses that mark a session as banned.
+	BanStatuses []int `mapstructure:"ban_statuses"`
+	// BanBodyRegex marks a session as banned when the body matches it
+	// (a captcha page); "" = none.
+	BanBodyRegex string `mapstructure:"ban_body_regex"`
+	// ProxyCooldown is the first cooldown of a banned proxy; it doubles
+	// per consecutive ban up to ProxyCooldownMax.
+	ProxyCooldown    time.Duration `mapstructure:"proxy_cooldown"`
+	ProxyCooldownMax time.Duration `mapstructure:"proxy_cooldown_max"`
+	// ProxyMaxErrors retires a proxy or session after that many
+	// consecutive errors or bans.
+	ProxyMaxErrors int `mapstructure:"proxy_max_errors"`
+	// SessionMaxUses retires a session after that many requests; 0 =
+	// unlimited.
+	SessionMaxUses int `mapstructure:"session_max_uses"`
+}
+
+// DNS tunes the slaves' caching resolver.
+type DNS struct {
+	// Server is the DNS server (host:port) queried directly; "" = the
+	// system's resolver.
+	Server string `mapstructure:"server"`
+	// MinTTL and MaxTTL clamp the TTLs of answers.
+	MinTTL time.Duration `mapstructure:"min_ttl"`
+	MaxTTL time.Duration `mapstructure:"max_ttl"`
+	// NegativeTTL is how long a failed resolution is remembered.
+	NegativeTTL time.Duration `mapstructure:"negative_ttl"`
+	// SlowThreshold marks resolutions slower than this as slow.
+	SlowThreshold time.Duration `mapstructure:"slow_threshold"`
+	// Timeout bounds one query.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// CacheSize is the number of entries of each cache.
+	CacheSize int `mapstructure:"cache_size"`
+	// PrefetchWorkers bounds the resolver workers of pre-resolution.
+	PrefetchWorkers int `mapstructure:"prefetch_workers"`
+}
+
+// Storage says where slaves keep page bodies.
+type Storage struct {
+	// WARCDir is the directory of the slave's WARC files; "" = no WARC.
+	WARCDir string `mapstructure:"warc_dir"`
+	// WARCMaxFileBytes rotates a WARC file at this compressed size.
+	WARCMaxFileBytes int64 `mapstructure:"warc_max_file_bytes"`
 }
 
 // Master tunes the master's components.

@@ -43,15 +43,30 @@ func Default() Config {
 			StripParams: []string{
 				"utm_*", "gclid", "fbclid", "mc_cid", "mc_eid", "_ga", "yclid", "msclkid",
 			},
-			MaxRedirects: 5,
+			MaxRedirects:      5,
+			Strategy:          "bfs",
+			PriorityBacklinks: 1,
+			PriorityURL:       1,
+			AOPICTax:          0.1,
+			UpwardPaths:       false,
+			MaxURLLength:      2048,
+			MaxPathRepeat:     2,
+			MaxPathSegments:   32,
+			MaxPagesPerHost:   1_000_000,
+			MaxQueryVariants:  1000,
+			ContentDedup:      true,
 		},
 		Politeness: Politeness{
-			Delay:           time.Second,
-			Jitter:          0.5,
-			HostConcurrency: 1,
-			ObeyRobots:      true,
-			MaxCrawlDelay:   30 * time.Second,
-			RobotsTTL:       24 * time.Hour,
+			Delay:                time.Second,
+			Jitter:               0.5,
+			HostConcurrency:      1,
+			ObeyRobots:           true,
+			MaxCrawlDelay:        30 * time.Second,
+			RobotsTTL:            24 * time.Hour,
+			JitterDist:           "uniform",
+			AutoThrottle:         false,
+			AutoThrottleTarget:   1,
+			AutoThrottleMaxDelay: time.Minute,
 		},
 		Lease: Lease{
 			Duration:    60 * time.Second,
@@ -70,6 +85,21 @@ func Default() Config {
 			MaxBodyBytes:         10 << 20,
 			UserAgent:            "redcrawl/0.1 (+https://github.com/redcrawl/redcrawl)",
 			AllowPrivateNetworks: false,
+			MemoryBodyBytes:      64 << 10,
+			TempDir:              "",
+			Proxies:              []string{},
+			ProxyFile:            "",
+			UserAgents:           []string{},
+			UserAgentFile:        "",
+			Cookies:              false,
+			SessionsPerProxy:     4,
+			StickyRequests:       20,
+			BanStatuses:          []int{403, 429},
+			BanBodyRegex:         "",
+			ProxyCooldown:        30 * time.Second,
+			ProxyCooldownMax:     10 * time.Minute,
+			ProxyMaxErrors:       5,
+			SessionMaxUses:       500,
 		},
 		Master: Master{
 			DeadAfter:       10 * time.Second,
@@ -78,8 +108,19 @@ func Default() Config {
 			HeartbeatSample: 30 * time.Second,
 			SinkBatch:       500,
 		},
-		Dedup: Dedup{ExpectedURLs: 10_000_000},
-		Log:   Log{Level: "info", Format: "text"},
+		DNS: DNS{
+			Server:          "",
+			MinTTL:          30 * time.Second,
+			MaxTTL:          time.Hour,
+			NegativeTTL:     time.Minute,
+			SlowThreshold:   2 * time.Second,
+			Timeout:         5 * time.Second,
+			CacheSize:       10000,
+			PrefetchWorkers: 16,
+		},
+		Storage: Storage{WARCDir: "", WARCMaxFileBytes: 1 << 30},
+		Dedup:   Dedup{ExpectedURLs: 10_000_000},
+		Log:     Log{Level: "info", Format: "text"},
 	}
 }
 
@@ -126,7 +167,7 @@ func load(path string, environ []string) (*Config, error) {
 	hook := mapstructure.ComposeDecodeHookFunc(
 		durationHook,
 		listHook,
-		byteSizeHook(&c.Fetch.MaxBodyBytes),
+		byteSizeHook(&c.Fetch.MaxBodyBytes, &c.Fetch.MemoryBodyBytes, &c.Storage.WARCMaxFileBytes),
 		integerHook,
 	)
 	if err := v.UnmarshalExact(&c, viper.DecodeHook(hook)); err != nil {
@@ -437,19 +478,39 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 // []string, trimming spaces around each element; an empty or blank string
 // is the empty list. Empty elements ("a,,b") are kept, for Validate to
 // report.
+//
+// For a []int the elements are parsed as integers.
 func listHook(from, to reflect.Type, data any) (any, error) {
-	if from.Kind() != reflect.String || to.Kind() != reflect.Slice || to.Elem().Kind() != reflect.String {
+	if from.Kind() != reflect.String || to.Kind() != reflect.Slice {
+		return data, nil
+	}
+	elem := to.Elem().Kind()
+	if elem != reflect.String && elem != reflect.Int {
 		return data, nil
 	}
 	s := strings.TrimSpace(data.(string))
 	if s == "" {
+		if elem == reflect.Int {
+			return []int{}, nil
+		}
 		return []string{}, nil
 	}
 	parts := strings.Split(s, ",")
 	for i, p := range parts {
 		parts[i] = strings.TrimSpace(p)
 	}
-	return parts, nil
+	if elem == reflect.String {
+		return parts, nil
+	}
+	ints := make([]int, len(parts))
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("element %d %q is not an integer", i, p)
+		}
+		ints[i] = n
+	}
+	return ints, nil
 }
 
 // byteSizeHook parses a string given for one of the fields (an int64 of the

@@ -175,6 +175,30 @@ master:
 			},
 		},
 		{
+			name: "fetch pipeline keys from env and file",
+			yaml: "fetch:\n  proxies: [\"http://u:p@127.0.0.9:3128\"]\n  memory_body_bytes: 128KiB\ndns:\n  server: 127.0.0.1:5353\n",
+			env: []string{
+				"CRAWLER_FETCH_BAN_STATUSES=403, 429,503", // int list
+				"CRAWLER_FETCH_USER_AGENTS=a/1,b/2",
+				"CRAWLER_STORAGE_WARC_MAX_FILE_BYTES=64MiB",
+				"CRAWLER_CRAWL_STRATEGY=aopic",
+			},
+			want: func(c *Config) {
+				c.Fetch.Proxies = []string{"http://u:p@127.0.0.9:3128"}
+				c.Fetch.MemoryBodyBytes = 128 << 10
+				c.DNS.Server = "127.0.0.1:5353"
+				c.Fetch.BanStatuses = []int{403, 429, 503}
+				c.Fetch.UserAgents = []string{"a/1", "b/2"}
+				c.Storage.WARCMaxFileBytes = 64 << 20
+				c.Crawl.Strategy = "aopic"
+			},
+		},
+		{
+			name: "empty env int list is the empty list",
+			env:  []string{"CRAWLER_FETCH_BAN_STATUSES="},
+			want: func(c *Config) { c.Fetch.BanStatuses = []int{} },
+		},
+		{
 			name: "empty env list is the empty list",
 			env:  []string{"CRAWLER_CRAWL_STRIP_PARAMS="},
 			want: func(c *Config) { c.Crawl.StripParams = []string{} },
@@ -252,6 +276,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "crawl name with colon", env: []string{"CRAWLER_CRAWL_NAME=a:b"}, wantKey: "crawl.name"},
 		{name: "negative depth", yaml: "crawl:\n  max_depth: -1\n", wantKey: "crawl.max_depth"},
 		{name: "allow host with scheme", yaml: "crawl:\n  allow_hosts: [ok.com, 'http://a.com']\n", wantKey: "crawl.allow_hosts[1]"},
+		{name: "int list with a word", env: []string{"CRAWLER_FETCH_BAN_STATUSES=403,many"}, wantKey: "fetch.ban_statuses", wantMsg: `element 1 "many" is not an integer`},
 		{name: "allow host with empty label", env: []string{"CRAWLER_CRAWL_ALLOW_HOSTS=a..com"}, wantKey: "crawl.allow_hosts[0]"},
 		{name: "regex does not compile", yaml: "crawl:\n  deny: ['\\.pdf$', '(']\n", wantKey: "crawl.deny[1]", wantMsg: "invalid regex"},
 		{name: "allow regex does not compile", env: []string{"CRAWLER_CRAWL_ALLOW=[a-"}, wantKey: "crawl.allow[0]", wantMsg: "(set by CRAWLER_CRAWL_ALLOW)"},
@@ -336,6 +361,20 @@ func TestValidate(t *testing.T) {
 		{"bare wildcard host", func(c *Config) { c.Crawl.AllowHosts = []string{"*."} }, "crawl.allow_hosts[0]"},
 		{"host with port", func(c *Config) { c.Crawl.AllowHosts = []string{"a.com:8080"} }, "crawl.allow_hosts[0]"},
 		{"unicode host", func(c *Config) { c.Crawl.AllowHosts = []string{"bücher.de"} }, "crawl.allow_hosts[0]"},
+		{"unknown strategy", func(c *Config) { c.Crawl.Strategy = "random" }, "crawl.strategy"},
+		{"aopic tax of 1", func(c *Config) { c.Crawl.AOPICTax = 1 }, "crawl.aopic_tax"},
+		{"tiny max url length", func(c *Config) { c.Crawl.MaxURLLength = 10 }, "crawl.max_url_length"},
+		{"unknown jitter dist", func(c *Config) { c.Politeness.JitterDist = "normal" }, "politeness.jitter_dist"},
+		{"throttle cap below delay", func(c *Config) { c.Politeness.AutoThrottleMaxDelay = time.Millisecond }, "politeness.autothrottle_max_delay"},
+		{"ftp proxy", func(c *Config) { c.Fetch.Proxies = []string{"http://a:1", "ftp://p:21"} }, "fetch.proxies[1]"},
+		{"proxy without host", func(c *Config) { c.Fetch.Proxies = []string{"socks5://"} }, "fetch.proxies[0]"},
+		{"empty user agent in list", func(c *Config) { c.Fetch.UserAgents = []string{""} }, "fetch.user_agents[0]"},
+		{"ban status out of range", func(c *Config) { c.Fetch.BanStatuses = []int{403, 9999} }, "fetch.ban_statuses[1]"},
+		{"bad ban regex", func(c *Config) { c.Fetch.BanBodyRegex = "(captcha" }, "fetch.ban_body_regex"},
+		{"cooldown max below cooldown", func(c *Config) { c.Fetch.ProxyCooldownMax = time.Second }, "fetch.proxy_cooldown_max"},
+		{"dns server without port", func(c *Config) { c.DNS.Server = "127.0.0.53" }, "dns.server"},
+		{"dns max ttl below min", func(c *Config) { c.DNS.MaxTTL = time.Second }, "dns.max_ttl"},
+		{"tiny warc files", func(c *Config) { c.Storage.WARCMaxFileBytes = 1000 }, "storage.warc_max_file_bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -367,6 +406,10 @@ func TestValidateAccepts(t *testing.T) {
 		{"rediss with password", func(c *Config) { c.Redis.URL = "rediss://user:pw@redis:6380/3" }},
 		{"dsn with password and params", func(c *Config) { c.MySQL.DSN = "u:p@tcp(db:3306)/crawl_01?parseTime=true&loc=UTC" }},
 		{"tab in user agent", func(c *Config) { c.Fetch.UserAgent = "a\tb" }},
+		{"every proxy scheme with credentials", func(c *Config) {
+			c.Fetch.Proxies = []string{"http://u:p@p1:3128", "https://p2:443", "socks5://u:p@p3:1080", "socks5h://p4:1080/"}
+		}},
+		{"dfs with a dns server", func(c *Config) { c.Crawl.Strategy = "dfs"; c.DNS.Server = "[::1]:53" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

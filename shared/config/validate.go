@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"regexp"
 	"strings"
@@ -34,7 +35,8 @@ var (
 func (c *Config) Validate() error {
 	for _, check := range []func() error{
 		c.validateStores, c.validateCrawl, c.validatePoliteness, c.validateLease,
-		c.validateMaster, c.validateSlave, c.validateFetch, c.validateRest,
+		c.validateMaster, c.validateSlave, c.validateFetch, c.validateSessions,
+		c.validateDNS, c.validateStorage, c.validateRest,
 	} {
 		if err := check(); err != nil {
 			return err
@@ -99,6 +101,37 @@ func (c *Config) validateCrawl() error {
 	if k.MaxRedirects < 0 || k.MaxRedirects > 20 {
 		return errorf("crawl.max_redirects", "%d must be in [0, 20]", k.MaxRedirects)
 	}
+	switch k.Strategy {
+	case "bfs", "dfs", "priority", "aopic":
+	default:
+		return errorf("crawl.strategy", "%q must be one of bfs, dfs, priority, aopic", k.Strategy)
+	}
+	for _, w := range []struct {
+		key string
+		v   float64
+	}{{"crawl.priority_backlinks", k.PriorityBacklinks}, {"crawl.priority_url", k.PriorityURL}} {
+		if !(w.v >= 0 && w.v <= 1e6) {
+			return errorf(w.key, "%v must be in [0, 1e6]", w.v)
+		}
+	}
+	if !(k.AOPICTax >= 0 && k.AOPICTax < 1) {
+		return errorf("crawl.aopic_tax", "%v must be in [0, 1)", k.AOPICTax)
+	}
+	if k.MaxURLLength < 64 || k.MaxURLLength > 65536 {
+		return errorf("crawl.max_url_length", "%d must be in [64, 65536]", k.MaxURLLength)
+	}
+	if k.MaxPathRepeat < 0 {
+		return errorf("crawl.max_path_repeat", "%d must be >= 0 (0 = no check)", k.MaxPathRepeat)
+	}
+	if k.MaxPathSegments < 0 {
+		return errorf("crawl.max_path_segments", "%d must be >= 0 (0 = no check)", k.MaxPathSegments)
+	}
+	if k.MaxPagesPerHost < 0 {
+		return errorf("crawl.max_pages_per_host", "%d must be >= 0 (0 = unlimited)", k.MaxPagesPerHost)
+	}
+	if k.MaxQueryVariants < 0 {
+		return errorf("crawl.max_query_variants", "%d must be >= 0 (0 = unlimited)", k.MaxQueryVariants)
+	}
 	return nil
 }
 
@@ -136,6 +169,17 @@ func (c *Config) validatePoliteness() error {
 	}
 	if p.RobotsTTL <= 0 {
 		return errorf("politeness.robots_ttl", "%v must be > 0", p.RobotsTTL)
+	}
+	switch p.JitterDist {
+	case "uniform", "exponential", "none":
+	default:
+		return errorf("politeness.jitter_dist", "%q must be uniform, exponential or none", p.JitterDist)
+	}
+	if !(p.AutoThrottleTarget > 0 && p.AutoThrottleTarget <= 1000) {
+		return errorf("politeness.autothrottle_target", "%v must be in (0, 1000]", p.AutoThrottleTarget)
+	}
+	if p.AutoThrottleMaxDelay < p.Delay {
+		return errorf("politeness.autothrottle_max_delay", "%v must be >= politeness.delay (%v)", p.AutoThrottleMaxDelay, p.Delay)
 	}
 	return nil
 }
@@ -190,8 +234,118 @@ func (c *Config) validateFetch() error {
 	if f.UserAgent == "" {
 		return &Error{Key: "fetch.user_agent", Msg: "must not be empty"}
 	}
-	if strings.ContainsFunc(f.UserAgent, func(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }) {
+	if badUserAgent(f.UserAgent) {
 		return errorf("fetch.user_agent", "%q must not contain control characters (CR, LF...)", f.UserAgent)
+	}
+	if f.MemoryBodyBytes < 0 || f.MemoryBodyBytes > 64<<20 {
+		return errorf("fetch.memory_body_bytes", "%d must be in [0, 64MiB]", f.MemoryBodyBytes)
+	}
+	return nil
+}
+
+func badUserAgent(ua string) bool {
+	return strings.ContainsFunc(ua, func(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f })
+}
+
+// validateSessions checks the proxies, user agents and ban detection.
+func (c *Config) validateSessions() error {
+	f := c.Fetch
+	for i, p := range f.Proxies {
+		if msg := CheckProxyURL(p); msg != "" {
+			return errorf(fmt.Sprintf("fetch.proxies[%d]", i), "%s", msg)
+		}
+	}
+	for i, ua := range f.UserAgents {
+		if ua == "" || badUserAgent(ua) {
+			return errorf(fmt.Sprintf("fetch.user_agents[%d]", i), "%q must be non-empty, without control characters", ua)
+		}
+	}
+	if f.SessionsPerProxy < 1 || f.SessionsPerProxy > 1024 {
+		return errorf("fetch.sessions_per_proxy", "%d must be in [1, 1024]", f.SessionsPerProxy)
+	}
+	if f.StickyRequests < 0 {
+		return errorf("fetch.sticky_requests", "%d must be >= 0", f.StickyRequests)
+	}
+	for i, st := range f.BanStatuses {
+		if st < 100 || st > 599 {
+			return errorf(fmt.Sprintf("fetch.ban_statuses[%d]", i), "%d is not an HTTP status (100-599)", st)
+		}
+	}
+	if f.BanBodyRegex != "" {
+		if _, err := regexp.Compile(f.BanBodyRegex); err != nil {
+			return &Error{Key: "fetch.ban_body_regex", Msg: "invalid regex", Err: err}
+		}
+	}
+	if f.ProxyCooldown <= 0 {
+		return errorf("fetch.proxy_cooldown", "%v must be > 0", f.ProxyCooldown)
+	}
+	if f.ProxyCooldownMax < f.ProxyCooldown {
+		return errorf("fetch.proxy_cooldown_max", "%v must be >= fetch.proxy_cooldown (%v)", f.ProxyCooldownMax, f.ProxyCooldown)
+	}
+	if f.ProxyMaxErrors < 1 {
+		return errorf("fetch.proxy_max_errors", "%d must be >= 1", f.ProxyMaxErrors)
+	}
+	if f.SessionMaxUses < 0 {
+		return errorf("fetch.session_max_uses", "%d must be >= 0 (0 = unlimited)", f.SessionMaxUses)
+	}
+	return nil
+}
+
+// CheckProxyURL returns what is wrong with a proxy URL, or "". The message
+// never repeats the URL, which may hold a password.
+func CheckProxyURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "invalid proxy url"
+	}
+	switch u.Scheme {
+	case "http", "https", "socks5", "socks5h":
+	default:
+		return fmt.Sprintf("proxy scheme %q must be http, https, socks5 or socks5h", u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return "proxy url has no host (want e.g. http://user:pass@proxy:3128)"
+	}
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		return "proxy url must not have a path or query"
+	}
+	return ""
+}
+
+func (c *Config) validateDNS() error {
+	d := c.DNS
+	if d.Server != "" {
+		host, port, err := net.SplitHostPort(d.Server)
+		if err != nil || host == "" || port == "" {
+			return errorf("dns.server", "%q must be host:port (e.g. 127.0.0.53:53), or empty for the system resolver", d.Server)
+		}
+	}
+	for _, x := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"dns.min_ttl", d.MinTTL}, {"dns.negative_ttl", d.NegativeTTL},
+		{"dns.slow_threshold", d.SlowThreshold}, {"dns.timeout", d.Timeout},
+	} {
+		if x.v <= 0 {
+			return errorf(x.key, "%v must be > 0", x.v)
+		}
+	}
+	if d.MaxTTL < d.MinTTL {
+		return errorf("dns.max_ttl", "%v must be >= dns.min_ttl (%v)", d.MaxTTL, d.MinTTL)
+	}
+	if d.CacheSize < 16 {
+		return errorf("dns.cache_size", "%d must be >= 16", d.CacheSize)
+	}
+	if d.PrefetchWorkers < 1 || d.PrefetchWorkers > 1024 {
+		return errorf("dns.prefetch_workers", "%d must be in [1, 1024]", d.PrefetchWorkers)
+	}
+	return nil
+}
+
+func (c *Config) validateStorage() error {
+	if c.Storage.WARCMaxFileBytes < 1<<20 {
+		return errorf("storage.warc_max_file_bytes", "%d must be >= 1MiB", c.Storage.WARCMaxFileBytes)
 	}
 	return nil
 }
