@@ -17,6 +17,8 @@ const (
 	TypeSlave     Type = "slave"
 	TypeHeartbeat Type = "heartbeat"
 	TypeLost      Type = "lost"
+	TypeProxy     Type = "proxy"
+	TypeDuplicate Type = "duplicate"
 )
 
 // Stream entry field names.
@@ -38,6 +40,9 @@ const (
 	KindRedirect     = "redirect" // redirect chain too long or invalid target
 	KindBlocked      = "blocked"  // private network address refused
 	KindFailed       = "failed"   // attempts exhausted
+	KindTrap         = "trap"     // URL rejected as a crawler trap; the message says why
+	KindProxy        = "proxy"    // request failed through a proxy, or a ban was detected
+	KindCharset      = "charset"  // body not decodable from its declared or sniffed encoding
 	KindOther        = "other"
 )
 
@@ -54,6 +59,29 @@ const (
 	LostSlaveDead = "slave_dead"
 )
 
+// Proxy states, the State of a Proxy record: the life of one proxy in a
+// slave's session pool.
+const (
+	ProxyAdded   = "added"   // put in the pool
+	ProxyUp      = "up"      // usable (again)
+	ProxyCooling = "cooling" // resting after errors or a ban
+	ProxyRetired = "retired" // taken out of rotation for good
+	ProxyRemoved = "removed" // dropped from the pool (config change, slave leaving)
+)
+
+// ProxyDirect is Page.Proxy for a page fetched without a proxy.
+const ProxyDirect = "direct"
+
+// ChecksumLen is the length of a content checksum as Page.Checksum and
+// Duplicate.ContentHash carry it: a 64-bit checksum in lowercase hex.
+const ChecksumLen = 16
+
+// FormatChecksum renders a 64-bit content checksum as ChecksumLen
+// lowercase hex digits, zero-padded.
+func FormatChecksum(sum uint64) string {
+	return fmt.Sprintf("%016x", sum)
+}
+
 // Page records one fetched page.
 type Page struct {
 	Crawl       string `json:"crawl"`
@@ -65,10 +93,17 @@ type Page struct {
 	Depth       int    `json:"depth"`
 	FetchedAt   int64  `json:"fetched_at"` // unix ms
 	Slave       string `json:"slave"`
-	ContentHash string `json:"content_hash"` // hex SHA-256 of the body
+	ContentHash string `json:"content_hash"` // hex SHA-1 of the body (the hash of its WARC payload digest)
 	DurationMS  int64  `json:"duration_ms"`
 	Attempt     int    `json:"attempt"`
 	Links       int    `json:"links"`
+	// The fields below are set by the slave's fetch pipeline; empty when
+	// unknown (and omitted from the JSON).
+	Charset  string `json:"charset,omitempty"`  // encoding the body was decoded from, e.g. "utf-8"
+	WARC     string `json:"warc,omitempty"`     // "file.warc.gz:offset" of its WARC record; "" when not stored
+	Proxy    string `json:"proxy,omitempty"`    // redacted proxy URL, or ProxyDirect
+	Handler  string `json:"handler,omitempty"`  // content handler that processed it, e.g. "html", "store"
+	Checksum string `json:"checksum,omitempty"` // 64-bit content checksum, ChecksumLen hex digits
 }
 
 // Exception records one thing that went wrong with a URL.
@@ -123,6 +158,30 @@ type Lost struct {
 	Reason     string `json:"reason"`
 }
 
+// Proxy records one state change of a proxy in a slave's session pool.
+type Proxy struct {
+	Crawl  string `json:"crawl"`
+	Slave  string `json:"slave"`
+	Proxy  string `json:"proxy"`  // proxy URL with its credentials redacted
+	State  string `json:"state"`  // one of the Proxy* states
+	Reason string `json:"reason"` // why, e.g. "3 errors in a row", "ban: HTTP 403"
+	Errors int    `json:"errors"` // errors through this proxy so far
+	Uses   int    `json:"uses"`   // requests through this proxy so far
+	At     int64  `json:"at"`     // unix ms
+}
+
+// Duplicate records a page whose content was already seen in the crawl.
+// It is built by a Redis Lua script with cjson.encode, so its JSON names
+// must stay as they are.
+type Duplicate struct {
+	Crawl       string `json:"crawl"`
+	URL         string `json:"url"`
+	FirstURL    string `json:"first_url"`    // the URL the content was first seen at
+	ContentHash string `json:"content_hash"` // 64-bit content checksum, ChecksumLen hex digits
+	Slave       string `json:"slave"`
+	At          int64  `json:"at"` // unix ms
+}
+
 // Envelope is one decoded stream entry.
 type Envelope struct {
 	ID        string // stream entry id, unique per crawl; makes inserts idempotent
@@ -132,6 +191,8 @@ type Envelope struct {
 	Slave     *Slave
 	Heartbeat *Heartbeat
 	Lost      *Lost
+	Proxy     *Proxy
+	Duplicate *Duplicate
 }
 
 // Encode returns the stream fields for a record.
@@ -148,6 +209,10 @@ func Encode(v any) (Type, []byte, error) {
 		t = TypeHeartbeat
 	case *Lost, Lost:
 		t = TypeLost
+	case *Proxy, Proxy:
+		t = TypeProxy
+	case *Duplicate, Duplicate:
+		t = TypeDuplicate
 	default:
 		return "", nil, fmt.Errorf("encode event: unknown record %T", v)
 	}
@@ -178,6 +243,12 @@ func Decode(id string, t Type, data []byte) (Envelope, error) {
 	case TypeLost:
 		e.Lost = new(Lost)
 		target = e.Lost
+	case TypeProxy:
+		e.Proxy = new(Proxy)
+		target = e.Proxy
+	case TypeDuplicate:
+		e.Duplicate = new(Duplicate)
+		target = e.Duplicate
 	default:
 		return e, fmt.Errorf("decode event %s: unknown type %q", id, t)
 	}

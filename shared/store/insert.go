@@ -79,6 +79,12 @@ func buildTables(batch []events.Envelope) (*tables, error) {
 		if x := e.Lost; x != nil {
 			ts.lost.add(lostRow(e.ID, x))
 		}
+		if x := e.Proxy; x != nil {
+			ts.proxies.add(proxyRow(e.ID, x))
+		}
+		if x := e.Duplicate; x != nil {
+			ts.duplicates.add(duplicateRow(e.ID, x))
+		}
 	}
 	return ts, nil
 }
@@ -104,7 +110,7 @@ func digits(s string) bool {
 	return true
 }
 
-// URLHash is the pages.url_hash of url: the first 8 bytes of its SHA-256,
+// URLHash is the pages.url_hash (and duplicates.url_hash) of url: the first 8 bytes of its SHA-256,
 // over the full URL even when the stored url is cut to 2048 characters. In
 // SQL, UNHEX(LEFT(SHA2(url, 256), 16)) gives the same for a stored URL that
 // was not cut.
@@ -120,6 +126,8 @@ func pageRow(id string, p *events.Page) []any {
 		smallint(p.Status), chars(p.ContentType, maxContentType), p.Bytes,
 		integer(p.Depth), integer(p.Attempt), integer(p.Links), integer64(p.DurationMS),
 		datetime(p.FetchedAt), chars(p.Slave, maxSlave), chars(p.ContentHash, maxContentHash),
+		chars(p.Charset, maxCharset), chars(p.WARC, maxWARC), chars(p.Proxy, maxProxy),
+		chars(p.Handler, maxHandler), chars(p.Checksum, maxChecksum),
 	}
 }
 
@@ -159,16 +167,33 @@ func lostRow(id string, x *events.Lost) []any {
 	}
 }
 
+func proxyRow(id string, x *events.Proxy) []any {
+	return []any{
+		chars(x.Crawl, maxCrawl), id,
+		chars(x.Slave, maxSlave), chars(x.Proxy, maxProxy), chars(x.State, maxProxyState),
+		text(x.Reason, maxTextBytes), integer(x.Errors), integer(x.Uses), datetime(x.At),
+	}
+}
+
+func duplicateRow(id string, x *events.Duplicate) []any {
+	return []any{
+		chars(x.Crawl, maxCrawl), id,
+		chars(x.URL, maxURL), URLHash(x.URL), chars(x.FirstURL, maxURL),
+		chars(x.ContentHash, maxChecksum), chars(x.Slave, maxSlave), datetime(x.At),
+	}
+}
+
 // tables collects one batch's rows per table.
 type tables struct {
-	pages, exceptions, slaves, heartbeats, lost *table
+	pages, exceptions, slaves, heartbeats, lost, proxies, duplicates *table
 }
 
 func newTables() *tables {
 	return &tables{
 		pages: &table{name: "pages", cols: []string{
 			"crawl", "event_id", "url", "url_hash", "final_url", "status", "content_type", "bytes",
-			"depth", "attempt", "links", "duration_ms", "fetched_at", "slave_id", "content_hash"}},
+			"depth", "attempt", "links", "duration_ms", "fetched_at", "slave_id", "content_hash",
+			"charset", "warc", "proxy", "handler", "checksum"}},
 		exceptions: &table{name: "exceptions", cols: []string{
 			"crawl", "event_id", "kind", "url", "host", "slave_id", "attempt", "status", "message", "at"}},
 		slaves: &table{name: "slave_events", cols: []string{
@@ -178,11 +203,15 @@ func newTables() *tables {
 			"pages", "errors", "in_flight", "bytes", "rss", "pages_per_sec", "concurrency", "state"}},
 		lost: &table{name: "lost_tasks", cols: []string{
 			"crawl", "event_id", "url", "slave_id", "leased_at", "detected_at", "attempt", "reason"}},
+		proxies: &table{name: "proxy_events", cols: []string{
+			"crawl", "event_id", "slave_id", "proxy", "state", "reason", "errors", "uses", "at"}},
+		duplicates: &table{name: "duplicates", cols: []string{
+			"crawl", "event_id", "url", "url_hash", "first_url", "content_hash", "slave_id", "at"}},
 	}
 }
 
 func (ts *tables) all() []*table {
-	return []*table{ts.pages, ts.exceptions, ts.slaves, ts.heartbeats, ts.lost}
+	return []*table{ts.pages, ts.exceptions, ts.slaves, ts.heartbeats, ts.lost, ts.proxies, ts.duplicates}
 }
 
 func (ts *tables) empty() bool {

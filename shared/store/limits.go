@@ -23,6 +23,12 @@ const (
 	maxState       = 16
 	maxReason      = 32
 	maxTextBytes   = 65535 // TEXT
+	maxCharset     = 64    // pages.charset
+	maxWARC        = 512   // pages.warc
+	maxProxy       = 512   // pages.proxy, proxy_events.proxy
+	maxHandler     = 32    // pages.handler
+	maxChecksum    = 16    // pages.checksum, duplicates.content_hash
+	maxProxyState  = 16    // proxy_events.state
 )
 
 // Integer column ranges.

@@ -101,6 +101,44 @@ func (s *Store) SlaveEvents(ctx context.Context, crawl string) ([]events.Slave, 
 	return out, err
 }
 
+// ProxyEvents returns up to limit (0 or less: all) proxy state changes of
+// the crawl, oldest first (ties in insertion order; empty, not nil, when
+// there are none).
+func (s *Store) ProxyEvents(ctx context.Context, crawl string, limit int) ([]events.Proxy, error) {
+	q := "SELECT crawl, slave_id, proxy, state, reason, errors, uses, at FROM proxy_events " +
+		"WHERE crawl = ? ORDER BY at, id" + limitClause(limit, 0)
+	out := []events.Proxy{}
+	err := s.query(ctx, "proxy events", q, []any{crawl}, func(r *sql.Rows) error {
+		var x events.Proxy
+		var at time.Time
+		if err := r.Scan(&x.Crawl, &x.Slave, &x.Proxy, &x.State, &x.Reason, &x.Errors, &x.Uses, &at); err != nil {
+			return err
+		}
+		x.At = unixMS(at)
+		out = append(out, x)
+		return nil
+	})
+	return out, err
+}
+
+// Duplicates returns the crawl's duplicate pages, oldest first (ties in
+// insertion order; empty, not nil, when there are none).
+func (s *Store) Duplicates(ctx context.Context, crawl string) ([]events.Duplicate, error) {
+	q := "SELECT crawl, url, first_url, content_hash, slave_id, at FROM duplicates WHERE crawl = ? ORDER BY at, id"
+	out := []events.Duplicate{}
+	err := s.query(ctx, "duplicates", q, []any{crawl}, func(r *sql.Rows) error {
+		var x events.Duplicate
+		var at time.Time
+		if err := r.Scan(&x.Crawl, &x.URL, &x.FirstURL, &x.ContentHash, &x.Slave, &at); err != nil {
+			return err
+		}
+		x.At = unixMS(at)
+		out = append(out, x)
+		return nil
+	})
+	return out, err
+}
+
 // Counts is the number of rows a crawl has in each event table.
 type Counts struct {
 	Pages       int64
@@ -108,6 +146,8 @@ type Counts struct {
 	SlaveEvents int64
 	Heartbeats  int64
 	Lost        int64
+	ProxyEvents int64
+	Duplicates  int64
 }
 
 // Counts returns the crawl's row count per table, from one consistent
@@ -119,9 +159,11 @@ func (s *Store) Counts(ctx context.Context, crawl string) (Counts, error) {
 		(SELECT COUNT(*) FROM exceptions WHERE crawl = ?),
 		(SELECT COUNT(*) FROM slave_events WHERE crawl = ?),
 		(SELECT COUNT(*) FROM heartbeats WHERE crawl = ?),
-		(SELECT COUNT(*) FROM lost_tasks WHERE crawl = ?)`,
-		crawl, crawl, crawl, crawl, crawl,
-	).Scan(&c.Pages, &c.Exceptions, &c.SlaveEvents, &c.Heartbeats, &c.Lost)
+		(SELECT COUNT(*) FROM lost_tasks WHERE crawl = ?),
+		(SELECT COUNT(*) FROM proxy_events WHERE crawl = ?),
+		(SELECT COUNT(*) FROM duplicates WHERE crawl = ?)`,
+		crawl, crawl, crawl, crawl, crawl, crawl, crawl,
+	).Scan(&c.Pages, &c.Exceptions, &c.SlaveEvents, &c.Heartbeats, &c.Lost, &c.ProxyEvents, &c.Duplicates)
 	if err != nil {
 		return Counts{}, fmt.Errorf("count rows of crawl %q: %w", crawl, err)
 	}

@@ -20,7 +20,8 @@ import (
 )
 
 // wantTables is every table a fully migrated database has.
-var wantTables = []string{"exceptions", "goose_db_version", "heartbeats", "lost_tasks", "pages", "slave_events"}
+var wantTables = []string{"duplicates", "exceptions", "goose_db_version", "heartbeats", "lost_tasks", "pages",
+	"proxy_events", "slave_events"}
 
 // open returns a migrated store on a fresh database.
 func open(t *testing.T) *Store {
@@ -252,6 +253,8 @@ type snapshot struct {
 	Slaves     []events.Slave
 	Heartbeats []events.Heartbeat
 	Lost       []events.Lost
+	Proxies    []events.Proxy
+	Duplicates []events.Duplicate
 	URLs       map[string]int
 	Counts     Counts
 }
@@ -272,6 +275,12 @@ func read(t *testing.T, s *Store, crawl string) snapshot {
 	if sn.Lost, err = s.LostTasks(ctx, crawl, 0); err != nil {
 		t.Fatal(err)
 	}
+	if sn.Proxies, err = s.ProxyEvents(ctx, crawl, 0); err != nil {
+		t.Fatal(err)
+	}
+	if sn.Duplicates, err = s.Duplicates(ctx, crawl); err != nil {
+		t.Fatal(err)
+	}
 	if sn.URLs, err = s.PageURLs(ctx, crawl); err != nil {
 		t.Fatal(err)
 	}
@@ -280,13 +289,15 @@ func read(t *testing.T, s *Store, crawl string) snapshot {
 	}
 	sn.Pages = []events.Page{}
 	err = s.query(ctx, "pages", `SELECT crawl, url, final_url, status, content_type, bytes, depth,
-		fetched_at, slave_id, content_hash, duration_ms, attempt, links, url_hash
+		fetched_at, slave_id, content_hash, duration_ms, attempt, links, url_hash,
+		charset, warc, proxy, handler, checksum
 		FROM pages WHERE crawl = ? ORDER BY id`, []any{crawl}, func(r *sql.Rows) error {
 		var p events.Page
 		var at time.Time
 		var hash []byte
 		if err := r.Scan(&p.Crawl, &p.URL, &p.FinalURL, &p.Status, &p.ContentType, &p.Bytes, &p.Depth,
-			&at, &p.Slave, &p.ContentHash, &p.DurationMS, &p.Attempt, &p.Links, &hash); err != nil {
+			&at, &p.Slave, &p.ContentHash, &p.DurationMS, &p.Attempt, &p.Links, &hash,
+			&p.Charset, &p.WARC, &p.Proxy, &p.Handler, &p.Checksum); err != nil {
 			return err
 		}
 		p.FetchedAt = at.UnixMilli()
@@ -298,6 +309,23 @@ func read(t *testing.T, s *Store, crawl string) snapshot {
 		sn.Pages = append(sn.Pages, p)
 		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.query(ctx, "duplicate hashes", "SELECT url, url_hash FROM duplicates WHERE crawl = ? ORDER BY id",
+		[]any{crawl}, func(r *sql.Rows) error {
+			var u string
+			var hash []byte
+			if err := r.Scan(&u, &hash); err != nil {
+				return err
+			}
+			if utf8.RuneCountInString(u) < maxURL {
+				if d := cmp.Diff(URLHash(u), hash); d != "" {
+					t.Errorf("duplicates url_hash of %q (-want +got):\n%s", u, d)
+				}
+			}
+			return nil
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,9 +354,11 @@ func mixed(crawl string) ([]events.Envelope, snapshot) {
 	const t0 = 1_700_000_000_123
 	pages := []events.Page{
 		{Crawl: crawl, URL: "http://a.test/", FinalURL: "https://a.test/", Status: 200, ContentType: "text/html; charset=utf-8",
-			Bytes: 5120, Depth: 0, FetchedAt: t0, Slave: "s1", ContentHash: strings.Repeat("ab", 32), DurationMS: 87, Attempt: 1, Links: 12},
+			Bytes: 5120, Depth: 0, FetchedAt: t0, Slave: "s1", ContentHash: strings.Repeat("ab", 32), DurationMS: 87, Attempt: 1, Links: 12,
+			Charset: "utf-8", WARC: "s1-20231114-00001.warc.gz:48213", Proxy: "http://***@p1.test:8080", Handler: "html",
+			Checksum: "0123456789abcdef"},
 		{Crawl: crawl, URL: "http://a.test/Ünïcode?q=1", FinalURL: "http://a.test/Ünïcode?q=1", Status: 404,
-			FetchedAt: t0 + 5, Slave: "s2", Attempt: 2},
+			FetchedAt: t0 + 5, Slave: "s2", Attempt: 2, Charset: "windows-1252", Proxy: events.ProxyDirect, Handler: "store"},
 		{Crawl: crawl, URL: "http://a.test/X", Status: 200, FetchedAt: t0 + 6}, // differs from .../x only by case
 		{Crawl: crawl, URL: "http://a.test/x", Status: 200, FetchedAt: t0 + 7},
 	}
@@ -350,6 +380,18 @@ func mixed(crawl string) ([]events.Envelope, snapshot) {
 	lost := []events.Lost{
 		{Crawl: crawl, URL: "http://c.test/slow", Slave: "s1", LeasedAt: t0 - 60_000, DetectedAt: t0 + 8, Attempt: 1, Reason: events.LostSlaveDead},
 	}
+	proxies := []events.Proxy{
+		{Crawl: crawl, Slave: "s1", Proxy: "http://***@p1.test:8080", State: events.ProxyAdded, At: t0 - 900},
+		{Crawl: crawl, Slave: "s1", Proxy: "http://***@p1.test:8080", State: events.ProxyUp, Uses: 1, At: t0 - 800},
+		{Crawl: crawl, Slave: "s2", Proxy: "socks5://10.0.0.9:1080", State: events.ProxyCooling,
+			Reason: "ban detected: HTTP 403 ×3 🚫", Errors: 3, Uses: 250, At: t0 + 9},
+	}
+	dups := []events.Duplicate{
+		{Crawl: crawl, URL: "http://a.test/index.html", FirstURL: "http://a.test/", ContentHash: "0123456789abcdef",
+			Slave: "s2", At: t0 + 10},
+		{Crawl: crawl, URL: "http://a.test/Ünïcode?q=2", FirstURL: "http://a.test/Ünïcode?q=1", ContentHash: "fedcba9876543210",
+			Slave: "s1", At: t0 + 11},
+	}
 	var b []events.Envelope
 	id := 0
 	next := func() string { id++; return fmt.Sprintf("%d-%d", t0, id) }
@@ -368,15 +410,22 @@ func mixed(crawl string) ([]events.Envelope, snapshot) {
 	for i := range lost {
 		b = append(b, events.Envelope{ID: next(), Type: events.TypeLost, Lost: &lost[i]})
 	}
+	for i := range proxies {
+		b = append(b, events.Envelope{ID: next(), Type: events.TypeProxy, Proxy: &proxies[i]})
+	}
+	for i := range dups {
+		b = append(b, events.Envelope{ID: next(), Type: events.TypeDuplicate, Duplicate: &dups[i]})
+	}
 	b = append(b, events.Envelope{ID: next(), Type: events.TypePage}) // nothing to store: skipped
 	urls := map[string]int{}
 	for _, p := range pages {
 		urls[p.URL]++
 	}
 	return b, snapshot{
-		Pages: pages, Exceptions: excs, Slaves: slaves, Heartbeats: hbs, Lost: lost, URLs: urls,
+		Pages: pages, Exceptions: excs, Slaves: slaves, Heartbeats: hbs, Lost: lost, Proxies: proxies, Duplicates: dups,
+		URLs: urls,
 		Counts: Counts{Pages: int64(len(pages)), Exceptions: int64(len(excs)), SlaveEvents: int64(len(slaves)),
-			Heartbeats: int64(len(hbs)), Lost: int64(len(lost))},
+			Heartbeats: int64(len(hbs)), Lost: int64(len(lost)), ProxyEvents: int64(len(proxies)), Duplicates: int64(len(dups))},
 	}
 }
 
@@ -467,23 +516,33 @@ func TestInsertRejectsBadIDs(t *testing.T) {
 func TestInsertIsOneTransaction(t *testing.T) {
 	ctx := t.Context()
 	s := open(t)
-	// Make the last table of the batch fail: the earlier inserts must roll back.
-	if _, err := s.DB.ExecContext(ctx, "RENAME TABLE lost_tasks TO lost_tasks_away"); err != nil {
+	b, want := mixed("c")
+	ts, err := buildTables(b)
+	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := mixed("c")
-	err := s.Insert(ctx, b)
-	if err == nil || !strings.Contains(err.Error(), "insert events: 1 rows into lost_tasks") {
-		t.Fatalf("Insert error = %v, want a failure on lost_tasks", err)
-	}
-	if _, err := s.DB.ExecContext(ctx, "RENAME TABLE lost_tasks_away TO lost_tasks"); err != nil {
-		t.Fatal(err)
-	}
-	if c, err := s.Counts(ctx, "c"); err != nil || c != (Counts{}) {
-		t.Errorf("after failed batch: counts %+v, %v; want none", c, err)
+	// Make each table of the batch fail in turn (the last one too): the
+	// other inserts must roll back.
+	for _, tb := range ts.all() {
+		if _, err := s.DB.ExecContext(ctx, "RENAME TABLE "+tb.name+" TO "+tb.name+"_away"); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Insert(ctx, b)
+		if _, err := s.DB.ExecContext(ctx, "RENAME TABLE "+tb.name+"_away TO "+tb.name); err != nil {
+			t.Fatal(err)
+		}
+		if prefix := fmt.Sprintf("insert events: %d rows into %s", len(tb.rows), tb.name); err == nil || !strings.HasPrefix(err.Error(), prefix) {
+			t.Fatalf("Insert error = %v, want a failure on %s", err, tb.name)
+		}
+		if c, err := s.Counts(ctx, "c"); err != nil || c != (Counts{}) {
+			t.Errorf("after failed batch on %s: counts %+v, %v; want none", tb.name, c, err)
+		}
 	}
 	if err := s.Insert(ctx, b); err != nil {
 		t.Fatalf("retry: %v", err)
+	}
+	if c, _ := s.Counts(ctx, "c"); c != want.Counts {
+		t.Errorf("after retry: counts %+v, want %+v", c, want.Counts)
 	}
 }
 
@@ -542,6 +601,28 @@ func TestInsertTruncates(t *testing.T) {
 		name: "crawl name cut to 64",
 		in:   events.Envelope{Lost: &events.Lost{Crawl: long("c", 70), URL: "u"}},
 		want: snapshot{Lost: []events.Lost{{Crawl: long("c", 64), URL: "u"}}},
+	}, {
+		name: "page fetch pipeline fields",
+		in: events.Envelope{Page: &events.Page{Crawl: "t8", URL: "u", Charset: long("c", 65), WARC: long("w", 600),
+			Proxy: long("p", 513) + "\xff", Handler: long("é", 33), Checksum: long("0", 17)}},
+		want: snapshot{Pages: []events.Page{{Crawl: "t8", URL: "u", Charset: long("c", 64), WARC: long("w", 512),
+			Proxy: long("p", 512), Handler: long("é", 32), Checksum: long("0", 16)}}},
+	}, {
+		name: "proxy event strings, numbers and times",
+		in: events.Envelope{Proxy: &events.Proxy{Crawl: "t9", Slave: long("s", 200), Proxy: long("😀", 600),
+			State: long("x", 17), Reason: long("r", 70000), Errors: 1 << 40, Uses: -1 << 40, At: 1 << 62}},
+		want: snapshot{Proxies: []events.Proxy{{Crawl: "t9", Slave: long("s", 128), Proxy: long("😀", 512),
+			State: long("x", 16), Reason: long("r", 65535), Errors: math.MaxInt32, Uses: math.MinInt32, At: maxT}}},
+	}, {
+		name: "proxy reason cut on a character boundary",
+		in:   events.Envelope{Proxy: &events.Proxy{Crawl: "t10", Reason: "bad \xc3 " + long("€", 30000)}},
+		want: snapshot{Proxies: []events.Proxy{{Crawl: "t10", Reason: "bad \uFFFD " + long("€", 21842)}}}, // 8 + 3×21842 ≤ 65535
+	}, {
+		name: "duplicate strings and times",
+		in: events.Envelope{Duplicate: &events.Duplicate{Crawl: "t11", URL: cutURL, FirstURL: long("é", 2100),
+			ContentHash: long("a", 40), Slave: long("s", 129), At: -1 << 62}},
+		want: snapshot{Duplicates: []events.Duplicate{{Crawl: "t11", URL: cutURL[:2048], FirstURL: long("é", 2048),
+			ContentHash: long("a", 16), Slave: long("s", 128), At: minT}}},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			c.in.ID = "1-1"
@@ -576,8 +657,15 @@ func TestInsertTruncates(t *testing.T) {
 			if c.want.Lost == nil {
 				c.want.Lost = []events.Lost{}
 			}
+			if c.want.Proxies == nil {
+				c.want.Proxies = []events.Proxy{}
+			}
+			if c.want.Duplicates == nil {
+				c.want.Duplicates = []events.Duplicate{}
+			}
 			c.want.Counts = Counts{Pages: int64(len(c.want.Pages)), Exceptions: int64(len(c.want.Exceptions)),
-				SlaveEvents: int64(len(c.want.Slaves)), Heartbeats: int64(len(c.want.Heartbeats)), Lost: int64(len(c.want.Lost))}
+				SlaveEvents: int64(len(c.want.Slaves)), Heartbeats: int64(len(c.want.Heartbeats)), Lost: int64(len(c.want.Lost)),
+				ProxyEvents: int64(len(c.want.Proxies)), Duplicates: int64(len(c.want.Duplicates))}
 			if d := cmp.Diff(c.want, got); d != "" {
 				t.Errorf("stored (-want +got):\n%s", d)
 			}
@@ -593,13 +681,18 @@ func TestInsertTruncates(t *testing.T) {
 	}
 
 	// The hash of a cut URL is that of the full one, so lookups by the
-	// real URL still find the page.
-	var hash []byte
-	if err := s.DB.QueryRowContext(ctx, "SELECT url_hash FROM pages WHERE crawl = 't1'").Scan(&hash); err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(URLHash(cutURL), hash); d != "" {
-		t.Errorf("url_hash of the cut url (-want +got):\n%s", d)
+	// real URL still find the page (or duplicate).
+	for _, q := range []string{
+		"SELECT url_hash FROM pages WHERE crawl = 't1'",
+		"SELECT url_hash FROM duplicates WHERE crawl = 't11'",
+	} {
+		var hash []byte
+		if err := s.DB.QueryRowContext(ctx, q).Scan(&hash); err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(URLHash(cutURL), hash); d != "" {
+			t.Errorf("%s: url_hash of the cut url (-want +got):\n%s", q, d)
+		}
 	}
 }
 
@@ -808,7 +901,7 @@ func TestColumnLimits(t *testing.T) {
 	s := open(t)
 	type col struct{ table, column string }
 	want := map[col]int64{}
-	for _, tb := range []string{"pages", "exceptions", "slave_events", "heartbeats", "lost_tasks"} {
+	for _, tb := range []string{"pages", "exceptions", "slave_events", "heartbeats", "lost_tasks", "proxy_events", "duplicates"} {
 		want[col{tb, "crawl"}] = maxCrawl
 		want[col{tb, "event_id"}] = maxEventID
 	}
@@ -821,6 +914,12 @@ func TestColumnLimits(t *testing.T) {
 		{"slave_events", "host"}: maxHost, {"slave_events", "detail"}: maxTextBytes,
 		{"heartbeats", "slave_id"}: maxSlave, {"heartbeats", "host"}: maxHost, {"heartbeats", "state"}: maxState,
 		{"lost_tasks", "url"}: maxURL, {"lost_tasks", "slave_id"}: maxSlave, {"lost_tasks", "reason"}: maxReason,
+		{"pages", "charset"}: maxCharset, {"pages", "warc"}: maxWARC, {"pages", "proxy"}: maxProxy,
+		{"pages", "handler"}: maxHandler, {"pages", "checksum"}: maxChecksum,
+		{"proxy_events", "slave_id"}: maxSlave, {"proxy_events", "proxy"}: maxProxy,
+		{"proxy_events", "state"}: maxProxyState, {"proxy_events", "reason"}: maxTextBytes,
+		{"duplicates", "url"}: maxURL, {"duplicates", "url_hash"}: 8, {"duplicates", "first_url"}: maxURL,
+		{"duplicates", "content_hash"}: maxChecksum, {"duplicates", "slave_id"}: maxSlave,
 	} {
 		want[c] = int64(n)
 	}
@@ -879,6 +978,165 @@ func (sn snapshot) crawl() string {
 		return sn.Heartbeats[0].Crawl
 	case len(sn.Lost) > 0:
 		return sn.Lost[0].Crawl
+	case len(sn.Proxies) > 0:
+		return sn.Proxies[0].Crawl
+	case len(sn.Duplicates) > 0:
+		return sn.Duplicates[0].Crawl
 	}
 	return ""
+}
+
+func TestProxyEventsAndDuplicatesOrder(t *testing.T) {
+	ctx := t.Context()
+	s := open(t)
+	b := []events.Envelope{
+		{ID: "4-3", Proxy: &events.Proxy{Crawl: "c", Slave: "s1", Proxy: "p1", State: events.ProxyCooling, At: 300}},
+		{ID: "4-1", Proxy: &events.Proxy{Crawl: "c", Slave: "s1", Proxy: "p1", State: events.ProxyAdded, At: 100}},
+		{ID: "4-2", Proxy: &events.Proxy{Crawl: "c", Slave: "s2", Proxy: "p2", State: events.ProxyAdded, At: 100}},
+		{ID: "4-4", Proxy: &events.Proxy{Crawl: "d", Slave: "s9", Proxy: "p9", State: events.ProxyUp, At: 1}},
+		{ID: "4-5", Duplicate: &events.Duplicate{Crawl: "c", URL: "u3", FirstURL: "u1", ContentHash: "00000000000000aa", At: 30}},
+		{ID: "4-6", Duplicate: &events.Duplicate{Crawl: "c", URL: "u2", FirstURL: "u1", ContentHash: "00000000000000aa", At: 20}},
+		{ID: "4-7", Duplicate: &events.Duplicate{Crawl: "d", URL: "u9", FirstURL: "u8", ContentHash: "00000000000000bb", At: 1}},
+	}
+	for range 2 { // the second time is a redelivery: nothing new
+		if err := s.Insert(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		crawl string
+		limit int
+		want  []events.Proxy
+	}{
+		{"c", 0, []events.Proxy{*b[1].Proxy, *b[2].Proxy, *b[0].Proxy}},
+		{"c", -1, []events.Proxy{*b[1].Proxy, *b[2].Proxy, *b[0].Proxy}},
+		{"c", 2, []events.Proxy{*b[1].Proxy, *b[2].Proxy}},
+		{"d", 0, []events.Proxy{*b[3].Proxy}},
+		{"nope", 0, []events.Proxy{}},
+	} {
+		got, err := s.ProxyEvents(ctx, c.crawl, c.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(c.want, got); d != "" {
+			t.Errorf("proxy events of %q, limit %d (-want +got):\n%s", c.crawl, c.limit, d)
+		}
+	}
+	for _, c := range []struct {
+		crawl string
+		want  []events.Duplicate
+	}{
+		{"c", []events.Duplicate{*b[5].Duplicate, *b[4].Duplicate}},
+		{"d", []events.Duplicate{*b[6].Duplicate}},
+		{"nope", []events.Duplicate{}},
+	} {
+		got, err := s.Duplicates(ctx, c.crawl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(c.want, got); d != "" {
+			t.Errorf("duplicates of %q (-want +got):\n%s", c.crawl, d)
+		}
+	}
+	got := map[string]Counts{}
+	for _, crawl := range []string{"c", "d"} {
+		c, err := s.Counts(ctx, crawl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[crawl] = c
+	}
+	want := map[string]Counts{"c": {ProxyEvents: 3, Duplicates: 2}, "d": {ProxyEvents: 1, Duplicates: 1}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("counts (-want +got):\n%s", d)
+	}
+}
+
+// TestMigrateFetchKeepsPages upgrades a database with pages from the
+// initial schema: the rows stay, with the new columns empty, and Down
+// returns pages to its initial columns.
+func TestMigrateFetchKeepsPages(t *testing.T) {
+	ctx := t.Context()
+	s := open(t)
+	p, err := s.provider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageColumns := func() []string {
+		t.Helper()
+		var cols []string
+		err := s.query(ctx, "columns", `SELECT column_name FROM information_schema.columns
+			WHERE table_schema = DATABASE() AND table_name = 'pages' ORDER BY ordinal_position`, nil,
+			func(r *sql.Rows) error {
+				var c string
+				if err := r.Scan(&c); err != nil {
+					return err
+				}
+				cols = append(cols, c)
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cols
+	}
+	initial := []string{"id", "crawl", "event_id", "url", "url_hash", "final_url", "status", "content_type", "bytes",
+		"depth", "attempt", "links", "duration_ms", "fetched_at", "slave_id", "content_hash"}
+
+	if _, err := p.DownTo(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(initial, pageColumns()); d != "" {
+		t.Errorf("pages columns at version 1 (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"exceptions", "goose_db_version", "heartbeats", "lost_tasks", "pages", "slave_events"},
+		tableNames(t, s)); d != "" {
+		t.Errorf("tables at version 1 (-want +got):\n%s", d)
+	}
+	if _, err := s.DB.ExecContext(ctx, `INSERT INTO pages (crawl, event_id, url, url_hash, status, fetched_at, content_hash)
+		VALUES ('old', '1-1', 'http://a.test/', ?, 200, ?, 'h')`, URLHash("http://a.test/"), datetime(1000)); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(append(initial, "charset", "warc", "proxy", "handler", "checksum"), pageColumns()); d != "" {
+		t.Errorf("pages columns after up (-want +got):\n%s", d)
+	}
+	got := read(t, s, "old")
+	want := []events.Page{{Crawl: "old", URL: "http://a.test/", Status: 200, FetchedAt: 1000, ContentHash: "h"}}
+	if d := cmp.Diff(want, got.Pages); d != "" {
+		t.Errorf("old page after up (-want +got):\n%s", d)
+	}
+	// The old row keeps its event id: a redelivery is still ignored.
+	b := []events.Envelope{{ID: "1-1", Page: &events.Page{Crawl: "old", URL: "http://a.test/", Charset: "utf-8"}}}
+	if err := s.Insert(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.Counts(ctx, "old"); c != (Counts{Pages: 1}) {
+		t.Errorf("counts after redelivery %+v, want 1 page", c)
+	}
+
+	// The new tables have their keys.
+	var keys []string
+	err = s.query(ctx, "indexes", `SELECT DISTINCT index_name FROM information_schema.statistics
+		WHERE table_schema = DATABASE() AND table_name IN ('proxy_events', 'duplicates')`, nil,
+		func(r *sql.Rows) error {
+			var k string
+			if err := r.Scan(&k); err != nil {
+				return err
+			}
+			keys = append(keys, k)
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	wantKeys := []string{"PRIMARY", "ix_duplicates_at", "ix_duplicates_hash", "ix_duplicates_url",
+		"ix_proxy_events_at", "ix_proxy_events_proxy", "uk_duplicates_event", "uk_proxy_events_event"}
+	if d := cmp.Diff(wantKeys, keys); d != "" {
+		t.Errorf("indexes of the new tables (-want +got):\n%s", d)
+	}
 }
