@@ -14,6 +14,7 @@ const (
 	kindRetryAfter             // /retry-after on host 0
 	kindMailto                 // a mailto: link, not crawlable
 	kindJavascript             // a javascript: link, not crawlable
+	kindHostile                // the hub /hostile/ on host 0, not part of Expected
 )
 
 // redirectHops is the length of the redirect chain.
@@ -43,6 +44,8 @@ func (t target) path() string {
 		return "/missing"
 	case kindRetryAfter:
 		return "/retry-after"
+	case kindHostile:
+		return hostilePrefix
 	}
 	return ""
 }
@@ -169,6 +172,10 @@ func (s *Site) build(pi *pageInfo, host, n int) {
 		}
 	}
 
+	if n == 0 && host == 0 && o.Hostile {
+		add(target{kind: kindHostile}, formPlain)
+	}
+
 	switch n % 14 {
 	case 5:
 		pi.baseHost = host
@@ -209,14 +216,15 @@ func (s *Site) build(pi *pageInfo, host, n int) {
 	}
 }
 
-// crawlable reports whether a correct crawler requests t when it finds a
-// link to it.
+// crawlable reports whether Expected counts t: whether a correct crawler
+// requests t when it finds a link to it, the hostile hub aside (a crawler
+// requests it, but Expected leaves the hostile pages out).
 func (s *Site) crawlable(t target) bool {
 	switch t.kind {
 	case kindPage, kindRedirect, kindFlaky, kindMissing, kindRetryAfter:
 		return true
 	}
-	return false // private pages (robots.txt) and non-HTTP links
+	return false // private pages (robots.txt), hostile pages and non-HTTP links
 }
 
 // requests is how many requests a correct crawler makes to t: one, or two
@@ -235,10 +243,11 @@ func (s *Site) url(t target) string { return s.hosts[t.host].root + t.path() }
 // starts from Seeds and follows every link and redirect (depth
 // unlimited, honouring robots.txt), the number of requests it makes: 1
 // for every page, redirect hop and /missing, 2 for /flaky and
-// /retry-after (a failure, then a success). /robots.txt and /private/
-// pages are not included. Keys are canonical absolute URLs, as PageURL and
-// the site's plain links write them. The map is computed by a
-// breadth-first search of the graph and is the caller's to keep.
+// /retry-after (a failure, then a success). /robots.txt, /private/
+// pages and the hostile pages (Options.Hostile) are not included. Keys
+// are canonical absolute URLs, as PageURL and the site's plain links
+// write them. The map is computed by a breadth-first search of the graph
+// and is the caller's to keep.
 func (s *Site) Expected() map[string]int {
 	out := make(map[string]int)
 	seen := make(map[target]bool)

@@ -22,16 +22,19 @@ const (
 	routeFlaky
 	routeRetryAfter
 	routeBadMethod
+	routeHostile
 )
 
 // route is a parsed request.
 type route struct {
 	kind routeKind
 	n    int
+	h    hostileRoute // for routeHostile
 }
 
-// route parses a request for path on host.
-func (s *Site) route(host int, method, path string) route {
+// route parses a request for path (and query, only for hostile pages) on
+// host.
+func (s *Site) route(host int, method, path, query string) route {
 	if method != http.MethodGet && method != http.MethodHead {
 		return route{kind: routeBadMethod}
 	}
@@ -54,6 +57,11 @@ func (s *Site) route(host int, method, path string) route {
 				return route{kind: routePrivate, n: n}
 			}
 			return route{}
+		}
+	}
+	if host == 0 && o.Hostile {
+		if rest, ok := strings.CutPrefix(path, hostilePrefix); ok {
+			return route{kind: routeHostile, h: s.hostileRoute(rest, query)}
 		}
 	}
 	if host == 0 && o.Specials {
@@ -112,6 +120,8 @@ func (s *Site) status(rt route) int {
 		if s.retryN == 1 {
 			return http.StatusTooManyRequests
 		}
+	case routeHostile:
+		return rt.h.status
 	}
 	return http.StatusOK
 }
@@ -120,7 +130,7 @@ func (s *Site) status(rt route) int {
 // answers.
 func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := h.site
-	rt := s.route(h.index, r.Method, r.URL.Path)
+	rt := s.route(h.index, r.Method, r.URL.Path, r.URL.RawQuery)
 	path := r.URL.EscapedPath()
 	if r.URL.RawQuery != "" {
 		path += "?" + r.URL.RawQuery
@@ -136,7 +146,7 @@ func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status := s.status(rt)
 	// Taking the time under the lock keeps Hits ordered by At.
 	s.hits = append(s.hits, Hit{Host: h.addr, Path: path, At: time.Now(),
-		UserAgent: r.UserAgent(), Status: status})
+		UserAgent: r.UserAgent(), Status: status, Via: r.Header.Get(ProxyHeader)})
 	s.mu.Unlock()
 
 	if d := s.opts.Latency; d > 0 {
@@ -150,6 +160,11 @@ func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			t.Stop()
 			return
 		}
+	}
+
+	if rt.kind == routeHostile {
+		s.serveHostile(w, r, rt.h)
+		return
 	}
 
 	b := s.pools.buffer()

@@ -22,6 +22,12 @@
 // The site records every request it receives (Hits, HitCounts) with its
 // arrival time, so tests can check coverage, exactly-once fetching and
 // politeness as the server saw them.
+//
+// With Options.Hostile, host 0 also serves hostile pages under /hostile/
+// (legacy charsets, a gzip bomb, huge, slow and stalling pages, redirect
+// loops, crawler traps, duplicate and non-HTML content), described by
+// Site.Hostile and left out of Expected. StartProxies starts HTTP forward
+// proxies whose requests the site records in Hit.Via.
 package testsite
 
 import (
@@ -91,6 +97,13 @@ type Options struct {
 	Gzip bool
 	// Latency delays every response; the hit is recorded before the delay.
 	Latency time.Duration
+	// Hostile adds hostile pages under /hostile/ on host 0, linked from
+	// its root through the hub /hostile/: pages in legacy charsets, a gzip
+	// bomb, a huge page, a slow and a stalling page, redirect loops,
+	// crawler traps (calendar, deep paths, session ids), duplicate content
+	// and non-HTML files. Site.Hostile describes them. They are not part
+	// of Expected: a crawler's outcome on them is checked through Hits.
+	Hostile bool
 }
 
 // withDefaults returns o with defaults applied, or an error for values
@@ -139,7 +152,8 @@ type Hit struct {
 	Path      string    // escaped path, plus "?query" when there is one
 	At        time.Time // arrival, before any Latency delay
 	UserAgent string
-	Status    int // status code answered
+	Status    int    // status code answered; 0 when no response was started (/hostile/stall)
+	Via       string // the X-Testsite-Proxy header: the Proxy that forwarded it, "" when direct
 }
 
 // URL returns the hit's absolute URL, "http://" + Host + Path, the key
@@ -163,6 +177,8 @@ type Site struct {
 	done      chan struct{} // closed by Close; cuts Latency delays short
 
 	pools pools
+
+	hostile *hostileData // nil unless Options.Hostile
 }
 
 // hostServer is one host: its address and server.
@@ -184,6 +200,11 @@ func Start(opts Options) (*Site, error) {
 	}
 	s := &Site{opts: opts, done: make(chan struct{})}
 	s.pools.init()
+	if opts.Hostile {
+		if s.hostile, err = newHostileData(); err != nil {
+			return nil, fmt.Errorf("testsite: hostile pages: %w", err)
+		}
+	}
 	listeners := make([]net.Listener, 0, opts.Hosts)
 	for i := range opts.Hosts {
 		addr := net.JoinHostPort(hostIP(i), strconv.Itoa(opts.Port))
