@@ -1,0 +1,639 @@
+// Package warc writes fetched pages to WARC/1.1 files (ISO 28500:2017), the
+// archive format that replay tools (pywb, OpenWayback) and WARC readers
+// (warcio, jwarc) understand.
+//
+// Design:
+//
+//   - A Writer owns a directory. It writes one file at a time, named
+//     <prefix>-<UTC yyyymmddhhmmss>-<seq 5 digits>-<random hex>.warc.gz.
+//     While being written a file carries the extra suffix ".open"; it is
+//     fsynced and renamed to its final name when it is rotated or when the
+//     Writer is closed, so anything that lists the directory for *.warc.gz
+//     only ever sees complete files. A file is opened lazily, at the first
+//     record: a Writer that archives nothing leaves no file behind.
+//   - Every file starts with a warcinfo record describing the software,
+//     format and host; every other record names it in WARC-Warcinfo-ID.
+//   - Every record is its own gzip member ("record-at-time compression"),
+//     so a record can be read by seeking to its compressed offset and
+//     decompressing one member. WriteExchange reports that offset in a
+//     Location, which is what a CDX index stores.
+//   - An exchange is a response record followed by its request record
+//     (WARC-Concurrent-To names the response). Both go to the same file and
+//     nothing else is written between them.
+//   - WARC-Block-Digest must appear in the record header, before the block,
+//     but the body is streamed. WriteExchange therefore first copies the
+//     body into a spool (memory up to 1 MiB, then an unlinked temporary
+//     file in Dir) while hashing it, and only then takes the Writer's mutex
+//     to write the records. Slow bodies thus never hold up other goroutines,
+//     a body that fails half way never leaves half a record in a file, and
+//     memory stays bounded whatever the body size.
+//   - Rotation: when, after an exchange, the file has reached MaxFileBytes
+//     (compressed), it is finished and the next exchange starts a new file.
+//     A file can therefore exceed MaxFileBytes by one exchange.
+//   - If writing to the file fails half way, the file is truncated back to
+//     the end of the last complete exchange; if even that fails the Writer
+//     keeps returning the error.
+package warc
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/base32"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	// DefaultMaxFileBytes is the rotation size used when
+	// Options.MaxFileBytes is 0: 1 GiB, the size the WARC guidelines
+	// recommend.
+	DefaultMaxFileBytes int64 = 1 << 30
+
+	// spoolMemLimit is how much of a body is kept in memory before the
+	// spool moves to a temporary file.
+	spoolMemLimit = 1 << 20
+
+	// Suffix is the extension of a finished file; OpenSuffix is appended
+	// to it while the file is being written.
+	Suffix     = ".warc.gz"
+	OpenSuffix = ".open"
+
+	// Format and ConformsTo are the values of the warcinfo fields of the
+	// same name.
+	Format     = "WARC File Format 1.1"
+	ConformsTo = "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
+
+	version    = "WARC/1.1\r\n"
+	dateLayout = "2006-01-02T15:04:05Z"
+)
+
+// ErrClosed is returned by WriteExchange after Close.
+var ErrClosed = errors.New("warc: writer is closed")
+
+// Options configure a Writer.
+type Options struct {
+	// Dir is where the files are written; it is created if needed.
+	Dir string
+	// Prefix starts every file name, e.g. the slave id. Characters other
+	// than ASCII letters, digits, '.', '_' and '-' are replaced by '_';
+	// empty means "redcrawl".
+	Prefix string
+	// MaxFileBytes is the compressed size at which a file is rotated;
+	// 0 means DefaultMaxFileBytes.
+	MaxFileBytes int64
+	// Software and Operator go into each file's warcinfo record
+	// (Software defaults to "redcrawl"; an empty Operator is left out).
+	Software string
+	Operator string
+	// CompressionLevel is the gzip level, from gzip.BestSpeed (1) to
+	// gzip.BestCompression (9); 0 means gzip.DefaultCompression. A slow
+	// slave (a Raspberry Pi) may prefer gzip.BestSpeed.
+	CompressionLevel int
+	// Now is the clock for file names, the warcinfo date and exchanges
+	// without a Date; nil means time.Now.
+	Now func() time.Time
+}
+
+// Exchange is one HTTP request and its response.
+type Exchange struct {
+	// TargetURI is the URI that was fetched (WARC-Target-URI).
+	TargetURI string
+	// Date is when the fetch started (WARC-Date); zero means Options.Now.
+	// It is stored in UTC with one-second precision.
+	Date time.Time
+	// IP is the server's address (WARC-IP-Address); optional.
+	IP string
+	// Request is the raw HTTP request: request line, headers, CRLF CRLF,
+	// body. Empty means no request record is written.
+	Request []byte
+	// ResponseHeader is the status line and headers, ending with the
+	// CRLF CRLF that separates them from the body, exactly as stored.
+	// If the body was transfer-decoded (chunked) the caller should drop
+	// Transfer-Encoding from it, since Body is stored as given.
+	ResponseHeader []byte
+	// Body is the response's entity body, read to EOF.
+	Body io.Reader
+	// BodySize is the length of Body, or -1 if unknown. When it is known
+	// a body of another length is an error (a truncated fetch).
+	BodySize int64
+}
+
+// Location is where WriteExchange put the response record.
+type Location struct {
+	// File is the base name of the finished file (without ".open", even
+	// while the file is still being written).
+	File string
+	// Offset is the compressed offset of the response record's gzip
+	// member in File.
+	Offset int64
+	// Length is the compressed length of the response record's gzip
+	// member only, as in a CDX index. The request record's member, if
+	// any, starts at Offset+Length.
+	Length int64
+	// RecordID is the response's WARC-Record-ID, "<urn:uuid:...>".
+	RecordID string
+}
+
+// Writer writes exchanges to rotating WARC files. It is safe for
+// concurrent use.
+type Writer struct {
+	opt      Options
+	hostname string
+	bufs     sync.Pool // *bytes.Buffer for in-memory spools
+
+	mu     sync.Mutex
+	closed bool
+	err    error // sticky: a file that could not be repaired
+	cur    *file // nil between files
+	seq    int
+	done   []string
+	gz     *gzip.Writer
+	hdr    bytes.Buffer
+	cbuf   []byte // io.CopyBuffer's buffer
+}
+
+// file is the open file being written; it counts the compressed bytes
+// handed to it, which is the file's logical size.
+type file struct {
+	f      *os.File
+	bw     *bufio.Writer
+	n      int64
+	name   string // final base name
+	infoID string // WARC-Record-ID of the file's warcinfo
+	closed bool   // f is closed, only the rename is left
+}
+
+func (c *file) Write(p []byte) (int, error) {
+	n, err := c.bw.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// NewWriter returns a Writer for opt, creating opt.Dir if needed.
+func NewWriter(opt Options) (*Writer, error) {
+	if opt.Dir == "" {
+		return nil, errors.New("warc: new writer: empty Dir")
+	}
+	if opt.MaxFileBytes < 0 {
+		return nil, fmt.Errorf("warc: new writer: negative MaxFileBytes %d", opt.MaxFileBytes)
+	}
+	if opt.MaxFileBytes == 0 {
+		opt.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if opt.CompressionLevel == 0 {
+		opt.CompressionLevel = gzip.DefaultCompression
+	}
+	if opt.CompressionLevel != gzip.DefaultCompression && (opt.CompressionLevel < gzip.BestSpeed || opt.CompressionLevel > gzip.BestCompression) {
+		return nil, fmt.Errorf("warc: new writer: bad CompressionLevel %d", opt.CompressionLevel)
+	}
+	opt.Prefix = sanitizePrefix(opt.Prefix)
+	if opt.Software == "" {
+		opt.Software = "redcrawl"
+	}
+	if err := checkValue("Software", opt.Software); err != nil {
+		return nil, fmt.Errorf("warc: new writer: %w", err)
+	}
+	if err := checkValue("Operator", opt.Operator); err != nil {
+		return nil, fmt.Errorf("warc: new writer: %w", err)
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if err := os.MkdirAll(opt.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("warc: new writer: create dir: %w", err)
+	}
+	host, _ := os.Hostname() // best effort: the field is left out if unknown
+	if checkValue("hostname", host) != nil {
+		host = ""
+	}
+	return &Writer{
+		opt:      opt,
+		hostname: host,
+		bufs:     sync.Pool{New: func() any { return new(bytes.Buffer) }},
+		cbuf:     make([]byte, 64<<10),
+	}, nil
+}
+
+// WriteExchange stores x as a response record followed by a request record
+// and returns where the response record is. The body is read before the
+// Writer's lock is taken, so concurrent calls only serialise on the disk
+// writes; records of different exchanges never interleave. On error
+// nothing of x is left in the file.
+func (w *Writer) WriteExchange(x Exchange) (Location, error) {
+	if err := checkExchange(&x); err != nil {
+		return Location{}, fmt.Errorf("warc: write exchange: %w", err)
+	}
+	date := x.Date
+	if date.IsZero() {
+		date = w.opt.Now()
+	}
+
+	// Spool and hash the body outside the lock.
+	sp := &spool{dir: w.opt.Dir}
+	defer sp.release(w)
+	blockHash, payloadHash := sha1.New(), sha1.New()
+	blockHash.Write(x.ResponseHeader)
+	if x.BodySize > spoolMemLimit {
+		if err := sp.toFile(); err != nil {
+			return Location{}, fmt.Errorf("warc: write exchange: %w", err)
+		}
+	} else {
+		sp.buf = w.bufs.Get().(*bytes.Buffer)
+		if x.BodySize > 0 {
+			sp.buf.Grow(int(x.BodySize))
+		}
+	}
+	n, err := io.Copy(io.MultiWriter(sp, blockHash, payloadHash), x.Body)
+	if err != nil {
+		return Location{}, fmt.Errorf("warc: write exchange: read body: %w", err)
+	}
+	if x.BodySize >= 0 && n != x.BodySize {
+		return Location{}, fmt.Errorf("warc: write exchange: body is %d bytes, BodySize says %d", n, x.BodySize)
+	}
+	body, err := sp.reader()
+	if err != nil {
+		return Location{}, fmt.Errorf("warc: write exchange: %w", err)
+	}
+
+	respID, reqID := newRecordID(), newRecordID()
+	ts := date.UTC().Format(dateLayout)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return Location{}, ErrClosed
+	}
+	if w.err != nil {
+		return Location{}, w.err
+	}
+	if w.cur != nil && w.cur.n >= w.opt.MaxFileBytes {
+		if err := w.finish(); err != nil {
+			return Location{}, fmt.Errorf("warc: write exchange: %w", err)
+		}
+	}
+	if w.cur == nil {
+		if err := w.open(); err != nil {
+			return Location{}, fmt.Errorf("warc: write exchange: %w", err)
+		}
+	}
+	c := w.cur
+	start := c.n
+
+	fields := []field{
+		{"WARC-Type", "response"},
+		{"WARC-Record-ID", respID},
+		{"WARC-Date", ts},
+		{"WARC-Target-URI", x.TargetURI},
+		{"WARC-IP-Address", x.IP},
+		{"WARC-Warcinfo-ID", c.infoID},
+		{"WARC-Block-Digest", digest(blockHash)},
+		{"WARC-Payload-Digest", digest(payloadHash)},
+		{"Content-Type", "application/http;msgtype=response"},
+		{"Content-Length", strconv.FormatInt(int64(len(x.ResponseHeader))+n, 10)},
+	}
+	err = w.writeRecord(fields, bytes.NewReader(x.ResponseHeader), body)
+	respLen := c.n - start
+	if err == nil && len(x.Request) > 0 {
+		fields = []field{
+			{"WARC-Type", "request"},
+			{"WARC-Record-ID", reqID},
+			{"WARC-Date", ts},
+			{"WARC-Target-URI", x.TargetURI},
+			{"WARC-IP-Address", x.IP},
+			{"WARC-Warcinfo-ID", c.infoID},
+			{"WARC-Concurrent-To", respID},
+			{"WARC-Block-Digest", digestOf(x.Request)},
+			{"Content-Type", "application/http;msgtype=request"},
+			{"Content-Length", strconv.Itoa(len(x.Request))},
+		}
+		err = w.writeRecord(fields, bytes.NewReader(x.Request))
+	}
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		w.rollback(start)
+		return Location{}, fmt.Errorf("warc: write exchange: write %s: %w", c.name, err)
+	}
+	loc := Location{File: c.name, Offset: start, Length: respLen, RecordID: respID}
+	if c.n >= w.opt.MaxFileBytes {
+		if err := w.finish(); err != nil {
+			// The exchange is written; the file will be retried at the
+			// next rotation or Close.
+			return loc, fmt.Errorf("warc: write exchange: %w", err)
+		}
+	}
+	return loc, nil
+}
+
+// Close finishes the open file, if any, and renames it to its final name.
+// Later calls to WriteExchange return ErrClosed. Calling Close again
+// retries a failed finish and is otherwise a no-op.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	if w.cur == nil {
+		return nil
+	}
+	if err := w.finish(); err != nil {
+		return fmt.Errorf("warc: close: %w", err)
+	}
+	return nil
+}
+
+// Files returns the paths of the finished files, in the order they were
+// finished.
+func (w *Writer) Files() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.done...)
+}
+
+// open starts a new file with its warcinfo record. Called with w.mu held.
+func (w *Writer) open() error {
+	now := w.opt.Now().UTC()
+	var rnd [4]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return fmt.Errorf("open file: random name: %w", err)
+	}
+	name := fmt.Sprintf("%s-%s-%05d-%s%s", w.opt.Prefix, now.Format("20060102150405"),
+		w.seq, hex.EncodeToString(rnd[:]), Suffix)
+	path := filepath.Join(w.opt.Dir, name+OpenSuffix)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("open file: %w", err)
+	}
+	w.seq++
+	c := &file{f: f, bw: bufio.NewWriterSize(f, 64<<10), name: name, infoID: newRecordID()}
+	if w.gz == nil {
+		// The level was checked by NewWriter.
+		w.gz, _ = gzip.NewWriterLevel(c, w.opt.CompressionLevel)
+	}
+	w.cur = c
+
+	var info strings.Builder
+	writeField := func(k, v string) {
+		if v != "" {
+			info.WriteString(k + ": " + v + "\r\n")
+		}
+	}
+	writeField("software", w.opt.Software)
+	writeField("format", Format)
+	writeField("conformsTo", ConformsTo)
+	writeField("hostname", w.hostname)
+	writeField("operator", w.opt.Operator)
+	block := []byte(info.String())
+	fields := []field{
+		{"WARC-Type", "warcinfo"},
+		{"WARC-Record-ID", c.infoID},
+		{"WARC-Date", now.Format(dateLayout)},
+		{"WARC-Filename", name},
+		{"WARC-Block-Digest", digestOf(block)},
+		{"Content-Type", "application/warc-fields"},
+		{"Content-Length", strconv.Itoa(len(block))},
+	}
+	err = w.writeRecord(fields, bytes.NewReader(block))
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		w.cur = nil
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("open file: write warcinfo to %s: %w", name, err)
+	}
+	return nil
+}
+
+// finish syncs, closes and renames the current file. Called with w.mu held.
+// On error the file stays current so a later call can retry.
+func (w *Writer) finish() error {
+	c := w.cur
+	if !c.closed {
+		if err := c.bw.Flush(); err != nil {
+			return fmt.Errorf("finish %s: flush: %w", c.name, err)
+		}
+		if err := c.f.Sync(); err != nil {
+			return fmt.Errorf("finish %s: sync: %w", c.name, err)
+		}
+		c.closed = true
+		if err := c.f.Close(); err != nil {
+			return fmt.Errorf("finish %s: close: %w", c.name, err)
+		}
+	}
+	final := filepath.Join(w.opt.Dir, c.name)
+	if err := os.Rename(final+OpenSuffix, final); err != nil {
+		return fmt.Errorf("finish %s: rename: %w", c.name, err)
+	}
+	w.cur = nil
+	w.done = append(w.done, final)
+	return nil
+}
+
+// rollback cuts the current file back to size after a failed exchange. If
+// that fails too the Writer gives up: w.err is set. Called with w.mu held.
+func (w *Writer) rollback(size int64) {
+	c := w.cur
+	c.bw.Reset(c.f)
+	c.n = size
+	if err := c.f.Truncate(size); err != nil {
+		w.err = fmt.Errorf("warc: %s is damaged: truncate after failed write: %w", c.name, err)
+		return
+	}
+	if _, err := c.f.Seek(size, io.SeekStart); err != nil {
+		w.err = fmt.Errorf("warc: %s is damaged: seek after failed write: %w", c.name, err)
+	}
+}
+
+type field struct{ name, value string }
+
+// writeRecord writes one record as one gzip member of the current file:
+// version line, the non-empty fields, CRLF, the block, CRLF CRLF. Called
+// with w.mu held.
+func (w *Writer) writeRecord(fields []field, block ...io.Reader) error {
+	w.hdr.Reset()
+	w.hdr.WriteString(version)
+	for _, f := range fields {
+		if f.value != "" {
+			w.hdr.WriteString(f.name)
+			w.hdr.WriteString(": ")
+			w.hdr.WriteString(f.value)
+			w.hdr.WriteString("\r\n")
+		}
+	}
+	w.hdr.WriteString("\r\n")
+	w.gz.Reset(w.cur)
+	if _, err := w.gz.Write(w.hdr.Bytes()); err != nil {
+		return err
+	}
+	for _, r := range block {
+		// Hide any WriterTo so that w.cbuf is used (os.File's WriteTo
+		// would allocate its own buffer).
+		if _, err := io.CopyBuffer(w.gz, struct{ io.Reader }{r}, w.cbuf); err != nil {
+			return err
+		}
+	}
+	if _, err := w.gz.Write([]byte("\r\n\r\n")); err != nil {
+		return err
+	}
+	return w.gz.Close()
+}
+
+// spool holds a body until it is written: in buf up to spoolMemLimit, then
+// in a temporary file that is unlinked at once where the OS allows it.
+type spool struct {
+	dir     string
+	buf     *bytes.Buffer
+	f       *os.File
+	removed bool
+}
+
+func (s *spool) Write(p []byte) (int, error) {
+	if s.f == nil && s.buf.Len()+len(p) > spoolMemLimit {
+		if err := s.toFile(); err != nil {
+			return 0, err
+		}
+	}
+	if s.f != nil {
+		return s.f.Write(p)
+	}
+	return s.buf.Write(p)
+}
+
+// toFile moves the spool to a temporary file.
+func (s *spool) toFile() error {
+	f, err := os.CreateTemp(s.dir, ".spool-*.tmp")
+	if err != nil {
+		return fmt.Errorf("spool body: %w", err)
+	}
+	s.f = f
+	s.removed = os.Remove(f.Name()) == nil // fails on Windows; retried in release
+	if s.buf != nil && s.buf.Len() > 0 {
+		if _, err := s.f.Write(s.buf.Bytes()); err != nil {
+			return fmt.Errorf("spool body: %w", err)
+		}
+		s.buf.Reset()
+	}
+	return nil
+}
+
+// reader returns the spooled body from its start.
+func (s *spool) reader() (io.Reader, error) {
+	if s.f == nil {
+		return bytes.NewReader(s.buf.Bytes()), nil
+	}
+	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("spool body: rewind: %w", err)
+	}
+	return s.f, nil
+}
+
+func (s *spool) release(w *Writer) {
+	if s.f != nil {
+		s.f.Close()
+		if !s.removed {
+			os.Remove(s.f.Name())
+		}
+	}
+	if s.buf != nil && s.buf.Cap() <= 2*spoolMemLimit {
+		s.buf.Reset()
+		w.bufs.Put(s.buf)
+	}
+}
+
+// checkExchange rejects what would make an invalid record.
+func checkExchange(x *Exchange) error {
+	if x.TargetURI == "" {
+		return errors.New("empty TargetURI")
+	}
+	if i := strings.IndexFunc(x.TargetURI, func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
+		return fmt.Errorf("TargetURI contains space or control character %#x", x.TargetURI[i])
+	}
+	if x.IP != "" {
+		if _, err := netip.ParseAddr(x.IP); err != nil {
+			return fmt.Errorf("bad IP: %w", err)
+		}
+	}
+	if !bytes.HasPrefix(x.ResponseHeader, []byte("HTTP/")) {
+		return errors.New("ResponseHeader does not start with a status line")
+	}
+	if i := bytes.Index(x.ResponseHeader, []byte("\r\n\r\n")); i < 0 || i != len(x.ResponseHeader)-4 {
+		return errors.New("ResponseHeader does not end with its only CRLF CRLF")
+	}
+	if len(x.Request) > 0 && !bytes.Contains(x.Request, []byte("\r\n\r\n")) {
+		return errors.New("Request has no CRLF CRLF after its headers")
+	}
+	if x.Body == nil {
+		x.Body = bytes.NewReader(nil)
+	}
+	if x.BodySize < -1 {
+		return fmt.Errorf("bad BodySize %d", x.BodySize)
+	}
+	return nil
+}
+
+// checkValue rejects control characters, which would break a header or a
+// warc-fields line.
+func checkValue(what, v string) error {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%s contains control character %#x", what, c)
+		}
+	}
+	return nil
+}
+
+func sanitizePrefix(p string) string {
+	if p == "" {
+		return "redcrawl"
+	}
+	b := []byte(p)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// newRecordID returns "<urn:uuid:...>" with a random (version 4) UUID.
+func newRecordID() string {
+	var u [16]byte
+	rand.Read(u[:]) // never fails (crypto/rand panics rather than fail)
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], u[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], u[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], u[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], u[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], u[10:])
+	return "<urn:uuid:" + string(s[:]) + ">"
+}
+
+func digest(h hash.Hash) string {
+	return "sha1:" + base32.StdEncoding.EncodeToString(h.Sum(nil))
+}
+
+func digestOf(b []byte) string {
+	sum := sha1.Sum(b)
+	return "sha1:" + base32.StdEncoding.EncodeToString(sum[:])
+}
