@@ -3,6 +3,7 @@ package frontier
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,21 +13,27 @@ import (
 // come, first moving retries that are due back to their queues.
 //
 // KEYS: the crawl's fixed keys (Keys.all).
-// ARGV: prefix, slave, max, lease_ms, conc, delay_ms, jitter, seed.
+// ARGV: prefix, slave, max, lease_ms, conc, delay_ms, jitter, seed, cfg.
 // Returns: a flat array, 6 entries per lease:
 //
 //	host, prio, task, token, leased_at_ms, deadline_ms
 //
+// (prio is the pq score, -importance, with the priority and aopic
+// strategies, whose claim pops the host's best URL with ZPOPMIN)
 // then a wait hint: ms until the earliest ready host's time comes, or -1
 // when no host has a free slot and queued tasks.
 //
 // Politeness: a host is in the ready set only while it has queued tasks and
 // fewer than conc requests in flight. A claim takes one task per host (all
 // free slots when the delay is 0) and moves the host's next allowed time to
-// now + delay × (1 + jitter × rand), so two request starts to one host are
+// now + the jittered delay (Options.JitterDist), so two request starts to one host are
 // never closer than the delay, across all slaves. With conc = 1 the host
 // leaves the ready set until the lease ends, and Complete sets its next
 // time from the end of the fetch.
+//
+// aopic: when the lambda page holds at least aopic_lambda_min cash, it is
+// first given back in equal shares to the best URL of each of the first 64
+// ready hosts.
 var claimScript = redis.NewScript(luaPrelude + `
 local slave, maxn, lease_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local conc, delay_ms, jitter = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -41,6 +48,22 @@ for _, m in ipairs(due) do
   push(host, prio, task, conc, false)
 end
 
+if AOPIC then
+  local lam = tonumber(redis.call('HGET', K_META, 'aopic_lambda') or '0')
+  if lam > 0 and lam >= LAMBDA_MIN then
+    local tops = {}
+    for _, h in ipairs(redis.call('ZRANGE', K_READY, 0, 63)) do
+      local top = redis.call('ZRANGE', k_pq(h), 0, 0)
+      if #top > 0 then tops[#tops + 1] = {h, top[1]} end
+    end
+    if #tops > 0 then
+      local share = lam / #tops
+      for _, t in ipairs(tops) do redis.call('ZINCRBY', k_pq(t[1]), -share, t[2]) end
+      redis.call('HINCRBYFLOAT', K_META, 'aopic_lambda', -lam)
+    end
+  end
+end
+
 local out = {}
 local hosts = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'LIMIT', 0, maxn)
 local n = 0
@@ -51,12 +74,21 @@ for _, host in ipairs(hosts) do
   local take = 1
   if hd == 0 then take = conc - infl end
   while take > 0 and n < maxn and infl < conc do
-    local pr = redis.call('ZRANGE', k_prios(host), 0, 0)
-    if #pr == 0 then break end
-    local prio = pr[1]
-    local q = k_queue(host, prio)
-    local task = redis.call('LPOP', q)
-    if redis.call('LLEN', q) == 0 then redis.call('ZREM', k_prios(host), prio) end
+    local prio, task
+    if PQ then
+      local top = redis.call('ZPOPMIN', k_pq(host))
+      if #top == 0 then break end
+      prio = top[2]
+      task = (redis.call('HGET', K_PQDATA, top[1]) or '0\t0\t0') .. '\t' .. top[1]
+      redis.call('HDEL', K_PQDATA, top[1])
+    else
+      local pr = redis.call('ZRANGE', k_prios(host), 0, 0)
+      if #pr == 0 then break end
+      prio = pr[1]
+      local q = k_queue(host, prio)
+      task = redis.call('LPOP', q)
+      if redis.call('LLEN', q) == 0 then redis.call('ZREM', k_prios(host), prio) end
+    end
     if task then
       local url = task_url(task)
       local token = redis.call('HINCRBY', K_META, 'leaseseq', 1)
@@ -74,7 +106,7 @@ for _, host in ipairs(hosts) do
     end
     take = take - 1
   end
-  local nxt = after(now, math.floor(hd * (1 + jitter * math.random())))
+  local nxt = after(now, jittered(hd, jitter))
   local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
   if nxt > cur then redis.call('HSET', K_HNEXT, host, nxt) end
   ready_host(host, conc)
@@ -121,8 +153,16 @@ func (f *Redis) ClaimWait(ctx context.Context, slave string, max int) ([]Lease, 
 	leases := make([]Lease, 0, len(arr)/6)
 	for i := 0; i < len(arr); i += 6 {
 		host, _ := arr[i].(string)
-		prio, err := toInt(arr[i+1])
-		if err != nil {
+		var prio int64
+		var importance float64
+		if f.pq() {
+			ps, _ := arr[i+1].(string)
+			score, err := strconv.ParseFloat(ps, 64)
+			if err != nil {
+				return nil, 0, fmt.Errorf("claim: score: %w", err)
+			}
+			importance = -score
+		} else if prio, err = toInt(arr[i+1]); err != nil {
 			return nil, 0, fmt.Errorf("claim: priority: %w", err)
 		}
 		task, _ := arr[i+2].(string)
@@ -134,7 +174,7 @@ func (f *Redis) ClaimWait(ctx context.Context, slave string, max int) ([]Lease, 
 		at, _ := toInt(arr[i+4])
 		dl, _ := toInt(arr[i+5])
 		leases = append(leases, Lease{Task: t, Slave: slave, Token: token,
-			LeasedAt: time.UnixMilli(at), Deadline: time.UnixMilli(dl)})
+			LeasedAt: time.UnixMilli(at), Deadline: time.UnixMilli(dl), Importance: importance})
 	}
 	return leases, wait, nil
 }

@@ -14,15 +14,24 @@ import (
 // writes the events to the stream and enqueues the links that were never
 // seen, all in one atomic step.
 //
+// A done page with a content hash is first looked up in the content
+// buckets: when another URL had that content, the page is a duplicate, its
+// links are not enqueued and a duplicate event names the first URL. A new
+// link over a trap cap (host pages, query variants) is dropped and counted.
+// With the priority strategy a link to a URL that is still queued adds X to
+// its importance; with aopic the page's cash (its lease prio) is split:
+// the tax to lambda, the rest equally among its new and still-queued links.
+//
 // KEYS: the crawl's fixed keys (Keys.all).
 // ARGV: prefix, slave, conc, delay_ms, jitter, max_attempts, scope_by_seeds,
 // seed, crawl, n; then per completion:
 //
 //	url, token, outcome, host_delay_ms, backoff_ms, retry_in_ms, reason,
-//	n_events, n_links, then n_events × (type, data), then
-//	n_links × (bucket, field, host, scope_host, prio, task)
+//	content_hash_hex, content_bucket, content_field, n_events, n_links,
+//	then n_events × (type, data), then n_links × tuple (luaPrelude)
 //
-// outcome is done, retry, fail or release.
+// then cfg. outcome is done, retry, fail or release; content_field is ""
+// when the hash is not checked.
 // Returns: an array of n acks (1 held, 0 lost) followed by the number of
 // links enqueued.
 var completeScript = redis.NewScript(luaPrelude + `
@@ -34,13 +43,34 @@ local now = now_ms()
 local i = 11
 local acks = {}
 local added = 0
+
+-- aopic: pay a page's cash, the tax to lambda and the rest in equal shares
+-- to targets (positive: ARGV index of a new link's tuple; negative: minus
+-- the index of a still-queued link's tuple); all to lambda without targets
+local function pay(cash, targets)
+  if #targets == 0 then
+    to_lambda(cash)
+    return
+  end
+  to_lambda(cash * AOPIC_TAX)
+  local share = cash * (1 - AOPIC_TAX) / #targets
+  for _, j in ipairs(targets) do
+    if j > 0 then
+      push(ARGV[j + 2], -share, ARGV[j + 5], conc, false)
+    else
+      redis.call('ZADD', k_pq(ARGV[2 - j]), 'XX', 'INCR', -share, task_url(ARGV[5 - j]))
+    end
+  end
+end
+
 for c = 1, n do
   local url, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local host_delay, backoff, retry_in = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
-  local reason, nev, nlinks = ARGV[i + 6], tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])
-  local ev_at = i + 9
+  local reason, chash, cbucket, cfield = ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
+  local nev, nlinks = tonumber(ARGV[i + 10]), tonumber(ARGV[i + 11])
+  local ev_at = i + 12
   local links_at = ev_at + 2 * nev
-  i = links_at + 6 * nlinks
+  i = links_at + TUPLE * nlinks
 
   local data = redis.call('HGET', K_LEASEDATA, url)
   local held = false
@@ -63,7 +93,7 @@ for c = 1, n do
     if conc == 1 and outcome ~= 'release' then
       -- one request at a time: the next one starts a delay after this one ended
       local hd = tonumber(redis.call('HGET', K_HDELAY, host) or delay_ms)
-      nxt = math.max(nxt, after(now, math.floor(hd * (1 + jitter * math.random()))))
+      nxt = math.max(nxt, after(now, jittered(hd, jitter)))
     end
     if backoff > 0 then nxt = math.max(nxt, after(now, backoff)) end
     if nxt ~= cur then redis.call('HSET', K_HNEXT, host, nxt) end
@@ -80,6 +110,7 @@ for c = 1, n do
     elseif outcome == 'fail' then
       redis.call('RPUSH', K_FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
       redis.call('HINCRBY', K_STATS, 'failed', 1)
+      to_lambda(-tonumber(prio))
     elseif outcome == 'release' then
       push(host, prio, task, conc, true)
     end
@@ -89,17 +120,48 @@ for c = 1, n do
       emit(ARGV[ev_at + 2 * e], ARGV[ev_at + 2 * e + 1])
     end
     if outcome == 'done' then
-      for l = 0, nlinks - 1 do
-        local j = links_at + 6 * l
-        local lhost, lscope = ARGV[j + 2], ARGV[j + 3]
-        if (not scope_by_seeds) or redis.call('SISMEMBER', K_SCOPE, lscope) == 1 then
-          if redis.call('HSETNX', k_seen(ARGV[j]), ARGV[j + 1], '') == 1 then
-            push(lhost, ARGV[j + 4], ARGV[j + 5], conc, false)
-            redis.call('HINCRBY', K_STATS, 'seen', 1)
-            added = added + 1
+      local follow = true
+      if cfield ~= '' then
+        local ck = k_content(cbucket)
+        if redis.call('HSETNX', ck, cfield, url) == 0 then
+          local first = redis.call('HGET', ck, cfield)
+          if first ~= url then
+            follow = false
+            redis.call('HINCRBY', K_STATS, 'duplicates', 1)
+            emit('duplicate', cjson.encode({crawl = crawl, url = url, first_url = first,
+              content_hash = chash, slave = slave, at = now}))
           end
         end
       end
+      local targets = {}
+      if follow then
+        for l = 0, nlinks - 1 do
+          local j = links_at + TUPLE * l
+          local lhost, lscope = ARGV[j + 2], ARGV[j + 3]
+          if (not scope_by_seeds) or redis.call('SISMEMBER', K_SCOPE, lscope) == 1 then
+            if redis.call('HSETNX', k_seen(ARGV[j]), ARGV[j + 1], '') == 1 then
+              local ok, why = admit(lhost, ARGV[j + 6], true)
+              if not ok then
+                trap_drop(lhost, ARGV[j + 5], why, crawl, slave, now)
+              else
+                if AOPIC then
+                  targets[#targets + 1] = j
+                else
+                  push(lhost, ARGV[j + 4], ARGV[j + 5], conc, NEW_FRONT)
+                end
+                redis.call('HINCRBY', K_STATS, 'seen', 1)
+                added = added + 1
+              end
+            elseif STRATEGY == 'priority' then
+              -- one more backlink to a URL that is still queued
+              redis.call('ZADD', k_pq(lhost), 'XX', 'INCR', -PRIO_X, task_url(ARGV[j + 5]))
+            elseif AOPIC and redis.call('ZSCORE', k_pq(lhost), task_url(ARGV[j + 5])) then
+              targets[#targets + 1] = -j
+            end
+          end
+        end
+      end
+      if AOPIC then pay(-tonumber(prio), targets) end
     end
   end
 end
@@ -113,8 +175,9 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	args := []any{slave, f.opt.HostConcurrency, ms(f.opt.Delay), f.opt.Jitter, f.opt.MaxAttempts,
-		boolArg(f.opt.ScopeBySeeds), seed(), f.opt.Crawl, len(cs)}
+	args := make([]any, 0, 10+13*len(cs))
+	args = append(args, slave, f.opt.HostConcurrency, ms(f.opt.Delay), f.opt.Jitter, f.opt.MaxAttempts,
+		boolArg(f.opt.ScopeBySeeds), seed(), f.opt.Crawl, len(cs))
 	for _, c := range cs {
 		if c.Outcome < Done || c.Outcome > Release {
 			return nil, fmt.Errorf("complete %s: invalid outcome %d", c.Lease.URL, c.Outcome)
@@ -123,8 +186,13 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 		if c.Outcome != Done {
 			links = nil
 		}
+		chex, cb, cf := "", "", ""
+		if c.ContentHash != 0 && c.Outcome == Done {
+			chex = fmt.Sprintf("%016x", c.ContentHash)
+			cb, cf = f.slot(c.ContentHash)
+		}
 		args = append(args, c.Lease.URL, c.Lease.Token, c.Outcome.String(), ms(c.HostDelay),
-			ms(c.Backoff), ms(c.RetryIn), c.Reason, len(c.Events), len(links))
+			ms(c.Backoff), ms(c.RetryIn), c.Reason, chex, cb, cf, len(c.Events), len(links))
 		for _, e := range c.Events {
 			args = append(args, string(e.Type), e.Data)
 		}

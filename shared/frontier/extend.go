@@ -10,7 +10,7 @@ import (
 // extendScript pushes the deadlines of leases that this slave still holds.
 //
 // KEYS: the crawl's fixed keys (Keys.all).
-// ARGV: prefix, slave, lease_ms, n, then n × (url, token).
+// ARGV: prefix, slave, lease_ms, n, then n × (url, token), then cfg.
 // Returns: n values, 1 when the lease was held and extended, 0 when lost.
 var extendScript = redis.NewScript(luaPrelude + `
 local slave, lease_ms, n = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])

@@ -30,6 +30,12 @@ type Task struct {
 	Hops      int    // redirects followed to reach this URL
 	Attempt   int    // failed attempts so far
 	Priority  int64  // lower is claimed first within a host (BFS: depth)
+	// PathKey is scheme://host/path for a URL with a query, "" otherwise:
+	// Options.MaxQueryVariants caps the URLs enqueued per path key.
+	PathKey string
+	// Score is the URL's own importance IL (higher is more important), used
+	// by the priority strategy when the URL is first enqueued.
+	Score float64
 }
 
 // NewTask returns the task for a canonical URL found at a depth after a
@@ -47,6 +53,10 @@ type Lease struct {
 	Token    int64
 	LeasedAt time.Time
 	Deadline time.Time
+	// Importance is, with the priority and aopic strategies, the task's
+	// importance when it was claimed (X·backlinks + Y·Score, or its cash);
+	// Priority is then 0.
+	Importance float64
 }
 
 // Outcome says what became of a leased task.
@@ -111,6 +121,11 @@ type Completion struct {
 	RetryIn time.Duration
 	// Reason is recorded with a failed task.
 	Reason string
+	// ContentHash, when nonzero on a Done outcome, is the page body's 64-bit
+	// checksum: a page whose content another URL of the crawl already had
+	// is a duplicate, whose links are not enqueued; it is counted in
+	// Stats.Duplicates and recorded as a duplicate event with the first URL.
+	ContentHash uint64
 }
 
 // Stats is a snapshot of a crawl.
@@ -124,6 +139,8 @@ type Stats struct {
 	Seen        int64   `json:"seen"`
 	Lost        int64   `json:"lost"`
 	Retried     int64   `json:"retried"`
+	Duplicates  int64   `json:"duplicates"`   // pages whose content was already seen
+	TrapDropped int64   `json:"trap_dropped"` // new links dropped by MaxPagesPerHost or MaxQueryVariants
 	Hosts       int64   `json:"hosts_ready"`
 	SlavesAlive int     `json:"slaves_alive"`
 	PagesPerSec float64 `json:"pages_per_sec"`

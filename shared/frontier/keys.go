@@ -30,10 +30,27 @@ import (
 //	crawl:{name}:slaves        zset   slave id -> last heartbeat (ms)
 //	crawl:{name}:slaveinfo     hash   slave id -> last heartbeat JSON
 //	crawl:{name}:events        stream page, exception, slave, heartbeat and lost records
-//	crawl:{name}:robots        hash   host -> fetched_at_ms \t status \t robots.txt body
+//	crawl:{name}:robots:<host> string fetched_at_ms \t status \t robots.txt body, with a
+//	                                  TTL (PX); the hash crawl:{name}:robots of older
+//	                                  versions is no longer read
+//	crawl:{name}:content:<b>   hash   content fingerprint buckets (like seen): field = low
+//	                                  bytes of Completion.ContentHash, value = first URL
+//	crawl:{name}:hpages        hash   host -> URLs enqueued (only with MaxPagesPerHost);
+//	                                  field "\t" + host marks a host whose cap was reported
+//	crawl:{name}:qvar          hash   8-byte fingerprint of Task.PathKey -> URLs enqueued
+//	                                  (only with MaxQueryVariants)
+//	crawl:{name}:pq:<host>     zset   priority and aopic strategies: url -> -importance
+//	                                  (priority: X·backlinks + Y·Task.Score; aopic: cash)
+//	crawl:{name}:pqdata        hash   priority and aopic strategies: url -> depth \t hops \t attempt
 //
 // A task string is depth \t hops \t attempt \t url: a queued URL costs its
-// length plus a few bytes.
+// length plus a few bytes with bfs and dfs. With priority and aopic a queued
+// URL is stored twice (pq member and pqdata field) with a double score: about
+// twice its length plus 150 bytes, 220 bytes more than bfs for a 69-byte URL
+// (BenchmarkQueuedMemory).
+//
+// meta also holds strategy (fixed when the crawl is created) and, with aopic,
+// aopic_lambda (the virtual lambda page's cash).
 type Keys struct {
 	Prefix     string
 	Meta       string
@@ -50,13 +67,19 @@ type Keys struct {
 	Slaves     string
 	SlaveInfo  string
 	Events     string
-	Robots     string
+	Robots     string // hash of older versions, no longer used: see RobotsHost
+	PQData     string
+	HostPages  string
+	QueryVars  string
 }
 
 const (
-	sfxSeen  = "seen:"
-	sfxQueue = "q:"
-	sfxPrios = "qp:"
+	sfxSeen    = "seen:"
+	sfxQueue   = "q:"
+	sfxPrios   = "qp:"
+	sfxPQ      = "pq:"
+	sfxContent = "content:"
+	sfxRobots  = "robots:"
 )
 
 // NewKeys returns the keys of a crawl.
@@ -79,6 +102,9 @@ func NewKeys(crawl string) Keys {
 		SlaveInfo:  p + "slaveinfo",
 		Events:     p + "events",
 		Robots:     p + "robots",
+		PQData:     p + "pqdata",
+		HostPages:  p + "hpages",
+		QueryVars:  p + "qvar",
 	}
 }
 
@@ -95,23 +121,50 @@ func (k Keys) Queue(host string, prio int64) string {
 // Prios returns the key of a host's set of non-empty priorities.
 func (k Keys) Prios(host string) string { return k.Prefix + sfxPrios + host }
 
+// PQ returns the key of a host's importance-ordered queue (priority and
+// aopic strategies).
+func (k Keys) PQ(host string) string { return k.Prefix + sfxPQ + host }
+
+// Content returns the key of a content fingerprint bucket.
+func (k Keys) Content(bucket uint32) string {
+	return k.Prefix + sfxContent + strconv.FormatUint(uint64(bucket), 16)
+}
+
+// RobotsHost returns the key of a host's robots.txt record.
+func (k Keys) RobotsHost(host string) string { return k.Prefix + sfxRobots + host }
+
 // all lists the fixed keys, passed as KEYS to every script so that a
 // cluster client routes the script to the crawl's slot.
 func (k Keys) all() []string {
 	return []string{k.Meta, k.Stats, k.Ready, k.HostNext, k.HostInfl, k.HostDelay,
-		k.Lease, k.LeaseData, k.Retry, k.Failed, k.ScopeHosts, k.Slaves, k.SlaveInfo, k.Events}
+		k.Lease, k.LeaseData, k.Retry, k.Failed, k.ScopeHosts, k.Slaves, k.SlaveInfo, k.Events,
+		k.PQData, k.HostPages, k.QueryVars}
 }
 
 // luaPrelude names the fixed keys (KEYS in the order of Keys.all) and the
-// helpers every script shares. ARGV[1] is always the crawl prefix.
+// helpers every script shares. ARGV[1] is always the crawl prefix and the
+// last ARGV is always the strategy config (Redis.cfg):
+//
+//	strategy \t jitter_dist \t prio_x \t aopic_tax \t aopic_lambda_min \t
+//	max_pages_per_host \t max_query_variants
+//
+// A link or seed tuple is tupleLen ARGV: bucket, field, host, scope_host,
+// prio, task, qvar (the 8-byte path-key fingerprint, "" for none). prio is
+// the list priority with bfs and dfs, and the pq score (-importance) with
+// priority and aopic; lease data, retry and failed entries carry it the same
+// way, so every requeue (push) goes back into the strategy's structure.
 var luaPrelude = fmt.Sprintf(`
 local P = ARGV[1]
 local K_META, K_STATS, K_READY, K_HNEXT, K_HINFL, K_HDELAY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local K_LEASE, K_LEASEDATA, K_RETRY, K_FAILED, K_SCOPE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local K_SLAVES, K_SLAVEINFO, K_EVENTS = KEYS[12], KEYS[13], KEYS[14]
+local K_PQDATA, K_HPAGES, K_QVAR = KEYS[15], KEYS[16], KEYS[17]
+local TUPLE = %d
 local function k_seen(b) return P .. %q .. b end
 local function k_queue(host, prio) return P .. %q .. host .. ':' .. prio end
 local function k_prios(host) return P .. %q .. host end
+local function k_pq(host) return P .. %q .. host end
+local function k_content(b) return P .. %q .. b end
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -139,6 +192,29 @@ local function splitn(s, n)
   return out
 end
 
+local CFG = splitn(ARGV[#ARGV], 7)
+local STRATEGY, JITTER_DIST = CFG[1], CFG[2]
+local PRIO_X, AOPIC_TAX, LAMBDA_MIN = tonumber(CFG[3]), tonumber(CFG[4]), tonumber(CFG[5])
+local MAX_HOST_PAGES, MAX_QVAR = tonumber(CFG[6]), tonumber(CFG[7])
+local PQ = STRATEGY == 'priority' or STRATEGY == 'aopic'
+local AOPIC = STRATEGY == 'aopic'
+-- new tasks go to the front of their list with dfs (LIFO within a depth)
+local NEW_FRONT = STRATEGY == 'dfs'
+
+-- jittered returns the politeness delay hd with its random extra wait:
+-- uniform hd × jitter × U[0,1), exponential hd × E with E of mean jitter
+-- capped at 5 × jitter, or none
+local function jittered(hd, jitter)
+  if hd <= 0 or jitter <= 0 or JITTER_DIST == 'none' then return hd end
+  local e
+  if JITTER_DIST == 'exponential' then
+    e = math.min(-jitter * math.log(1 - math.random()), 5 * jitter)
+  else
+    e = jitter * math.random()
+  end
+  return math.floor(hd * (1 + e))
+end
+
 -- lease data: slave \t token \t leased_at \t host \t prio \t task
 local function lease_fields(data) return splitn(data, 6) end
 
@@ -153,7 +229,7 @@ end
 
 -- make host claimable if it has queued tasks and a free slot
 local function ready_host(host, conc)
-  if redis.call('EXISTS', k_prios(host)) == 0 then
+  if redis.call('EXISTS', k_prios(host), k_pq(host)) == 0 then
     redis.call('ZREM', K_READY, host)
     return
   end
@@ -174,17 +250,65 @@ local function reopen()
   if work_added then redis.call('HDEL', K_META, 'idle_since', 'finished') end
 end
 
--- enqueue a task on its host; front puts it first among its priority
+-- enqueue a task on its host: bfs and dfs put it in the list of its
+-- priority (front: first among its priority), priority and aopic in the
+-- host's pq with score prio and its depth, hops and attempt in pqdata
 local function push(host, prio, task, conc, front)
-  local q = k_queue(host, prio)
-  if front then redis.call('LPUSH', q, task) else redis.call('RPUSH', q, task) end
-  redis.call('ZADD', k_prios(host), prio, prio)
+  if PQ then
+    local f, url = string.match(task, '^([^\t]*\t[^\t]*\t[^\t]*)\t(.*)$')
+    redis.call('ZADD', k_pq(host), prio, url)
+    redis.call('HSET', K_PQDATA, url, f)
+  else
+    local q = k_queue(host, prio)
+    if front then redis.call('LPUSH', q, task) else redis.call('RPUSH', q, task) end
+    redis.call('ZADD', k_prios(host), prio, prio)
+  end
   redis.call('HINCRBY', K_STATS, 'queued', 1)
   work_added = true
   local infl = tonumber(redis.call('HGET', K_HINFL, host) or '0')
   if infl < conc and redis.call('ZSCORE', K_READY, host) == false then
     local nxt = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
     redis.call('ZADD', K_READY, nxt, host)
+  end
+end
+
+-- aopic: cash that leaves the crawl (a failed task) goes to the lambda page
+local function to_lambda(cash)
+  if AOPIC and cash ~= 0 then redis.call('HINCRBYFLOAT', K_META, 'aopic_lambda', cash) end
+end
+
+-- admit counts a newly seen URL against the trap caps (host pages, query
+-- variants per path key); with enforce a URL over a cap is not counted and
+-- admit returns false and which cap
+local function admit(host, qv, enforce)
+  local counted = false
+  if MAX_HOST_PAGES > 0 then
+    local c = redis.call('HINCRBY', K_HPAGES, host, 1)
+    if enforce and c > MAX_HOST_PAGES then
+      redis.call('HINCRBY', K_HPAGES, host, -1)
+      return false, 'host'
+    end
+    counted = true
+  end
+  if MAX_QVAR > 0 and qv ~= '' then
+    local c = redis.call('HINCRBY', K_QVAR, qv, 1)
+    if enforce and c > MAX_QVAR then
+      redis.call('HINCRBY', K_QVAR, qv, -1)
+      if counted then redis.call('HINCRBY', K_HPAGES, host, -1) end
+      return false, 'qvar'
+    end
+  end
+  return true
+end
+
+-- trap_drop counts a link dropped by a cap; the first drop by a host's page
+-- cap records one trap exception for the host
+local function trap_drop(host, task, why, crawl, slave, now)
+  redis.call('HINCRBY', K_STATS, 'trap_dropped', 1)
+  if why == 'host' and redis.call('HSETNX', K_HPAGES, '\t' .. host, now) == 1 then
+    emit('exception', cjson.encode({crawl = crawl, kind = 'trap', url = task_url(task), host = host,
+      slave = slave, attempt = 0, status = 0,
+      message = 'host page cap ' .. MAX_HOST_PAGES .. ' reached', at = now}))
   end
 end
 
@@ -199,6 +323,7 @@ local function requeue_or_fail(host, prio, task, conc, max_attempts, reason, now
   if attempt >= max_attempts then
     redis.call('RPUSH', K_FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. nt)
     redis.call('HINCRBY', K_STATS, 'failed', 1)
+    to_lambda(-tonumber(prio))
     emit('exception', cjson.encode({crawl = crawl, kind = 'failed', url = url, host = host,
       slave = slave, attempt = attempt, status = 0,
       message = 'gave up after ' .. attempt .. ' attempts: ' .. reason, at = now}))
@@ -212,4 +337,4 @@ local function host_done(host)
   local infl = redis.call('HINCRBY', K_HINFL, host, -1)
   if infl <= 0 then redis.call('HDEL', K_HINFL, host) end
 end
-`, sfxSeen, sfxQueue, sfxPrios)
+`, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent)

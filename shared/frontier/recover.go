@@ -9,7 +9,8 @@ import (
 
 // luaLose takes back one lease: the host slot is freed and kept idle for a
 // delay (the lost fetch may still have reached the site), the task is
-// requeued at the front of its queue with its attempt counted, or failed
+// requeued at the front of its queue (into its pq with the priority and
+// aopic strategies, keeping its score) with its attempt counted, or failed
 // when its attempts are used, and a lost record goes to the event stream.
 const luaLose = `
 local function lose(url, data, reason, now, conc, max_attempts, delay_ms, crawl)
@@ -33,7 +34,7 @@ end
 // recoverExpiredScript takes back leases whose deadline passed.
 //
 // KEYS: the crawl's fixed keys (Keys.all).
-// ARGV: prefix, conc, max_attempts, delay_ms, crawl, limit.
+// ARGV: prefix, conc, max_attempts, delay_ms, crawl, limit, cfg.
 // Returns: the number of leases taken back.
 var recoverExpiredScript = redis.NewScript(luaPrelude + luaLose + `
 local conc, max_attempts, delay_ms, crawl, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
@@ -56,7 +57,7 @@ return #urls
 //
 // KEYS: the crawl's fixed keys (Keys.all).
 // ARGV: prefix, conc, max_attempts, delay_ms, crawl, slave, kind (death or
-// leave), detail.
+// leave), detail, cfg.
 // Returns: the number of leases taken back.
 var retireScript = redis.NewScript(luaPrelude + luaLose + `
 local conc, max_attempts, delay_ms, crawl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
@@ -127,7 +128,7 @@ func (f *Redis) retire(ctx context.Context, slave, kind, detail string) (int, er
 // holds work.
 //
 // KEYS: the crawl's fixed keys (Keys.all).
-// ARGV: prefix, quiescence_ms.
+// ARGV: prefix, quiescence_ms, cfg.
 // Returns: 1 when finished, else 0.
 var finishScript = redis.NewScript(luaPrelude + `
 local q = tonumber(ARGV[2])

@@ -34,7 +34,61 @@ type Options struct {
 	ExpectedURLs int64
 	// DeadAfter is how old a heartbeat may be for a slave to count as alive.
 	DeadAfter time.Duration
+
+	// Strategy orders each host's queue; it is fixed when the crawl is
+	// created (NewRedis fails on a crawl created with another one):
+	//   - "" or "bfs": breadth-first, priority = Task.Priority (depth), FIFO;
+	//   - "dfs": deepest first, priority = -depth, LIFO within a depth;
+	//   - "priority": highest importance X·IB + Y·IL first, IB the number of
+	//     times the URL was found while queued (backlinks), IL Task.Score;
+	//   - "aopic": Adaptive On-line Page Importance Computation: every seed
+	//     starts with cash 1; a completed page pays AOPICTax of its cash to
+	//     a virtual lambda page and splits the rest equally among its
+	//     out-links that are new or still queued (all of it goes to lambda
+	//     when there are none, when its content is a duplicate or when it
+	//     fails); the richest URL is claimed first. When lambda holds at
+	//     least AOPICLambdaMin, a claim gives it back in equal shares to the
+	//     best-ranked queued URL of each ready host (up to 64 hosts), so
+	//     cash keeps flowing to pages with many in-links while trap chains,
+	//     which only pass on ever-smaller shares, starve.
+	Strategy string
+	// PriorityX and PriorityY are X and Y of the priority strategy; both 0
+	// means 1 and 1.
+	PriorityX, PriorityY float64
+	// AOPICTax is the share of a completed page's cash paid to lambda:
+	// 0 means 0.1, a negative value means no tax.
+	AOPICTax float64
+	// AOPICLambdaMin is the lambda cash from which a claim gives it back;
+	// 0 means 0.5.
+	AOPICLambdaMin float64
+	// JitterDist is the distribution of the politeness jitter: "" or
+	// "uniform" (delay × (1 + Jitter × U[0,1))), "exponential" (delay ×
+	// (1 + E), E exponential of mean Jitter capped at 5 × Jitter) or "none".
+	JitterDist string
+	// MaxPagesPerHost drops links to a host that already has that many URLs
+	// enqueued in the crawl (seeds count but are never dropped); 0 = no cap.
+	MaxPagesPerHost int64
+	// MaxQueryVariants drops links whose Task.PathKey already has that many
+	// URLs enqueued; 0 = no cap.
+	MaxQueryVariants int
+	// RobotsTTL is how long PutRobots keeps a robots.txt record; 0 = 24h.
+	RobotsTTL time.Duration
 }
+
+// Crawl strategies (Options.Strategy).
+const (
+	StrategyBFS      = "bfs"
+	StrategyDFS      = "dfs"
+	StrategyPriority = "priority"
+	StrategyAOPIC    = "aopic"
+)
+
+// Jitter distributions (Options.JitterDist).
+const (
+	JitterUniform     = "uniform"
+	JitterExponential = "exponential"
+	JitterNone        = "none"
+)
 
 // OptionsFromConfig derives frontier options from the config.
 func OptionsFromConfig(c *config.Config) Options {
@@ -48,7 +102,25 @@ func OptionsFromConfig(c *config.Config) Options {
 		ScopeBySeeds:    len(c.Crawl.AllowHosts) == 0,
 		ExpectedURLs:    c.Dedup.ExpectedURLs,
 		DeadAfter:       c.Master.DeadAfter,
+
+		Strategy:         c.Crawl.Strategy,
+		PriorityX:        c.Crawl.PriorityBacklinks,
+		PriorityY:        c.Crawl.PriorityURL,
+		AOPICTax:         taxFromConfig(c.Crawl.AOPICTax),
+		JitterDist:       c.Politeness.JitterDist,
+		MaxPagesPerHost:  c.Crawl.MaxPagesPerHost,
+		MaxQueryVariants: c.Crawl.MaxQueryVariants,
+		RobotsTTL:        c.Politeness.RobotsTTL,
 	}
+}
+
+// taxFromConfig maps the config's tax, where 0 means none, to AOPICTax,
+// where 0 means the default.
+func taxFromConfig(t float64) float64 {
+	if t == 0 {
+		return -1
+	}
+	return t
 }
 
 // Redis is the Redis implementation of Frontier, Seeder, Supervisor and
@@ -59,6 +131,7 @@ type Redis struct {
 	keys     Keys
 	allKeys  []string // keys.all(), passed as KEYS to every script
 	seenBits uint     // number of bucket bits, fixed per crawl in meta
+	cfg      string   // strategy config, the last ARGV of every script (luaPrelude)
 }
 
 var (
@@ -97,21 +170,86 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	if opt.DeadAfter <= 0 {
 		opt.DeadAfter = 10 * time.Second
 	}
+	if opt.Strategy == "" {
+		opt.Strategy = StrategyBFS
+	}
+	switch opt.Strategy {
+	case StrategyBFS, StrategyDFS, StrategyPriority, StrategyAOPIC:
+	default:
+		return nil, fmt.Errorf("new frontier: unknown strategy %q", opt.Strategy)
+	}
+	if opt.JitterDist == "" {
+		opt.JitterDist = JitterUniform
+	}
+	switch opt.JitterDist {
+	case JitterUniform, JitterExponential, JitterNone:
+	default:
+		return nil, fmt.Errorf("new frontier: unknown jitter distribution %q", opt.JitterDist)
+	}
+	if opt.PriorityX == 0 && opt.PriorityY == 0 {
+		opt.PriorityX, opt.PriorityY = 1, 1
+	}
+	switch {
+	case opt.AOPICTax == 0:
+		opt.AOPICTax = 0.1
+	case opt.AOPICTax < 0:
+		opt.AOPICTax = 0
+	case opt.AOPICTax >= 1:
+		return nil, fmt.Errorf("new frontier: aopic tax %v must be below 1", opt.AOPICTax)
+	}
+	if opt.AOPICLambdaMin <= 0 {
+		opt.AOPICLambdaMin = 0.5
+	}
+	if opt.RobotsTTL <= 0 {
+		opt.RobotsTTL = 24 * time.Hour
+	}
 	keys := NewKeys(opt.Crawl)
 	f := &Redis{rdb: rdb, opt: opt, keys: keys, allKeys: keys.all()}
-	want := bucketBits(opt.ExpectedURLs)
-	if err := rdb.HSetNX(ctx, f.keys.Meta, "seen_bits", want).Err(); err != nil {
-		return nil, wrap("new frontier", err)
+	f.cfg = strings.Join([]string{opt.Strategy, opt.JitterDist, fmtFloat(opt.PriorityX), fmtFloat(opt.AOPICTax),
+		fmtFloat(opt.AOPICLambdaMin), strconv.FormatInt(max(opt.MaxPagesPerHost, 0), 10),
+		strconv.Itoa(max(opt.MaxQueryVariants, 0))}, "\t")
+	res, err := initScript.Run(ctx, rdb, []string{keys.Meta}, bucketBits(opt.ExpectedURLs), opt.Strategy).StringSlice()
+	if err != nil || len(res) != 2 {
+		return nil, wrap("new frontier", cmpErr(err, fmt.Errorf("init script returned %d values", len(res))))
 	}
-	got, err := rdb.HGet(ctx, f.keys.Meta, "seen_bits").Int()
-	if err != nil {
-		return nil, wrap("new frontier", err)
+	got, err := strconv.Atoi(res[0])
+	if err != nil || got < 8 || got > 24 {
+		return nil, fmt.Errorf("new frontier: crawl %q has invalid seen_bits %q", opt.Crawl, res[0])
 	}
-	if got < 8 || got > 24 {
-		return nil, fmt.Errorf("new frontier: crawl %q has invalid seen_bits %d", opt.Crawl, got)
+	if res[1] != opt.Strategy {
+		return nil, fmt.Errorf("new frontier: crawl %q was created with strategy %s, not %s", opt.Crawl, res[1], opt.Strategy)
 	}
 	f.seenBits = uint(got)
 	return f, nil
+}
+
+func cmpErr(err, alt error) error {
+	if err != nil {
+		return err
+	}
+	return alt
+}
+
+func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// initScript fixes a crawl's seen-bucket bits and strategy the first time
+// any process opens it; a crawl created before strategies existed is bfs.
+//
+// KEYS: meta.
+// ARGV: seen_bits, strategy.
+// Returns: the crawl's seen_bits and strategy.
+var initScript = redis.NewScript(`
+if redis.call('HSETNX', KEYS[1], 'seen_bits', ARGV[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'strategy', ARGV[2])
+else
+  redis.call('HSETNX', KEYS[1], 'strategy', 'bfs')
+end
+return redis.call('HMGET', KEYS[1], 'seen_bits', 'strategy')
+`)
+
+// pq reports whether the strategy keeps importance-ordered queues.
+func (f *Redis) pq() bool {
+	return f.opt.Strategy == StrategyPriority || f.opt.Strategy == StrategyAOPIC
 }
 
 // Keys returns the crawl's keys.
@@ -128,7 +266,11 @@ func Fingerprint(canonical string) uint64 { return urlx.Fingerprint(canonical) }
 // bucket and the remaining bits, packed big-endian, are the field. Bucket
 // and field together keep all 64 bits.
 func (f *Redis) seenSlot(url string) (string, string) {
-	fp := Fingerprint(url)
+	return f.slot(Fingerprint(url))
+}
+
+// slot splits a 64-bit fingerprint into bucket and field.
+func (f *Redis) slot(fp uint64) (string, string) {
 	b := f.seenBits
 	bucket := fp >> (64 - b)
 	rest := fp << b >> b // low 64-b bits
@@ -142,15 +284,38 @@ func encodeTask(t Task) string {
 	return strconv.Itoa(t.Depth) + "\t" + strconv.Itoa(t.Hops) + "\t" + strconv.Itoa(t.Attempt) + "\t" + t.URL
 }
 
-// task tuples (links and seeds) are passed to scripts as 6 ARGV each.
-const tupleLen = 6
+// task tuples (links and seeds) are passed to scripts as tupleLen ARGV
+// each: bucket, field, host, scope_host, prio, task, qvar.
+const tupleLen = 7
 
 func (f *Redis) appendTuples(args []any, ts []Task) []any {
 	for _, t := range ts {
 		b, fld := f.seenSlot(t.URL)
-		args = append(args, b, fld, t.Host, t.ScopeHost, t.Priority, encodeTask(t))
+		qv := ""
+		if t.PathKey != "" && f.opt.MaxQueryVariants > 0 {
+			var buf [8]byte
+			binary.BigEndian.PutUint64(buf[:], Fingerprint(t.PathKey))
+			qv = string(buf[:])
+		}
+		args = append(args, b, fld, t.Host, t.ScopeHost, f.prio(t), encodeTask(t), qv)
 	}
 	return args
+}
+
+// prio is a new task's prio ARGV: the list priority with bfs (Priority)
+// and dfs (-Depth), the pq score -importance with priority (X·1 + Y·Score:
+// found once) and aopic (cash 1, a seed's; a link's cash is set by the
+// complete script).
+func (f *Redis) prio(t Task) string {
+	switch f.opt.Strategy {
+	case StrategyDFS:
+		return strconv.Itoa(-t.Depth)
+	case StrategyPriority:
+		return fmtFloat(-(f.opt.PriorityX + f.opt.PriorityY*t.Score))
+	case StrategyAOPIC:
+		return "-1"
+	}
+	return strconv.FormatInt(t.Priority, 10)
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
@@ -159,7 +324,9 @@ func seed() int64 { return rand.Int64N(math.MaxInt32) }
 
 // run executes a script with the crawl's fixed keys.
 func (f *Redis) run(ctx context.Context, s *redis.Script, args ...any) (any, error) {
-	return s.Run(ctx, f.rdb, f.allKeys, append([]any{f.keys.Prefix}, args...)...).Result()
+	argv := make([]any, 0, len(args)+2)
+	argv = append(append(append(argv, f.keys.Prefix), args...), f.cfg)
+	return s.Run(ctx, f.rdb, f.allKeys, argv...).Result()
 }
 
 // wrap adds the operation and marks connection failures ErrUnavailable.

@@ -18,7 +18,7 @@ import (
 // its first after being declared dead) records a join.
 //
 // KEYS: the crawl's fixed keys (Keys.all).
-// ARGV: prefix, slave, heartbeat_json, crawl, host.
+// ARGV: prefix, slave, heartbeat_json, crawl, host, cfg.
 // Returns: 1 when the slave joined, else 0.
 var heartbeatScript = redis.NewScript(luaPrelude + `
 local slave, info, crawl, host = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -116,7 +116,10 @@ func (f *Redis) Stats(ctx context.Context) (Stats, error) {
 		Seen:     get(st.Val(), "seen"),
 		Lost:     get(st.Val(), "lost"),
 		Retried:  get(st.Val(), "retried"),
-		Hosts:    ready.Val(),
+
+		Duplicates:  get(st.Val(), "duplicates"),
+		TrapDropped: get(st.Val(), "trap_dropped"),
+		Hosts:       ready.Val(),
 	}
 	if fa := get(meta.Val(), "finished"); fa > 0 {
 		s.Finished, s.FinishedAt = true, fa

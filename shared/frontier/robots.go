@@ -18,21 +18,30 @@ type RobotsRecord struct {
 	FetchedAt time.Time
 	Status    int // HTTP status; 0 when the host was unreachable
 	Body      []byte
+	// TTL is how long Redis keeps the record: PutRobots uses it when
+	// positive (e.g. a minute for a 5xx or an unreachable host), else
+	// Options.RobotsTTL. GetRobots sets it to the time the record has left.
+	TTL time.Duration
 }
 
 // maxRobotsBody is what RFC 9309 §2.5 asks a crawler to parse at least.
 const maxRobotsBody = 500 << 10
 
-// GetRobots returns the stored robots.txt of a host, if any.
+// GetRobots returns the stored robots.txt of a host, if any and not
+// expired. It reads the record and its remaining TTL in one round trip.
 func (f *Redis) GetRobots(ctx context.Context, host string) (RobotsRecord, bool, error) {
-	raw, err := f.rdb.HGet(ctx, f.keys.Robots, host).Result()
+	key := f.keys.RobotsHost(host)
+	pipe := f.rdb.Pipeline()
+	get := pipe.Get(ctx, key)
+	pttl := pipe.PTTL(ctx, key)
+	_, err := pipe.Exec(ctx)
 	if errors.Is(err, redis.Nil) {
 		return RobotsRecord{}, false, nil
 	}
 	if err != nil {
 		return RobotsRecord{}, false, wrap("get robots.txt", err)
 	}
-	parts := strings.SplitN(raw, "\t", 3)
+	parts := strings.SplitN(get.Val(), "\t", 3)
 	if len(parts) != 3 {
 		return RobotsRecord{}, false, fmt.Errorf("get robots.txt of %s: malformed record", host)
 	}
@@ -41,15 +50,31 @@ func (f *Redis) GetRobots(ctx context.Context, host string) (RobotsRecord, bool,
 	if err := errors.Join(err1, err2); err != nil {
 		return RobotsRecord{}, false, fmt.Errorf("get robots.txt of %s: %w", host, err)
 	}
-	return RobotsRecord{FetchedAt: time.UnixMilli(at), Status: st, Body: []byte(parts[2])}, true, nil
+	rec := RobotsRecord{FetchedAt: time.UnixMilli(at), Status: st, Body: []byte(parts[2])}
+	if ttl := pttl.Val(); ttl > 0 {
+		rec.TTL = ttl
+	}
+	return rec, true, nil
 }
 
-// PutRobots stores a host's robots.txt (the body is capped at 500 KiB).
+// PutRobots stores a host's robots.txt (the body is capped at 500 KiB) for
+// r.TTL, or Options.RobotsTTL when r.TTL is not positive.
 func (f *Redis) PutRobots(ctx context.Context, host string, r RobotsRecord) error {
+	ttl := r.TTL
+	if ttl <= 0 {
+		ttl = f.opt.RobotsTTL
+	}
 	body := r.Body
 	if len(body) > maxRobotsBody {
 		body = body[:maxRobotsBody]
 	}
 	v := strconv.FormatInt(r.FetchedAt.UnixMilli(), 10) + "\t" + strconv.Itoa(r.Status) + "\t" + string(body)
-	return wrap("put robots.txt", f.rdb.HSet(ctx, f.keys.Robots, host, v).Err())
+	return wrap("put robots.txt", f.rdb.Set(ctx, f.keys.RobotsHost(host), v, ttl).Err())
+}
+
+// PutRobotsTTL stores a host's robots.txt for ttl (Options.RobotsTTL when
+// not positive).
+func (f *Redis) PutRobotsTTL(ctx context.Context, host string, r RobotsRecord, ttl time.Duration) error {
+	r.TTL = ttl
+	return f.PutRobots(ctx, host, r)
 }

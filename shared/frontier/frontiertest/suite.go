@@ -51,6 +51,11 @@ func Run(t *testing.T, newBackend Factory) {
 		{"RecoverDeadSlave", testRecoverSlave},
 		{"RegistryJoinLeave", testRegistry},
 		{"TerminationNeverEarly", testTermination},
+		{"DepthFirstLIFO", testDepthFirst},
+		{"PriorityBacklinksThenScore", testPriority},
+		{"AOPICTrapStarves", testAOPICTrap},
+		{"TrapCaps", testTrapCaps},
+		{"StrategyRequeueConsistent", testStrategyRequeue},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newBackend) })
@@ -654,5 +659,291 @@ func testTermination(t *testing.T, nb Factory) {
 	mustSeed(t, f, task("http://a.test/more", 0))
 	if st, _ = f.Stats(ctx); st.Finished {
 		t.Fatal("still finished after a new seed")
+	}
+}
+
+func testDepthFirst(t *testing.T, nb Factory) {
+	o := opts("dfs")
+	o.Strategy = frontier.StrategyDFS
+	f, _ := nb(t, o)
+	mustSeed(t, f, task("http://a.test/d2a", 2), task("http://a.test/d1a", 1),
+		task("http://a.test/d2b", 2), task("http://a.test/d0", 0), task("http://a.test/d1b", 1))
+	ctx := context.Background()
+	ls, err := f.Claim(ctx, "s1", 1)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("claim: %v %d", err, len(ls))
+	}
+	// the deepest, newest first; then its own links, newest first
+	links := []frontier.Task{task("http://a.test/d3a", 3), task("http://a.test/d3b", 3)}
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done, Links: links}}); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{ls[0].URL}
+	for _, l := range claimAll(t, f, "s1") {
+		got = append(got, l.URL)
+	}
+	want := []string{"http://a.test/d2b", "http://a.test/d3b", "http://a.test/d3a", "http://a.test/d2a",
+		"http://a.test/d1b", "http://a.test/d1a", "http://a.test/d0"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("claim order (-want +got):\n%s", d)
+	}
+}
+
+// claimed is a lease's URL and importance, in claim order.
+type claimed struct {
+	URL        string
+	Importance float64
+}
+
+func testPriority(t *testing.T, nb Factory) {
+	o := opts("prio")
+	o.Strategy = frontier.StrategyPriority
+	o.HostConcurrency = 3
+	f, _ := nb(t, o)
+	mustSeed(t, f, task("http://s.test/a", 0), task("http://s.test/b", 0), task("http://s.test/c", 0))
+	ctx := context.Background()
+	ls, err := f.Claim(ctx, "s1", 3)
+	if err != nil || len(ls) != 3 {
+		t.Fatalf("claim: %v %d", err, len(ls))
+	}
+	scored := func(raw string, il float64) frontier.Task {
+		tk := task(raw, 1)
+		tk.Score = il
+		return tk
+	}
+	u3, u1 := task("http://t.test/u3", 1), task("http://t.test/u1", 1)
+	hi, lo := scored("http://t.test/hi", 0.5), scored("http://t.test/lo", 0.25)
+	links := map[string][]frontier.Task{
+		"http://s.test/a": {u3, u1},
+		"http://s.test/b": {u3},
+		"http://s.test/c": {u3, lo, hi},
+	}
+	var cs []frontier.Completion
+	for _, l := range ls {
+		cs = append(cs, frontier.Completion{Lease: l, Outcome: frontier.Done, Links: links[l.URL]})
+	}
+	if _, err := f.Complete(ctx, "s1", cs); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := f.Stats(ctx); st.Queued != 4 {
+		t.Fatalf("queued %d, want 4 (each URL once)", st.Queued)
+	}
+	var got []claimed
+	for _, l := range claimAll(t, f, "s1") {
+		got = append(got, claimed{l.URL, l.Importance})
+	}
+	// X·backlinks + Y·score with X = Y = 1
+	want := []claimed{{"http://t.test/u3", 3}, {"http://t.test/hi", 1.5}, {"http://t.test/lo", 1.25}, {"http://t.test/u1", 1}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("claim order (-want +got):\n%s", d)
+	}
+}
+
+// testAOPICTrap crawls a site whose normal pages link to each other and
+// to a calendar: each calendar page links to the next (new) month, back to
+// the previous one and home. Normal pages are claimed first and the cash of
+// calendar pages shrinks by the tax at every step.
+func testAOPICTrap(t *testing.T, nb Factory) {
+	o := opts("aopic")
+	o.Strategy = frontier.StrategyAOPIC
+	o.AOPICLambdaMin = 1e9 // no gifts from lambda: the decay is exact
+	f, _ := nb(t, o)
+	const normal = 6
+	page := func(p string) string { return "http://a.test/" + p }
+	var norm []string
+	for i := range normal {
+		norm = append(norm, page(fmt.Sprintf("n%d", i)))
+	}
+	outLinks := func(u string) []string {
+		switch {
+		case u == page("home"):
+			return append(append([]string{}, norm...), page("cal/1"))
+		case u == page("about"):
+			return append([]string{page("home")}, norm...)
+		case len(u) > len(page("cal/")) && u[:len(page("cal/"))] == page("cal/"):
+			var k int
+			fmt.Sscanf(u[len(page("cal/")):], "%d", &k)
+			return []string{page(fmt.Sprintf("cal/%d", k+1)), page(fmt.Sprintf("cal/%d", max(k-1, 1))), page("home")}
+		}
+		var out []string
+		for _, n := range norm {
+			if n != u {
+				out = append(out, n)
+			}
+		}
+		return append(out, page("home"))
+	}
+	mustSeed(t, f, task(page("home"), 0), task(page("about"), 0))
+	ctx := context.Background()
+	var order []claimed
+	for range 30 {
+		ls, err := f.Claim(ctx, "s1", 1)
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("claim: %v %d", err, len(ls))
+		}
+		l := ls[0]
+		order = append(order, claimed{l.URL, l.Importance})
+		var links []frontier.Task
+		for _, u := range outLinks(l.URL) {
+			links = append(links, task(u, l.Depth+1))
+		}
+		if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: l, Outcome: frontier.Done, Links: links}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	firstCal, normals := -1, 0
+	var cal []float64
+	for i, c := range order {
+		isCal := len(c.URL) > len(page("cal/")) && c.URL[:len(page("cal/"))] == page("cal/")
+		if isCal {
+			if firstCal < 0 {
+				firstCal = i
+			}
+			cal = append(cal, c.Importance)
+		} else if c.URL != page("home") && c.URL != page("about") {
+			normals++
+			if firstCal >= 0 {
+				t.Errorf("normal page %s claimed after calendar pages (order %+v)", c.URL, order)
+			}
+		}
+	}
+	if normals != normal || len(cal) < 10 {
+		t.Fatalf("claimed %d normal pages and %d calendar pages: %+v", normals, len(cal), order)
+	}
+	for k := 1; k < len(cal); k++ {
+		// the next month gets (1 - tax) of the cash: its only new or queued link
+		if cal[k] <= 0 || cal[k] > 0.9*cal[k-1]*(1+1e-9) {
+			t.Fatalf("calendar cash does not decay: %v", cal)
+		}
+	}
+}
+
+func testTrapCaps(t *testing.T, nb Factory) {
+	o := opts("traps")
+	o.MaxPagesPerHost = 3
+	o.MaxQueryVariants = 2
+	f, drain := nb(t, o)
+	mustSeed(t, f, task("http://a.test/", 0)) // counts towards a.test's cap
+	variant := func(raw string) frontier.Task {
+		tk := task(raw, 1)
+		tk.PathKey = "http://b.test/s"
+		return tk
+	}
+	ctx := context.Background()
+	ls, _ := f.Claim(ctx, "s1", 5)
+	links := []frontier.Task{task("http://a.test/1", 1), task("http://a.test/2", 1), task("http://a.test/3", 1),
+		task("http://a.test/4", 1), variant("http://b.test/s?x=1"), variant("http://b.test/s?x=2"),
+		variant("http://b.test/s?x=3"), task("http://b.test/s", 1), task("http://a.test/1", 1)}
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done, Links: links}}); err != nil {
+		t.Fatal(err)
+	}
+	got := urls(claimAll(t, f, "s1"))
+	want := []string{"http://a.test/1", "http://a.test/2", "http://b.test/s", "http://b.test/s?x=1", "http://b.test/s?x=2"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("enqueued (-want +got):\n%s", d)
+	}
+	// more drops from the same host: counted, but reported once
+	mustSeed(t, f, task("http://c.test/", 0))
+	ls, _ = f.Claim(ctx, "s2", 5)
+	more := []frontier.Task{task("http://a.test/5", 1), task("http://a.test/6", 1)}
+	if _, err := f.Complete(ctx, "s2", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done, Links: more}}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.Stats(ctx)
+	if st.TrapDropped != 5 || st.Queued != 0 {
+		t.Fatalf("stats trap_dropped=%d queued=%d, want 5 0", st.TrapDropped, st.Queued)
+	}
+	var traps []events.Exception
+	for _, e := range drain() {
+		if e.Exception != nil && e.Exception.Kind == "trap" {
+			ex := *e.Exception
+			ex.At = 0
+			traps = append(traps, ex)
+		}
+	}
+	wantTraps := []events.Exception{{Crawl: traps0Crawl(traps), Kind: "trap", URL: "http://a.test/3", Host: "a.test",
+		Slave: "s1", Message: "host page cap 3 reached"}}
+	if d := cmp.Diff(wantTraps, traps); d != "" {
+		t.Fatalf("trap exceptions (-want +got):\n%s", d)
+	}
+}
+
+// traps0Crawl is the crawl name of the first record (the factory picks it).
+func traps0Crawl(ts []events.Exception) string {
+	if len(ts) == 0 {
+		return ""
+	}
+	return ts[0].Crawl
+}
+
+// testStrategyRequeue releases, retries and loses leases under every
+// strategy and checks the queued count, that every task comes back once
+// (with its importance) and that the crawl finishes.
+func testStrategyRequeue(t *testing.T, nb Factory) {
+	for _, strat := range []string{frontier.StrategyBFS, frontier.StrategyDFS, frontier.StrategyPriority, frontier.StrategyAOPIC} {
+		t.Run(strat, func(t *testing.T) {
+			o := opts("requeue-" + strat)
+			o.Strategy = strat
+			o.MaxAttempts = 5
+			f, _ := nb(t, o)
+			ctx := context.Background()
+			seeds := []frontier.Task{task("http://a.test/", 0), task("http://b.test/", 0), task("http://c.test/", 0)}
+			mustSeed(t, f, seeds...)
+			queued := func(want int64) {
+				t.Helper()
+				st, err := f.Stats(ctx)
+				if err != nil || st.Queued != want {
+					t.Fatalf("queued %d (%v), want %d", st.Queued, err, want)
+				}
+			}
+			if err := f.Heartbeat(ctx, events.Heartbeat{Slave: "victim"}); err != nil {
+				t.Fatal(err)
+			}
+			ls, err := f.Claim(ctx, "victim", 3)
+			if err != nil || len(ls) != 3 {
+				t.Fatalf("claim: %v %d", err, len(ls))
+			}
+			queued(0)
+			before := map[string]float64{}
+			for _, l := range ls {
+				before[l.URL] = l.Importance
+			}
+			sort.Slice(ls, func(i, j int) bool { return ls[i].URL < ls[j].URL })
+			if _, err := f.Complete(ctx, "victim", []frontier.Completion{
+				{Lease: ls[0], Outcome: frontier.Release},
+				{Lease: ls[1], Outcome: frontier.Retry, RetryIn: time.Millisecond, Reason: "http 503"},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			queued(1)
+			if n, err := f.RecoverSlave(ctx, "victim"); err != nil || n != 1 {
+				t.Fatalf("recover slave: %d %v", n, err)
+			}
+			queued(2)
+			if done, _ := f.CheckFinished(ctx, 0); done {
+				t.Fatal("finished with tasks queued")
+			}
+			time.Sleep(5 * time.Millisecond) // the retry is due
+			var got []claimed
+			for _, l := range claimAll(t, f, "s1") {
+				got = append(got, claimed{l.URL, l.Importance})
+			}
+			sort.Slice(got, func(i, j int) bool { return got[i].URL < got[j].URL })
+			want := []claimed{{"http://a.test/", before["http://a.test/"]}, {"http://b.test/", before["http://b.test/"]},
+				{"http://c.test/", before["http://c.test/"]}}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("claimed after requeue (-want +got):\n%s", d)
+			}
+			queued(0)
+			finished := false
+			for range 5 {
+				if finished, _ = f.CheckFinished(ctx, 0); finished {
+					break
+				}
+			}
+			if !finished {
+				t.Fatal("never finished")
+			}
+		})
 	}
 }

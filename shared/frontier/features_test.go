@@ -1,0 +1,379 @@
+package frontier_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/frontier"
+)
+
+func newFrontier(t testing.TB, rdb *redis.Client, name string, mod func(*frontier.Options)) *frontier.Redis {
+	t.Helper()
+	o := frontier.Options{Crawl: uniqueCrawl(t, rdb, name), HostConcurrency: 1, LeaseDuration: time.Minute,
+		MaxAttempts: 3, ExpectedURLs: 10000}
+	if mod != nil {
+		mod(&o)
+	}
+	f, err := frontier.NewRedis(context.Background(), rdb, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func tk(raw string, depth int) frontier.Task {
+	host := strings.SplitN(strings.TrimPrefix(raw, "http://"), "/", 2)[0]
+	return frontier.Task{URL: raw, Host: host, ScopeHost: host, Depth: depth, Priority: int64(depth)}
+}
+
+// rawEvents reads the stream's entries of one type, decoded as JSON maps.
+func rawEvents(t *testing.T, rdb *redis.Client, f *frontier.Redis, typ string) []map[string]any {
+	t.Helper()
+	xs, err := rdb.XRange(context.Background(), f.Keys().Events, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, x := range xs {
+		if x.Values["type"] != typ {
+			continue
+		}
+		m := map[string]any{}
+		if err := json.Unmarshal([]byte(x.Values["data"].(string)), &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestContentDuplicate(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	f := newFrontier(t, rdb, "dup", nil)
+	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0), tk("http://c.test/", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := f.Claim(ctx, "s1", 3)
+	if err != nil || len(ls) != 3 {
+		t.Fatalf("claim: %v %d", err, len(ls))
+	}
+	byURL := map[string]frontier.Lease{}
+	for _, l := range ls {
+		byURL[l.URL] = l
+	}
+	const hash = 0x00c0ffee12345678
+	cs := []frontier.Completion{
+		{Lease: byURL["http://a.test/"], Outcome: frontier.Done, ContentHash: hash, Links: []frontier.Task{tk("http://a.test/x", 1)}},
+		{Lease: byURL["http://b.test/"], Outcome: frontier.Done, ContentHash: hash, Links: []frontier.Task{tk("http://b.test/y", 1)}},
+		{Lease: byURL["http://c.test/"], Outcome: frontier.Done, ContentHash: hash + 1, Links: []frontier.Task{tk("http://c.test/z", 1)}},
+	}
+	if _, err := f.Complete(ctx, "s1", cs); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.Stats(ctx)
+	if st.Duplicates != 1 || st.Queued != 2 || st.Done != 3 {
+		t.Fatalf("stats %+v, want duplicates 1 queued 2 done 3", st)
+	}
+	got := rawEvents(t, rdb, f, "duplicate")
+	for _, e := range got {
+		if at, _ := e["at"].(float64); at <= 0 {
+			t.Errorf("duplicate at %v", e["at"])
+		}
+		delete(e, "at")
+	}
+	want := []map[string]any{{"crawl": f.Keys().Prefix[len("crawl:{") : len(f.Keys().Prefix)-2], "url": "http://b.test/",
+		"first_url": "http://a.test/", "content_hash": "00c0ffee12345678", "slave": "s1"}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("duplicate events (-want +got):\n%s", d)
+	}
+}
+
+// TestJitterDistributions compares the next allowed fetch time a claim
+// stores in Redis with the lease time: exactly the delay with none, within
+// the distribution's bounds otherwise.
+func TestJitterDistributions(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	const delay = 100 // ms
+	for _, tc := range []struct {
+		dist     string
+		min, max int64 // extra ms over the delay (+1 ms rounding, see after)
+	}{
+		{frontier.JitterNone, 1, 1},
+		{frontier.JitterUniform, 1, delay/2 + 1},
+		{frontier.JitterExponential, 1, 5*delay/2 + 1},
+	} {
+		t.Run(tc.dist, func(t *testing.T) {
+			f := newFrontier(t, rdb, "jit-"+tc.dist, func(o *frontier.Options) {
+				o.Delay, o.Jitter, o.JitterDist = delay*time.Millisecond, 0.5, tc.dist
+			})
+			var seeds []frontier.Task
+			for h := range 20 {
+				seeds = append(seeds, tk(fmt.Sprintf("http://h%d.test/", h), 0))
+			}
+			if _, err := f.Seed(ctx, seeds); err != nil {
+				t.Fatal(err)
+			}
+			ls, err := f.Claim(ctx, "s1", 20)
+			if err != nil || len(ls) != 20 {
+				t.Fatalf("claim: %v %d", err, len(ls))
+			}
+			distinct := map[int64]bool{}
+			for _, l := range ls {
+				nxt, err := rdb.HGet(ctx, f.Keys().HostNext, l.Host).Int64()
+				if err != nil {
+					t.Fatal(err)
+				}
+				extra := nxt - l.LeasedAt.UnixMilli() - delay
+				if extra < tc.min || extra > tc.max {
+					t.Errorf("%s: next time %d ms after the lease, want delay %d + [%d, %d]", l.Host, nxt-l.LeasedAt.UnixMilli(), delay, tc.min, tc.max)
+				}
+				distinct[extra] = true
+			}
+			if tc.dist != frontier.JitterNone && len(distinct) < 2 {
+				t.Errorf("no jitter: %v", distinct)
+			}
+		})
+	}
+}
+
+func TestRobotsTTL(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	f := newFrontier(t, rdb, "robots", nil)
+	at := time.UnixMilli(time.Now().UnixMilli())
+	ok := frontier.RobotsRecord{FetchedAt: at, Status: 200, Body: []byte("User-agent: *\nDisallow: /x\n")}
+	if err := f.PutRobots(ctx, "a.test", ok); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.PutRobotsTTL(ctx, "b.test:8080", frontier.RobotsRecord{FetchedAt: at, Status: 503}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		host string
+		max  time.Duration
+	}{{"a.test", 24 * time.Hour}, {"b.test:8080", time.Minute}} {
+		pttl, err := rdb.PTTL(ctx, f.Keys().RobotsHost(tc.host)).Result()
+		if err != nil || pttl <= 0 || pttl > tc.max {
+			t.Errorf("%s: PTTL %v (%v), want in (0, %v]", tc.host, pttl, err, tc.max)
+		}
+	}
+	got, found, err := f.GetRobots(ctx, "a.test")
+	if err != nil || !found || got.TTL <= 0 {
+		t.Fatalf("get: %+v %v %v", got, found, err)
+	}
+	got.TTL = 0
+	if d := cmp.Diff(ok, got); d != "" {
+		t.Fatalf("record (-want +got):\n%s", d)
+	}
+	if _, found, err := f.GetRobots(ctx, "c.test"); found || err != nil {
+		t.Fatalf("missing host: %v %v", found, err)
+	}
+}
+
+func TestStrategyFixedPerCrawl(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	f := newFrontier(t, rdb, "fixed", func(o *frontier.Options) { o.Strategy = frontier.StrategyAOPIC })
+	crawl := strings.TrimSuffix(strings.TrimPrefix(f.Keys().Prefix, "crawl:{"), "}:")
+	if _, err := frontier.NewRedis(ctx, rdb, frontier.Options{Crawl: crawl, Strategy: frontier.StrategyAOPIC}); err != nil {
+		t.Fatalf("same strategy: %v", err)
+	}
+	if _, err := frontier.NewRedis(ctx, rdb, frontier.Options{Crawl: crawl}); err == nil {
+		t.Fatal("opened an aopic crawl as bfs")
+	}
+	if _, err := frontier.NewRedis(ctx, rdb, frontier.Options{Crawl: crawl, Strategy: "random"}); err == nil {
+		t.Fatal("unknown strategy accepted")
+	}
+}
+
+// TestAOPICCashConserved crawls a small graph with retries and failures and
+// checks after every step that the crawl's cash (queued, leased, waiting
+// for retry, lambda) stays the number of seeds, and that the pq structures
+// agree with the queued count.
+func TestAOPICCashConserved(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	f := newFrontier(t, rdb, "cash", func(o *frontier.Options) {
+		o.Strategy, o.HostConcurrency, o.MaxAttempts = frontier.StrategyAOPIC, 2, 2
+	})
+	keys := f.Keys()
+	const pages = 40
+	url := func(i int) string { return fmt.Sprintf("http://h%d.test/p%d", i%3, i) }
+	if _, err := f.Seed(ctx, []frontier.Task{tk(url(0), 0), tk(url(1), 0)}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(step int) {
+		t.Helper()
+		total, queued := 0.0, int64(0)
+		for h := range 3 {
+			zs, err := rdb.ZRangeWithScores(ctx, keys.PQ(fmt.Sprintf("h%d.test", h)), 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, z := range zs {
+				total -= z.Score
+				queued++
+			}
+		}
+		lam, _ := rdb.HGet(ctx, keys.Meta, "aopic_lambda").Float64()
+		total += lam
+		lds, _ := rdb.HGetAll(ctx, keys.LeaseData).Result()
+		for _, d := range lds {
+			p, _ := strconv.ParseFloat(strings.Split(d, "\t")[4], 64)
+			total -= p
+		}
+		rs, _ := rdb.ZRange(ctx, keys.Retry, 0, -1).Result()
+		for _, r := range rs {
+			p, _ := strconv.ParseFloat(strings.Split(r, "\t")[1], 64)
+			total -= p
+		}
+		if math.Abs(total-2) > 1e-9 {
+			t.Fatalf("step %d: cash %v, want 2 (the seeds')", step, total)
+		}
+		st, _ := f.Stats(ctx)
+		nd, _ := rdb.HLen(ctx, keys.PQData).Result()
+		if st.Queued != queued || nd != queued {
+			t.Fatalf("step %d: stats queued %d, pq members %d, pqdata %d", step, st.Queued, queued, nd)
+		}
+	}
+	for step := 0; step < 200; step++ {
+		ls, err := f.Claim(ctx, "s1", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) == 0 {
+			if st, _ := f.Stats(ctx); st.Retry == 0 {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+			continue
+		}
+		check(step)
+		var cs []frontier.Completion
+		for _, l := range ls {
+			var i int
+			fmt.Sscanf(l.URL[strings.LastIndex(l.URL, "/p")+2:], "%d", &i)
+			c := frontier.Completion{Lease: l, Outcome: frontier.Done}
+			switch {
+			case i%7 == 3:
+				c.Outcome, c.RetryIn = frontier.Retry, time.Millisecond
+			case i%11 == 5:
+				c.Outcome = frontier.Fail
+			}
+			for _, j := range []int{2*i + 1, 2*i + 2, i / 2, (i * 5) % pages} {
+				if j < pages {
+					c.Links = append(c.Links, tk(url(j), l.Depth+1))
+				}
+			}
+			cs = append(cs, c)
+		}
+		if _, err := f.Complete(ctx, "s1", cs); err != nil {
+			t.Fatal(err)
+		}
+		check(step)
+	}
+	st, _ := f.Stats(ctx)
+	if st.Queued != 0 || st.InFlight != 0 || st.Done+st.Failed != st.Seen || st.Failed == 0 || st.Retried == 0 {
+		t.Fatalf("stats %+v, want every page done or failed, some after retries", st)
+	}
+}
+
+// BenchmarkClaimComplete measures a fetch's frontier cost under each
+// strategy: its share of a batched claim (32 tasks) and of a batched
+// complete, each page adding 5 links of which 2 are new.
+//
+//	go test -run '^$' -bench ClaimComplete ./shared/frontier/
+func BenchmarkClaimComplete(b *testing.B) {
+	for _, strat := range []string{frontier.StrategyBFS, frontier.StrategyDFS, frontier.StrategyPriority, frontier.StrategyAOPIC} {
+		b.Run(strat, func(b *testing.B) {
+			rdb := testRedis(b)
+			ctx := context.Background()
+			f := newFrontier(b, rdb, "bench-"+strat, func(o *frontier.Options) {
+				o.Strategy, o.HostConcurrency, o.ExpectedURLs = strat, 1000, int64(b.N)*3+100
+				o.MaxPagesPerHost, o.MaxQueryVariants = 1<<40, 1000
+			})
+			var seeds []frontier.Task
+			for h := range 32 {
+				seeds = append(seeds, tk(fmt.Sprintf("http://h%d.test/", h), 0))
+			}
+			if _, err := f.Seed(ctx, seeds); err != nil {
+				b.Fatal(err)
+			}
+			next := 0
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				ls, err := f.Claim(ctx, "s1", 32)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(ls) == 0 {
+					b.Fatal("frontier ran dry")
+				}
+				cs := make([]frontier.Completion, len(ls))
+				for i, l := range ls {
+					var links []frontier.Task
+					for k := range 5 {
+						if k < 2 {
+							next++
+						}
+						links = append(links, tk(fmt.Sprintf("http://h%d.test/p%d", (next-k)%32, next-k), l.Depth+1))
+					}
+					cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, Links: links, ContentHash: uint64(next)}
+				}
+				if _, err := f.Complete(ctx, "s1", cs); err != nil {
+					b.Fatal(err)
+				}
+				done += len(ls)
+			}
+		})
+	}
+}
+
+// BenchmarkQueuedMemory measures the Redis memory of a queued URL under
+// each strategy, beyond the URL's own length.
+//
+//	go test -run '^$' -bench QueuedMemory -benchtime 1x ./shared/frontier/
+func BenchmarkQueuedMemory(b *testing.B) {
+	const n = 100_000
+	for _, strat := range []string{frontier.StrategyBFS, frontier.StrategyDFS, frontier.StrategyPriority, frontier.StrategyAOPIC} {
+		b.Run(strat, func(b *testing.B) {
+			for range b.N {
+				rdb := testRedis(b)
+				ctx := context.Background()
+				f := newFrontier(b, rdb, "qmem-"+strat, func(o *frontier.Options) { o.Strategy, o.ExpectedURLs = strat, n })
+				urlBytes := 0
+				batch := make([]frontier.Task, 0, 1000)
+				for i := range n {
+					host := fmt.Sprintf("www.host%03d.example.com", i%100)
+					u := fmt.Sprintf("https://%s/articles/%d/some-title-%d.html", host, i, i*7)
+					urlBytes += len(u)
+					batch = append(batch, frontier.Task{URL: u, Host: host, ScopeHost: host, Depth: 3, Priority: 3, Score: float64(i % 10)})
+					if len(batch) == cap(batch) || i == n-1 {
+						if _, err := f.Seed(ctx, batch); err != nil {
+							b.Fatal(err)
+						}
+						batch = batch[:0]
+					}
+				}
+				p := f.Keys().Prefix
+				queued := sumMemory(b, rdb, p+"q:*") + sumMemory(b, rdb, p+"qp:*") + sumMemory(b, rdb, p+"pq:*")
+				if n, err := rdb.MemoryUsage(ctx, f.Keys().PQData, 0).Result(); err == nil {
+					queued += int(n)
+				}
+				b.ReportMetric(float64(queued-urlBytes)/float64(n), "queued-overhead-bytes/url")
+				b.ReportMetric(float64(urlBytes)/float64(n), "url-len")
+			}
+		})
+	}
+}

@@ -1,0 +1,32 @@
+package frontier
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+)
+
+// Publisher writes events that belong to no task (a slave's proxy state
+// changes, for example) to the crawl's event stream, for the master's sink.
+type Publisher interface {
+	Publish(ctx context.Context, evs []Event) error
+}
+
+var _ Publisher = (*Redis)(nil)
+
+// Publish implements Publisher: the events are appended to the stream in
+// one pipelined round trip, in order.
+func (f *Redis) Publish(ctx context.Context, evs []Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	pipe := f.rdb.Pipeline()
+	for _, e := range evs {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: f.keys.Events,
+			Values: []any{events.FieldType, string(e.Type), events.FieldData, e.Data}})
+	}
+	_, err := pipe.Exec(ctx)
+	return wrap("publish events", err)
+}
