@@ -34,6 +34,12 @@
 //     through them any more (RFC 7526).
 //   - Addresses with an IPv6 zone (fe80::1%eth0) are refused.
 //
+// The check does not depend on the resolver: DialerWith takes any
+// *net.Resolver, and the tests dial every URL host form of the SSRF
+// vectors, directly and as a redirect target, through both Go's own
+// resolver and the cgo one (glibc resolves the legacy numeric forms, Go's
+// resolver does not), against listeners on loopback addresses.
+//
 // Only connections made through the Dialer are checked. A Dialer's own DNS
 // queries do not go through its Control function, so a local resolver such
 // as 127.0.0.53 keeps working.
@@ -169,12 +175,34 @@ func check(network, address string) error {
 	return nil
 }
 
+// Options configure a guarded dialer (DialerWith).
+type Options struct {
+	// Timeout is the connect timeout (0: none but the operating system's).
+	Timeout time.Duration
+	// AllowPrivate turns the guard off (see Control).
+	AllowPrivate bool
+	// Resolver looks up host names; nil is net.DefaultResolver. Whatever
+	// it returns for a name, numeric or not, is checked at dial time:
+	// glibc's getaddrinfo (a resolver with PreferGo false, when cgo is in
+	// use) turns "0x7f000001" and "127.1" into 127.0.0.1, which is refused
+	// like the literal address.
+	Resolver *net.Resolver
+}
+
 // Dialer returns a *net.Dialer with the given connect timeout, a 30 s TCP
-// keep-alive and Control(allowPrivate) as its Control function.
+// keep-alive and Control(allowPrivate) as its Control function. It is
+// DialerWith(Options{Timeout: timeout, AllowPrivate: allowPrivate}).
 func Dialer(timeout time.Duration, allowPrivate bool) *net.Dialer {
+	return DialerWith(Options{Timeout: timeout, AllowPrivate: allowPrivate})
+}
+
+// DialerWith returns a *net.Dialer with o's connect timeout and resolver, a
+// 30 s TCP keep-alive and Control(o.AllowPrivate) as its Control function.
+func DialerWith(o Options) *net.Dialer {
 	return &net.Dialer{
-		Timeout:   timeout,
+		Timeout:   o.Timeout,
 		KeepAlive: 30 * time.Second,
-		Control:   Control(allowPrivate),
+		Resolver:  o.Resolver,
+		Control:   Control(o.AllowPrivate),
 	}
 }

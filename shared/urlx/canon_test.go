@@ -139,6 +139,20 @@ func TestCanonicalize(t *testing.T) {
 		{"http://x.com/a?PHPSESSID=abc&x=1", ok("http://x.com/a?x=1")},
 		{"http://x.com/a?x=1;jsessionid=abc&y=2", ok("http://x.com/a?x=1&y=2")},
 		{"http://x.com/a?sid=5", ok("http://x.com/a?sid=5")},
+		{"http://x.com/a?sid=587fba8f825b05844526519fdb7d75c8&b=1", ok("http://x.com/a?b=1")},
+		{"http://x.com/a?b=1&_SID=587FBA8F825B05844526519FDB7D75C8", ok("http://x.com/a?b=1")},
+		{"http://x.com/a.php;sid=587fba8f825b05844526519fdb7d75c8?b=1", ok("http://x.com/a.php?b=1")},
+		{"http://x.com/a?x=1;sid=587fba8f825b05844526519fdb7d75c8", ok("http://x.com/a?x=1")},
+		{"http://x.com/a?sid=05/01/01/123", ok("http://x.com/a?sid=05/01/01/123")},                 // Slashdot story id
+		{"http://x.com/a?sid=12345678901234567890", ok("http://x.com/a?sid=12345678901234567890")}, // all digits
+		{"http://x.com/a?sid=abcdefghijklmnopqrst", ok("http://x.com/a?sid=abcdefghijklmnopqrst")}, // no digit
+		{"http://x.com/a?sid=587fba8f825b0584-526519fdb7d75c8", ok("http://x.com/a?sid=587fba8f825b0584-526519fdb7d75c8")},
+		{"http://x.com/a?sid=587fba8f%38%32", ok("http://x.com/a?sid=587fba8f82")}, // decoded, still too short
+		{"http://x.com/a?sid", ok("http://x.com/a?sid")},
+		{"http://x.com/a?sidebar=587fba8f825b05844526519fdb7d75c8", ok("http://x.com/a?sidebar=587fba8f825b05844526519fdb7d75c8")},
+		{"http://x.com/a?osCsid=9f1c&zenid=a1&ASPSESSIONIDQASCTDRB=ABC&k=1", ok("http://x.com/a?k=1")},
+		{"http://x.com/a?_jsessionid=1&lsessionid=2&_bv_sessionid=3&_phpsessid=4&k=1", ok("http://x.com/a?k=1")},
+		{"http://x.com/a?NewsID=1567539&addressid=250646", ok("http://x.com/a?NewsID=1567539&addressid=250646")},
 		// fragment
 		{"http://x.com/a#frag", ok("http://x.com/a")},
 		{"http://x.com/a?b#c?d", ok("http://x.com/a?b")},
@@ -218,7 +232,8 @@ func TestCanonicalizeNoStrip(t *testing.T) {
 }
 
 func TestNewCanonicalizer(t *testing.T) {
-	for _, bad := range [][]string{{""}, {"ok", "*"}, {"ut*m"}, {"a=b"}, {"a&b"}, {"a b"}, {"a#"}, {"a;b"}} {
+	for _, bad := range [][]string{{""}, {"ok", "*"}, {"ut*m"}, {"a=b"}, {"a&b"}, {"a b"}, {"a#"}, {"a;b"},
+		{"=<token>"}, {"*=<token>"}, {"sid=<TOKEN>"}, {"sid=<token>=<token>"}} {
 		_, err := NewCanonicalizer(bad)
 		if err == nil {
 			t.Errorf("NewCanonicalizer(%q) succeeded", bad)
@@ -235,6 +250,19 @@ func TestNewCanonicalizer(t *testing.T) {
 	got := canonResult(c, "http://x.com/?foo=1&FOO=2&bar_x=3&bar=4&%C3%A9=5&%c3%a9=6&é=7&keep=8")
 	if want := ok("http://x.com/?bar=4&keep=8"); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+	// "=<token>" entries, also as prefixes; an unqualified entry for the
+	// same name wins, in either order.
+	const tok = "587fba8f825b05844526519fdb7d75c8"
+	for _, list := range [][]string{{"s=<token>", "s"}, {"s", "s=<token>"}} {
+		c, err := NewCanonicalizer(append(list, "p_*=<token>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := canonResult(c, "http://x.com/?s=1&p_a="+tok+"&p_b=2&k=3")
+		if want := ok("http://x.com/?p_b=2&k=3"); got != want {
+			t.Errorf("%q: got %+v, want %+v", list, got, want)
+		}
 	}
 	d1, d2 := DefaultStripParams(), DefaultStripParams()
 	d1[0] = "changed"

@@ -13,7 +13,8 @@ var fuzzSeeds = []string{
 	"http:\\\\x.com\\a\\..\\b", " \t http://x.com/a b\n", "http://x.com/?q='\"<>",
 	"http://xn--bcher-kva.de./", "http://a..b/", "http://%41.com/", "http://é.com/ü?ü#ü",
 	"http://x.com/..;jsessionid=1/", "http://x.com/?a=1;jsessionid=2;b&jsessionid=3",
-	"http://x.com/%2e%2E/%2e", "javascript:alert(1)", "//x.com", "?q", "#f", "",
+	"http://x.com/%2e%2E/%2e", "http://x.com/a;sid=587fba8f825b05844526519fdb7d75c8?_sid=0123456789abcdefAB&sid=x",
+	"javascript:alert(1)", "//x.com", "?q", "#f", "",
 	"http://\u0661.com/", "http://\u200d.com/", "http://a\u0300.com/",
 }
 

@@ -387,11 +387,8 @@ func (c *Canonicalizer) stripPathParams(seg []byte) []byte {
 		if end >= 0 {
 			param = rest[:end]
 		}
-		name := param
-		if i := indexByte(param, '='); i >= 0 {
-			name = param[:i]
-		}
-		if c.stripped(name) {
+		name, value := splitParam(param)
+		if c.stripped(name, value) {
 			changed = true
 		} else {
 			out = append(out, ';')
@@ -406,6 +403,14 @@ func (c *Canonicalizer) stripPathParams(seg []byte) []byte {
 		return seg
 	}
 	return out
+}
+
+// splitParam splits "name=value"; value is nil when there is no "=".
+func splitParam(p []byte) (name, value []byte) {
+	if i := indexByte(p, '='); i >= 0 {
+		return p[:i], p[i+1:]
+	}
+	return p, nil
 }
 
 func indexByte(b []byte, c byte) int {
@@ -469,11 +474,8 @@ func (c *Canonicalizer) stripQueryParam(part []byte) []byte {
 		if end >= 0 {
 			sub = rest[:end]
 		}
-		name := sub
-		if i := indexByte(sub, '='); i >= 0 {
-			name = sub[:i]
-		}
-		if len(name) > 0 && c.stripped(name) {
+		name, value := splitParam(sub)
+		if len(name) > 0 && c.stripped(name, value) {
 			if !changed {
 				changed = true
 				out = append([]byte(nil), part[:len(part)-len(rest)]...)

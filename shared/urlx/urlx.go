@@ -32,9 +32,13 @@
 //     other escapes (%2F, %26, %3D, ...) are left alone, since decoding them
 //     changes the meaning;
 //   - the fragment removed;
-//   - strip parameters removed from the query, and ";name=value" path
+//   - strip parameters (click trackers and session ids, see
+//     DefaultStripParams) removed from the query, also as ";"-separated
+//     sub-parameters ("?a=1;jsessionid=X"), and ";name=value" path
 //     parameters with those names removed from path segments (as Nutch
-//     removes ";jsessionid=..."); empty query parameters ("&&") removed;
+//     removes ";jsessionid=..."); an entry such as "sid=<token>" strips the
+//     parameter only when its value looks like a session token; empty
+//     query parameters ("&&") removed;
 //     the remaining parameters keep their ORIGINAL order: the query is not
 //     sorted, because the order is significant on some sites (repeated keys
 //     read as a list, position-based parameters, signed URLs), so sorting
@@ -45,6 +49,55 @@
 // The canonical form of a URL is a fixed point: canonicalizing it again
 // gives the same string, and (*url.URL).String() of a returned URL is the
 // canonical string.
+//
+// # Crawler traps
+//
+// Traps (NewTraps) are stateless checks on one URL that refuse the shapes
+// endless generated URL spaces take: very long URLs, a path segment that repeats
+// (relative links resolved against a page that serves every path:
+// /a/b/a/b/a/...), very deep paths, and queries with very many parameters
+// (faceted search, calendars). What needs state across URLs (how many
+// query variants of one path were seen: see PathKey) is left to the
+// frontier.
+//
+// The defaults follow the URL filters of production crawlers (the files of
+// ../shared/conformance/traps/ and Heritrix's decide rules):
+//
+//   - MaxURLLength 2048: Nutch's default regex-urlfilter.txt comments the
+//     rule "skip URLs longer than 2048 characters" (db.max.outlink.length);
+//     StormCrawler's BasicURLFilter ships maxLength 1024. We take Nutch's
+//     2048, the sitemaps protocol's limit and about that of old browsers
+//     (IE: 2083), so links that work in a browser pass, because 1024
+//     refuses real pages (long search and faceted URLs, signed
+//     links), while the trap URLs of interest grow without bound and pass
+//     2048 after a few more steps anyway.
+//   - MaxPathRepeat 2: StormCrawler's BasicURLFilter (maxPathRepetition 3)
+//     refuses a URL in which one "/"-separated part occurs 3 times
+//     anywhere, Nutch's regex "-.*(/[^/]+)/[^/]+\1/[^/]+\1/" one in which a
+//     segment occurs 3 times at every other position (/x/a/x/b/x/), and
+//     Heritrix's
+//     PathologicalPathDecideRule (max-repetitions 2) one whose segment
+//     repeats more than twice in a row (/a/a/a/). Counting occurrences
+//     anywhere in the path, as StormCrawler does, catches all three shapes;
+//     "more than 2" is the limit all three share. Empty segments ("//")
+//     are not counted here (MaxPathSegments bounds them).
+//   - MaxPathSegments 32: Heritrix's TooManyPathSegmentsDecideRule refuses
+//     more than 20; Nutch and StormCrawler have no such rule. We allow 32
+//     because real deep trees (source browsers, file shares, nested
+//     categories) pass 20, and repeated-segment traps are already caught by
+//     MaxPathRepeat; what is left is traps whose segments all differ
+//     (/1/2/3/4/...), which still end at 32.
+//   - MaxQueryParams 20: no reference crawler has one (Nutch's default
+//     filter refuses every URL with "?" or "=", which we do not); 20
+//     non-empty parameters is more than real forms send, and faceted
+//     navigation that adds a parameter per click stops there.
+//
+// Nutch's and StormCrawler's other default rules are not trap rules and are
+// not adopted here: their file-suffix lists (images, archives: a crawl
+// decides what it fetches with its own deny regexes), the refusal of
+// private addresses by URL regex (netguard refuses them at dial time, which
+// also catches "0x7f000001" and DNS names), and the scheme rule (only http
+// and https canonicalize at all).
 package urlx
 
 import (
@@ -67,44 +120,74 @@ const MaxURLLength = 8 << 10
 // Canonicalizer turns URLs into the one canonical form used for dedup and
 // fetching. It is immutable and safe for concurrent use.
 type Canonicalizer struct {
-	exact    map[string]struct{} // lower-case parameter names to strip
-	prefixes []string            // lower-case prefixes of parameter names to strip
+	exact    map[string]bool // lower-case parameter names to strip; true: only when the value is a session token
+	prefixes []stripPrefix   // lower-case prefixes of parameter names to strip
 }
 
-// DefaultStripParams returns the default strip list (a fresh slice): click
-// trackers (utm_*, gclid, fbclid, mc_cid, mc_eid, _ga, yclid, msclkid,
-// igshid) and session ids (jsessionid, phpsessid, sessionid, _sessionid,
-// bv_sessionid, cfid, cftoken). "sid" and "_sid", which Nutch also strips,
-// are not included: they are too often real content ids (Slashdot's
-// "article.pl?sid=05/01/01/123" is a story id); add them when a site needs
-// it.
+// stripPrefix is a prefix entry of the strip list ("utm_*").
+type stripPrefix struct {
+	prefix    string
+	tokenOnly bool // only when the value is a session token
+}
+
+// tokenQualifier ends a strip-list entry that only strips a parameter whose
+// value looks like a session token ("sid=<token>").
+const tokenQualifier = "=<token>"
+
+// DefaultStripParams returns the default strip list (a fresh slice):
+//
+//   - click trackers: utm_*, gclid, fbclid, mc_cid, mc_eid, _ga, yclid,
+//     msclkid, igshid;
+//   - session ids whose name says so, always stripped: the names Nutch's
+//     regex-normalize default strips, "_?(l|j|bv_)?(phpsessid|sessionid)",
+//     less the combinations no server uses (jphpsessid, lphpsessid, ...):
+//     phpsessid, _phpsessid, sessionid, _sessionid, jsessionid, _jsessionid,
+//     lsessionid, _lsessionid, bv_sessionid, _bv_sessionid; and the session
+//     parameters of common server software: aspsessionid* (classic ASP),
+//     cfid and cftoken (ColdFusion), oscsid (osCommerce), zenid (Zen Cart);
+//   - "sid=<token>" and "_sid=<token>": sid and _sid, which Nutch strips
+//     whatever their value, only when the value looks like a session token
+//     (see NewCanonicalizer). Unqualified they would merge real pages: "sid"
+//     is often a content id (Slashdot's "article.pl?sid=05/01/01/123" is a
+//     story id, "sid=12" a section or station id), while phpBB, PHP and
+//     osCommerce-style session ids are 26 to 32 random letters and digits.
 func DefaultStripParams() []string {
 	return []string{
 		"utm_*", "gclid", "fbclid", "mc_cid", "mc_eid", "_ga", "yclid", "msclkid", "igshid",
-		"jsessionid", "phpsessid", "sessionid", "_sessionid", "bv_sessionid", "cfid", "cftoken",
+		"phpsessid", "_phpsessid", "sessionid", "_sessionid", "jsessionid", "_jsessionid",
+		"lsessionid", "_lsessionid", "bv_sessionid", "_bv_sessionid",
+		"aspsessionid*", "cfid", "cftoken", "oscsid", "zenid",
+		"sid" + tokenQualifier, "_sid" + tokenQualifier,
 	}
 }
 
 // NewCanonicalizer returns a Canonicalizer that removes the parameters
 // named in stripParams from queries (and from ";name=value" path
 // parameters). Names are case-insensitive; a trailing "*" makes an entry a
-// prefix match ("utm_*"). An empty entry, a lone "*", a "*" anywhere but at
-// the end, or a name containing a character that cannot be part of a
-// parameter name (& = ; # ? / space, controls) is an error naming the entry.
+// prefix match ("utm_*"). An entry ending in "=<token>" ("sid=<token>",
+// "s_*=<token>") only strips a parameter whose value looks like a session
+// token: 16 to 128 ASCII letters and digits, at least one of each (a
+// 32-hex-digit PHP or phpBB session id is one; "12345", "xyz",
+// "05/01/01/123" and a 20-digit number are not). An empty entry, a lone
+// "*", a "*" anywhere but at the end of the name, or a name containing a
+// character that cannot be part of a parameter name (& = ; # ? / space,
+// controls) is an error naming the entry.
 func NewCanonicalizer(stripParams []string) (*Canonicalizer, error) {
-	c := &Canonicalizer{exact: make(map[string]struct{}, len(stripParams))}
+	c := &Canonicalizer{exact: make(map[string]bool, len(stripParams))}
 	for i, p := range stripParams {
-		if err := checkStripParam(p); err != nil {
+		raw, tokenOnly := strings.CutSuffix(p, tokenQualifier)
+		if err := checkStripParam(raw); err != nil {
 			return nil, fmt.Errorf("urlx: strip param %d %q: %w", i, p, err)
 		}
 		// Compared with names as they appear in canonical queries: percent-
 		// encoding normalized, ASCII lower case (hex digits included, on
 		// both sides).
-		name := asciiLower(string(appendEscaped(nil, p, &queryKeep)))
+		name := asciiLower(string(appendEscaped(nil, raw, &queryKeep)))
 		if prefix, ok := strings.CutSuffix(name, "*"); ok {
-			c.prefixes = append(c.prefixes, prefix)
-		} else {
-			c.exact[name] = struct{}{}
+			c.prefixes = append(c.prefixes, stripPrefix{prefix: prefix, tokenOnly: tokenOnly})
+		} else if only, dup := c.exact[name]; !dup || only {
+			// An unqualified entry wins over a "=<token>" one.
+			c.exact[name] = tokenOnly
 		}
 	}
 	return c, nil
@@ -144,9 +227,10 @@ func asciiLower(s string) string {
 	return s
 }
 
-// stripped reports whether the query or path parameter name (as it appears
-// in the canonical URL) is to be removed.
-func (c *Canonicalizer) stripped(name []byte) bool {
+// stripped reports whether the query or path parameter name=value (as it
+// appears in the canonical URL; value is nil when there is no "=") is to be
+// removed.
+func (c *Canonicalizer) stripped(name, value []byte) bool {
 	if len(c.exact) == 0 && len(c.prefixes) == 0 {
 		return false
 	}
@@ -161,15 +245,38 @@ func (c *Canonicalizer) stripped(name []byte) bool {
 		}
 		key = append(key, b)
 	}
-	if _, ok := c.exact[string(key)]; ok {
+	if tokenOnly, ok := c.exact[string(key)]; ok && (!tokenOnly || isSessionToken(value)) {
 		return true
 	}
 	for _, p := range c.prefixes {
-		if len(key) >= len(p) && string(key[:len(p)]) == p {
+		if len(key) >= len(p.prefix) && string(key[:len(p.prefix)]) == p.prefix && (!p.tokenOnly || isSessionToken(value)) {
 			return true
 		}
 	}
 	return false
+}
+
+// isSessionToken reports whether a parameter value looks like a generated
+// session id: 16 to 128 ASCII letters and digits with at least one of each.
+// Session ids are random (PHP: 26 or 32 characters of [0-9a-v] or hex,
+// phpBB and osCommerce: 32 hex digits), so they almost always mix both;
+// content ids are mostly short, all digits, or carry punctuation.
+func isSessionToken(v []byte) bool {
+	if len(v) < 16 || len(v) > 128 {
+		return false
+	}
+	letter, digit := false, false
+	for _, b := range v {
+		switch {
+		case '0' <= b && b <= '9':
+			digit = true
+		case isAlpha(b):
+			letter = true
+		default:
+			return false
+		}
+	}
+	return letter && digit
 }
 
 // Canonicalize parses raw, which must be an absolute http or https URL, and
