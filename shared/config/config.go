@@ -73,6 +73,8 @@ type Crawl struct {
 	MaxPathRepeat int `mapstructure:"max_path_repeat"`
 	// MaxPathSegments drops URLs with more path segments.
 	MaxPathSegments int `mapstructure:"max_path_segments"`
+	// MaxQueryParams drops URLs with more query parameters.
+	MaxQueryParams int `mapstructure:"max_query_params"`
 	// MaxPagesPerHost caps the URLs enqueued per host; 0 = unlimited.
 	MaxPagesPerHost int64 `mapstructure:"max_pages_per_host"`
 	// MaxQueryVariants caps the distinct query strings enqueued per path;

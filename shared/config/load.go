@@ -40,8 +40,13 @@ func Default() Config {
 			AllowHosts: []string{},
 			Allow:      []string{},
 			Deny:       []string{},
+			// urlx.DefaultStripParams: tracking and session-id parameters
 			StripParams: []string{
-				"utm_*", "gclid", "fbclid", "mc_cid", "mc_eid", "_ga", "yclid", "msclkid",
+				"utm_*", "gclid", "fbclid", "mc_cid", "mc_eid", "_ga", "yclid", "msclkid", "igshid",
+				"phpsessid", "_phpsessid", "sessionid", "_sessionid", "jsessionid", "_jsessionid",
+				"lsessionid", "_lsessionid", "bv_sessionid", "_bv_sessionid",
+				"aspsessionid*", "cfid", "cftoken", "oscsid", "zenid",
+				"sid=<token>", "_sid=<token>",
 			},
 			MaxRedirects:      5,
 			Strategy:          "bfs",
@@ -52,6 +57,7 @@ func Default() Config {
 			MaxURLLength:      2048,
 			MaxPathRepeat:     2,
 			MaxPathSegments:   32,
+			MaxQueryParams:    20,
 			MaxPagesPerHost:   1_000_000,
 			MaxQueryVariants:  1000,
 			ContentDedup:      true,

@@ -361,6 +361,8 @@ func TestValidate(t *testing.T) {
 		{"bare wildcard host", func(c *Config) { c.Crawl.AllowHosts = []string{"*."} }, "crawl.allow_hosts[0]"},
 		{"host with port", func(c *Config) { c.Crawl.AllowHosts = []string{"a.com:8080"} }, "crawl.allow_hosts[0]"},
 		{"unicode host", func(c *Config) { c.Crawl.AllowHosts = []string{"bücher.de"} }, "crawl.allow_hosts[0]"},
+		{"bare star would strip every param", func(c *Config) { c.Crawl.StripParams = []string{"utm_*", "*"} }, "crawl.strip_params[1]"},
+		{"star inside a param", func(c *Config) { c.Crawl.StripParams = []string{"a*b"} }, "crawl.strip_params[0]"},
 		{"unknown strategy", func(c *Config) { c.Crawl.Strategy = "random" }, "crawl.strategy"},
 		{"aopic tax of 1", func(c *Config) { c.Crawl.AOPICTax = 1 }, "crawl.aopic_tax"},
 		{"tiny max url length", func(c *Config) { c.Crawl.MaxURLLength = 10 }, "crawl.max_url_length"},
@@ -399,7 +401,7 @@ func TestValidateAccepts(t *testing.T) {
 		{"wildcard and plain hosts", func(c *Config) {
 			c.Crawl.AllowHosts = []string{"*.example.com", "Example.ORG", "127.0.0.1", "my_host.internal", "xn--bcher-kva.de"}
 		}},
-		{"bare star strips every param", func(c *Config) { c.Crawl.StripParams = []string{"*"} }},
+		{"session-token qualified params", func(c *Config) { c.Crawl.StripParams = []string{"sid=<token>", "s_*=<token>"} }},
 		{"no strip params", func(c *Config) { c.Crawl.StripParams = []string{} }},
 		{"fetch timeout above lease", func(c *Config) { c.Fetch.Timeout = 5 * time.Minute }},
 		{"zero delay and jitter bounds", func(c *Config) { c.Politeness.Delay = 0; c.Politeness.Jitter = 10 }},

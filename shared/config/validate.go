@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
 var (
@@ -94,8 +96,8 @@ func (c *Config) validateCrawl() error {
 		if p == "" {
 			return &Error{Key: key, Msg: "empty parameter name"}
 		}
-		if j := strings.IndexByte(p, '*'); j >= 0 && j != len(p)-1 {
-			return errorf(key, "%q: * is only allowed at the end (a prefix match)", p)
+		if _, err := urlx.NewCanonicalizer([]string{p}); err != nil {
+			return &Error{Key: key, Msg: fmt.Sprintf("%q: a name, a prefix ending in *, optionally followed by =<token> (strip only session-token values)", p), Err: err}
 		}
 	}
 	if k.MaxRedirects < 0 || k.MaxRedirects > 20 {
@@ -125,6 +127,9 @@ func (c *Config) validateCrawl() error {
 	}
 	if k.MaxPathSegments < 0 {
 		return errorf("crawl.max_path_segments", "%d must be >= 0 (0 = no check)", k.MaxPathSegments)
+	}
+	if k.MaxQueryParams < 0 {
+		return errorf("crawl.max_query_params", "%d must be >= 0 (0 = no check)", k.MaxQueryParams)
 	}
 	if k.MaxPagesPerHost < 0 {
 		return errorf("crawl.max_pages_per_host", "%d must be >= 0 (0 = unlimited)", k.MaxPagesPerHost)
