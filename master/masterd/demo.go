@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -33,7 +35,7 @@ type DemoOptions struct {
 // site saw it, and what landed in MySQL.
 func Demo(ctx context.Context, base *config.Config, opt DemoOptions) error {
 	site, err := testsite.Start(testsite.Options{Hosts: opt.Hosts, PagesPerHost: opt.PagesPerHost,
-		Robots: true, Specials: true, Seed: 1})
+		Robots: true, Specials: true, Hostile: true, Seed: 1})
 	if err != nil {
 		return fmt.Errorf("start demo site: %w", err)
 	}
@@ -53,6 +55,23 @@ func Demo(ctx context.Context, base *config.Config, opt DemoOptions) error {
 	}
 	cfg.Master.Quiescence = 2 * time.Second
 	cfg.Lease.RetryBase = 500 * time.Millisecond
+	// the hostile pages (slow, stalled, calendar and query traps) are
+	// bounded by the deadline and the trap caps; keep them short here
+	cfg.Fetch.Timeout = min(cfg.Fetch.Timeout, 3*time.Second)
+	cfg.Fetch.MaxBodyBytes = min(cfg.Fetch.MaxBodyBytes, 4<<20)
+	if cap := int64(opt.PagesPerHost + 100); cfg.Crawl.MaxPagesPerHost == 0 || cfg.Crawl.MaxPagesPerHost > cap {
+		cfg.Crawl.MaxPagesPerHost = cap
+	}
+	if cfg.Crawl.MaxQueryVariants == 0 || cfg.Crawl.MaxQueryVariants > 10 {
+		cfg.Crawl.MaxQueryVariants = 10
+	}
+	if cfg.Storage.WARCDir == "" {
+		dir, err := os.MkdirTemp("", "redcrawl-demo-warc-")
+		if err != nil {
+			return fmt.Errorf("demo warc dir: %w", err)
+		}
+		cfg.Storage.WARCDir = dir
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -124,11 +143,19 @@ func demoSummary(ctx context.Context, cfg *config.Config, site *testsite.Site, e
 		switch {
 		case strings.Contains(u, "/private/"):
 			private += n
-		case strings.HasSuffix(u, "/robots.txt"):
+		case strings.HasSuffix(u, "/robots.txt"), strings.Contains(u, "/hostile/"):
 		case n > expected[u]:
 			extra += n - expected[u]
 		}
 	}
+	hostile, hostileHits := 0, 0
+	for u, n := range hits {
+		if strings.Contains(u, "/hostile/") {
+			hostile++
+			hostileHits += n
+		}
+	}
+	warcFiles, _ := filepath.Glob(filepath.Join(cfg.Storage.WARCDir, "*.warc.gz"))
 	minGap := time.Duration(-1)
 	byHost := map[string][]time.Time{}
 	for _, h := range site.Hits() {
@@ -154,8 +181,12 @@ func demoSummary(ctx context.Context, cfg *config.Config, site *testsite.Site, e
 	fmt.Fprintf(tw, "extra fetches\t%d\n", extra)
 	fmt.Fprintf(tw, "robots-disallowed fetches\t%d\n", private)
 	fmt.Fprintf(tw, "closest two requests to one host\t%v (delay %v)\n", minGap.Round(time.Millisecond), cfg.Politeness.Delay)
-	fmt.Fprintf(tw, "mysql rows\tpages %d, exceptions %d, slave events %d, lost tasks %d\n",
-		counts.Pages, counts.Exceptions, counts.SlaveEvents, counts.Lost)
+	fmt.Fprintf(tw, "hostile pages (traps, bombs, charsets)\t%d URLs, %d fetches; %d trap links dropped by the frontier\n",
+		hostile, hostileHits, st.TrapDropped)
+	fmt.Fprintf(tw, "duplicate content\t%d pages (links not followed again)\n", st.Duplicates)
+	fmt.Fprintf(tw, "warc\t%d files in %s\n", len(warcFiles), cfg.Storage.WARCDir)
+	fmt.Fprintf(tw, "mysql rows\tpages %d, exceptions %d, slave events %d, lost tasks %d, duplicates %d\n",
+		counts.Pages, counts.Exceptions, counts.SlaveEvents, counts.Lost, counts.Duplicates)
 	var ks []string
 	for k, n := range kinds {
 		ks = append(ks, fmt.Sprintf("%s %d", k, n))

@@ -1,7 +1,9 @@
 package slaved
 
 import (
+	"bytes"
 	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -13,11 +15,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gocolly/colly/v2"
-
-	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/content"
+	"github.com/redcrawl/redcrawl/shared/dnscache"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/netguard"
+	"github.com/redcrawl/redcrawl/shared/session"
 )
 
 // Fetcher fetches one URL without following redirects.
@@ -26,13 +28,28 @@ type Fetcher interface {
 }
 
 // Response is a fetched page. A redirect is a response like any other:
-// its Location is for the frontier to schedule.
+// its Location is for the frontier to schedule. The caller closes it.
 type Response struct {
-	Status    int
-	Header    http.Header
-	Body      []byte
-	Truncated bool // the body was larger than fetch.max_body_bytes
-	Duration  time.Duration
+	Status   int
+	Proto    string
+	Header   http.Header
+	Body     *content.Body // the decompressed body, capped; never nil
+	Duration time.Duration
+	// Proxy is the redacted proxy URL the request went through, or
+	// "direct".
+	Proxy string
+	// Request is the request header block as sent (for WARC).
+	Request []byte
+}
+
+// Truncated reports that the body was larger than fetch.max_body_bytes.
+func (r *Response) Truncated() bool { return r.Body.Truncated() }
+
+// Close releases the body (its temporary file, if it spilled).
+func (r *Response) Close() {
+	if r != nil && r.Body != nil {
+		r.Body.Close()
+	}
 }
 
 // FetchError is a typed fetch failure.
@@ -45,104 +62,223 @@ type FetchError struct {
 func (e *FetchError) Error() string { return e.Kind + ": " + e.Err.Error() }
 func (e *FetchError) Unwrap() error { return e.Err }
 
-// collyFetcher fetches with one colly collector and one transport for the
-// whole slave. Colly's own robots.txt handling, revisit tracking and
-// redirect following are off: robots.txt is shared through the frontier,
-// dedup is the frontier's, and a redirect target goes through the frontier
-// like a discovered link.
-type collyFetcher struct {
-	c       *colly.Collector
-	maxBody int64
-	// closeIdle closes the transport's idle keep-alive connections.
-	closeIdle func()
+// httpFetcher sends each request through a session of the pool (its proxy's
+// transport, its user agent and cookie jar) over the caching resolver and
+// the private-network guard, and reads the body into a document input
+// stream, decompressed and capped. Redirects are not followed: a redirect
+// target goes through the frontier like a discovered link.
+type httpFetcher struct {
+	pool    *session.Pool
+	timeout time.Duration
+	bodyOpt content.BodyOptions
+	// proxied is true when the pool has proxies: bans then retry the page
+	// through another proxy; a direct connection has nowhere else to go.
+	proxied     bool
+	banStatuses []int
+	// checkTarget refuses, before a request goes to a proxy, a target
+	// host that resolves to a non-public address (a proxy resolves and
+	// connects on its own, out of reach of the dial guard).
+	checkTarget func(ctx context.Context, host string) error
 }
 
-// fetchSlot receives one request's outcome from the collector's callbacks;
-// it travels in the request's colly.Context.
-type fetchSlot struct {
-	resp *colly.Response
-	err  error
-}
-
-const slotKey = "redcrawl.slot"
-
-func newCollyFetcher(ctx context.Context, cfg *config.Config) *collyFetcher {
-	dialer := netguard.Dialer(cfg.Fetch.Timeout, cfg.Fetch.AllowPrivateNetworks)
-	base := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
-		MaxIdleConns:          cfg.Slave.Concurrency * 2,
-		MaxIdleConnsPerHost:   max(2, cfg.Politeness.HostConcurrency),
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: cfg.Fetch.Timeout,
-		ExpectContinueTimeout: time.Second,
-		ForceAttemptHTTP2:     true,
-	}
-	c := colly.NewCollector(
-		colly.UserAgent(cfg.Fetch.UserAgent),
-		colly.AllowURLRevisit(),
-		colly.IgnoreRobotsTxt(),
-		colly.ParseHTTPErrorResponse(),
-		colly.StdlibContext(ctx),
-		// colly's own cap is a backstop; limitTransport enforces the real one
-		colly.MaxBodySize(int(cfg.Fetch.MaxBodyBytes)+1),
-	)
-	c.WithTransport(&limitTransport{base: base, max: cfg.Fetch.MaxBodyBytes})
-	closeIdle := base.CloseIdleConnections
-	c.SetRequestTimeout(cfg.Fetch.Timeout)
-	c.SetRedirectHandler(func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse })
-	c.DisableCookies()
-	c.OnResponse(func(r *colly.Response) {
-		if s := slotOf(r.Ctx); s != nil {
-			s.resp = r
+// newHTTPFetcher builds the fetcher and its session pool; the pool's
+// background work (file reloads, cooldowns) runs until ctx ends.
+func (s *Slave) newHTTPFetcher(dns *dnscache.Resolver) (*httpFetcher, error) {
+	cfg := s.cfg
+	guarded := netguard.Dialer(cfg.Fetch.Timeout, cfg.Fetch.AllowPrivateNetworks)
+	direct := dns.DialContext(guarded.DialContext)
+	template := func() *http.Transport {
+		return &http.Transport{
+			MaxIdleConns:          cfg.Slave.Concurrency * 2,
+			MaxIdleConnsPerHost:   max(2, cfg.Politeness.HostConcurrency),
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ResponseHeaderTimeout: cfg.Fetch.Timeout,
+			ExpectContinueTimeout: time.Second,
+			ForceAttemptHTTP2:     true,
 		}
+	}
+	pool, err := session.New(session.Options{
+		Proxies:           cfg.Fetch.Proxies,
+		ProxyFile:         cfg.Fetch.ProxyFile,
+		UserAgents:        cfg.Fetch.UserAgents,
+		UserAgentFile:     cfg.Fetch.UserAgentFile,
+		DefaultUserAgent:  cfg.Fetch.UserAgent,
+		Cookies:           cfg.Fetch.Cookies,
+		PoolSize:          cfg.Fetch.SessionsPerProxy,
+		StickyRequests:    offIfZero(cfg.Fetch.StickyRequests),
+		BanStatuses:       cfg.Fetch.BanStatuses,
+		BanBodyPattern:    cfg.Fetch.BanBodyRegex,
+		CooldownBase:      cfg.Fetch.ProxyCooldown,
+		CooldownMax:       cfg.Fetch.ProxyCooldownMax,
+		MaxErrors:         cfg.Fetch.ProxyMaxErrors,
+		MaxUses:           offIfZero(cfg.Fetch.SessionMaxUses),
+		DialContext:       direct,
+		TransportTemplate: template,
+		OnEvent:           s.proxyEvent,
+		Logger:            s.log,
 	})
-	c.OnError(func(r *colly.Response, err error) {
-		if s := slotOf(r.Ctx); s != nil {
-			s.resp, s.err = r, err
+	if err != nil {
+		return nil, fmt.Errorf("session pool: %w", err)
+	}
+	f := &httpFetcher{pool: pool, timeout: cfg.Fetch.Timeout,
+		proxied: len(cfg.Fetch.Proxies) > 0 || cfg.Fetch.ProxyFile != "", banStatuses: cfg.Fetch.BanStatuses,
+		bodyOpt: content.BodyOptions{MemLimit: int(cfg.Fetch.MemoryBodyBytes),
+			MaxBytes: cfg.Fetch.MaxBodyBytes, TempDir: cfg.Fetch.TempDir}}
+	if !cfg.Fetch.AllowPrivateNetworks {
+		f.checkTarget = func(ctx context.Context, host string) error {
+			ips, err := dns.LookupIP(ctx, host)
+			if err != nil {
+				return err
+			}
+			for _, ip := range ips {
+				if netguard.IsBlocked(ip) {
+					return &netguard.BlockedError{Addr: net.JoinHostPort(ip.String(), "0")}
+				}
+			}
+			return nil
 		}
-	})
-	return &collyFetcher{c: c, maxBody: cfg.Fetch.MaxBodyBytes, closeIdle: closeIdle}
+	}
+	return f, nil
 }
 
-func slotOf(ctx *colly.Context) *fetchSlot {
-	if ctx == nil {
-		return nil
+// offIfZero maps the config's 0 (= off) to the session pool's negative
+// (its 0 means the default).
+func offIfZero(n int) int {
+	if n == 0 {
+		return -1
 	}
-	s, _ := ctx.GetAny(slotKey).(*fetchSlot)
-	return s
+	return n
+}
+
+// report tells the pool how a request went. Only what the route is to
+// blame for counts against it: a direct connection is never cooled down
+// (a site's error or 403 must not stop the whole slave; it is recorded
+// as the page's status), and through a proxy only connection failures,
+// ban statuses and ban bodies count, not a slow target.
+func (f *httpFetcher) report(sess *session.Session, r session.Result) session.Verdict {
+	if sess.Proxy() == "direct" {
+		if r.Err != nil || f.banned(r.Status) {
+			return session.Verdict{}
+		}
+		r.Body = nil
+	} else if r.Err != nil && classify(r.Err).Kind != events.KindConnect {
+		r.Err = nil
+	}
+	return f.pool.Report(sess, r)
+}
+
+func (f *httpFetcher) banned(status int) bool {
+	for _, s := range f.banStatuses {
+		if s == status {
+			return true
+		}
+	}
+	return false
 }
 
 // Fetch implements Fetcher.
-func (f *collyFetcher) Fetch(ctx context.Context, rawURL string) (*Response, error) {
+func (f *httpFetcher) Fetch(ctx context.Context, rawURL string) (*Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s := &fetchSlot{}
-	cctx := colly.NewContext()
-	cctx.Put(slotKey, s)
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, &FetchError{Kind: events.KindParse, Err: err}
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, &FetchError{Kind: events.KindOther, Err: fmt.Errorf("unsupported protocol scheme %q", u.Scheme)}
+	}
+	sess, err := f.pool.Acquire(ctx, u.Host)
+	if err != nil {
+		return nil, err // ctx ended while every proxy was down
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	if f.checkTarget != nil && sess.Proxy() != "direct" {
+		if err := f.checkTarget(ctx, u.Hostname()); err != nil {
+			return nil, classify(err)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, &FetchError{Kind: events.KindParse, Err: err}
+	}
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
 	start := time.Now()
-	err := f.c.Request(http.MethodGet, rawURL, nil, cctx, nil)
-	d := time.Since(start)
-	if s.err != nil {
-		err = s.err
-	}
-	if s.resp != nil && s.resp.StatusCode > 0 && (err == nil || s.resp.StatusCode >= 300) {
-		r := &Response{Status: s.resp.StatusCode, Body: s.resp.Body, Duration: d}
-		if s.resp.Headers != nil {
-			r.Header = *s.resp.Headers
+	res, err := sess.RoundTripper().RoundTrip(req)
+	if err != nil {
+		f.report(sess, session.Result{Err: err})
+		fe := classify(err)
+		if sess.Proxy() != "direct" && fe.Kind == events.KindConnect {
+			fe = &FetchError{Kind: events.KindProxy, Retryable: true, Err: fmt.Errorf("via %s: %w", sess.Proxy(), err)}
 		}
-		if int64(len(r.Body)) > f.maxBody {
-			r.Body, r.Truncated = r.Body[:f.maxBody], true
-		}
-		return r, nil
+		return nil, fe
 	}
-	if err == nil {
-		err = errors.New("no response")
+	body, err := f.readBody(res)
+	if err != nil {
+		// the headers came: the proxy works, the site is slow or broken
+		f.report(sess, session.Result{Status: res.StatusCode})
+		return nil, classify(err)
 	}
-	return nil, classify(err)
+	v := f.report(sess, session.Result{Status: res.StatusCode, Body: body.Prefix(session.BodyPrefix)})
+	if v.Banned && f.proxied {
+		body.Close()
+		return nil, &FetchError{Kind: events.KindProxy, Retryable: true,
+			Err: fmt.Errorf("banned via %s: %s", sess.Proxy(), v.Reason)}
+	}
+	return &Response{Status: res.StatusCode, Proto: res.Proto, Header: res.Header, Body: body,
+		Duration: time.Since(start), Proxy: sess.Proxy(), Request: requestBlock(req, sess.UserAgent())}, nil
 }
+
+// readBody reads a response body into a document input stream, capped on
+// decompressed bytes: Go's transport decompresses the gzip it asked for,
+// and a gzip or deflate body the server sent unasked is decompressed here,
+// so a compression bomb stops at the cap with memory bounded.
+func (f *httpFetcher) readBody(res *http.Response) (*content.Body, error) {
+	defer res.Body.Close()
+	var r io.Reader = res.Body
+	if !res.Uncompressed {
+		switch strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))) {
+		case "gzip", "x-gzip":
+			zr, err := gzip.NewReader(res.Body)
+			if err != nil {
+				return nil, &FetchError{Kind: events.KindParse, Err: fmt.Errorf("gzip body: %w", err)}
+			}
+			r = zr
+		case "deflate":
+			zr, err := zlib.NewReader(res.Body)
+			if err != nil {
+				return nil, &FetchError{Kind: events.KindParse, Err: fmt.Errorf("deflate body: %w", err)}
+			}
+			r = zr
+		}
+		if r != io.Reader(res.Body) {
+			res.Header.Del("Content-Encoding")
+			res.Header.Del("Content-Length")
+		}
+	}
+	b, err := content.ReadBody(r, f.bodyOpt)
+	if err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	return b, nil
+}
+
+// requestBlock is the request's header block as a proxy-less HTTP/1.1
+// request would carry it.
+func requestBlock(req *http.Request, ua string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", req.Method, req.URL.RequestURI(), req.URL.Host)
+	h := req.Header.Clone()
+	h.Set("User-Agent", ua)
+	h.Write(&b)
+	b.WriteString("\r\n")
+	return b.Bytes()
+}
+
+// close stops the pool's connections.
+func (f *httpFetcher) close() { f.pool.CloseIdleConnections() }
 
 // classify turns a transport error into a typed, retryable-or-not error.
 func classify(err error) *FetchError {
@@ -178,42 +314,3 @@ func classify(err error) *FetchError {
 	}
 	return &FetchError{Kind: events.KindOther, Retryable: true, Err: err}
 }
-
-// limitTransport caps every body on decompressed bytes, whether Go's
-// transport decompressed it (it asked for gzip) or the server sent gzip
-// unasked, so a gzip bomb stops at the cap with memory bounded.
-type limitTransport struct {
-	base http.RoundTripper
-	max  int64
-}
-
-func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := t.base.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	body := res.Body
-	var r io.Reader = body
-	if !res.Uncompressed && strings.EqualFold(strings.TrimSpace(res.Header.Get("Content-Encoding")), "gzip") {
-		zr, err := gzip.NewReader(body)
-		if err != nil {
-			body.Close()
-			return nil, &FetchError{Kind: events.KindParse, Err: fmt.Errorf("gzip body: %w", err)}
-		}
-		r = zr
-		res.Header.Del("Content-Encoding")
-		res.Header.Del("Content-Length")
-		res.ContentLength = -1
-		res.Uncompressed = true
-	}
-	res.Body = &limitedBody{r: io.LimitReader(r, t.max+1), c: body}
-	return res, nil
-}
-
-type limitedBody struct {
-	r io.Reader
-	c io.Closer
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) { return b.r.Read(p) }
-func (b *limitedBody) Close() error               { return b.c.Close() }

@@ -1,14 +1,17 @@
 package slaved
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/content"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
@@ -17,7 +20,7 @@ func TestHandle(t *testing.T) {
 	cfg := config.Default()
 	cfg.Crawl.AllowHosts = []string{"a.test", "b.test"}
 	cfg.Crawl.MaxRedirects = 2
-	cfg.Fetch.MaxBodyBytes = 100
+	cfg.Fetch.MaxBodyBytes = 10000
 	cfg.Lease.RetryBase = time.Second
 	s, err := New(&cfg, Options{ID: "t"})
 	if err != nil {
@@ -37,41 +40,50 @@ func TestHandle(t *testing.T) {
 		name string
 		hops int
 		res  Response
+		body string
 		want want
 	}{
-		{"ok html with links", 0, Response{Status: 200, Header: html,
-			Body: []byte(`<a href="/x">x</a><a href="http://b.test/y#f">y</a><a href="http://c.test/">out</a><a href="mailto:a@b">m</a>`)},
+		{"ok html with links", 0, Response{Status: 200, Header: html}, `<a href="/x">x</a><a href="http://b.test/y#f">y</a><a href="http://c.test/">out</a><a href="mailto:a@b">m</a>`,
 			want{Outcome: frontier.Done, Links: []string{"http://a.test/x", "http://b.test/y"}, Hops: []int{0, 0}, PageStatus: 200}},
-		{"nofollow", 0, Response{Status: 200, Header: html, Body: []byte(`<meta name="robots" content="nofollow"><a href="/x">x</a>`)},
+		{"nofollow", 0, Response{Status: 200, Header: html}, `<meta name="robots" content="nofollow"><a href="/x">x</a>`,
 			want{Outcome: frontier.Done, PageStatus: 200}},
-		{"not html", 0, Response{Status: 200, Header: http.Header{"Content-Type": {"application/pdf"}}, Body: []byte(`<a href="/x">`)},
+		{"not html", 0, Response{Status: 200, Header: http.Header{"Content-Type": {"application/pdf"}}}, `<a href="/x">`,
 			want{Outcome: frontier.Done, PageStatus: 200}},
-		{"too large", 0, Response{Status: 200, Header: html, Truncated: true},
+		{"too large", 0, Response{Status: 200, Header: html}, tooLarge,
 			want{Outcome: frontier.Fail, Exceptions: []string{events.KindTooLarge}}},
-		{"redirect goes through the frontier", 0, Response{Status: 301, Header: http.Header{"Location": {"../next"}}},
+		{"redirect goes through the frontier", 0, Response{Status: 301, Header: http.Header{"Location": {"../next"}}}, "",
 			want{Outcome: frontier.Done, Links: []string{"http://a.test/next"}, Hops: []int{1}, PageStatus: 301}},
-		{"redirect chain too long", 2, Response{Status: 302, Header: http.Header{"Location": {"/next"}}},
+		{"redirect chain too long", 2, Response{Status: 302, Header: http.Header{"Location": {"/next"}}}, "",
 			want{Outcome: frontier.Done, PageStatus: 302, Exceptions: []string{events.KindRedirect}}},
-		{"redirect without location", 0, Response{Status: 302, Header: http.Header{}},
+		{"redirect without location", 0, Response{Status: 302, Header: http.Header{}}, "",
 			want{Outcome: frontier.Done, PageStatus: 302, Exceptions: []string{events.KindRedirect}}},
-		{"redirect out of scope", 0, Response{Status: 301, Header: http.Header{"Location": {"http://c.test/"}}},
+		{"redirect out of scope", 0, Response{Status: 301, Header: http.Header{"Location": {"http://c.test/"}}}, "",
 			want{Outcome: frontier.Done, PageStatus: 301}},
-		{"404 recorded and dropped", 0, Response{Status: 404, Header: html},
+		{"404 recorded and dropped", 0, Response{Status: 404, Header: html}, "",
 			want{Outcome: frontier.Done, PageStatus: 404, Exceptions: []string{events.KindHTTPStatus}}},
-		{"410 recorded and dropped", 0, Response{Status: 410, Header: html},
+		{"410 recorded and dropped", 0, Response{Status: 410, Header: html}, "",
 			want{Outcome: frontier.Done, PageStatus: 410, Exceptions: []string{events.KindHTTPStatus}}},
-		{"500 retried", 0, Response{Status: 500, Header: html},
+		{"500 retried", 0, Response{Status: 500, Header: html}, "",
 			want{Outcome: frontier.Retry, Exceptions: []string{events.KindHTTPStatus}}},
-		{"429 with Retry-After backs the host off", 0, Response{Status: 429, Header: http.Header{"Retry-After": {"7"}}},
+		{"429 with Retry-After backs the host off", 0, Response{Status: 429, Header: http.Header{"Retry-After": {"7"}}}, "",
 			want{Outcome: frontier.Retry, Exceptions: []string{events.KindHTTPStatus}, Backoff: true, RetryIn: 7 * time.Second}},
-		{"503 backs the host off", 0, Response{Status: 503, Header: http.Header{}},
+		{"redirect to itself is a loop", 0, Response{Status: 302, Header: http.Header{"Location": {"/dir/page"}}}, "",
+			want{Outcome: frontier.Done, PageStatus: 302, Exceptions: []string{events.KindRedirect}}},
+		{"html sniffed without a content type", 0, Response{Status: 200, Header: http.Header{}}, `<html><a href="/x">x</a>`,
+			want{Outcome: frontier.Done, Links: []string{"http://a.test/x"}, Hops: []int{0}, PageStatus: 200}},
+		{"trap links dropped and reported", 0, Response{Status: 200, Header: html},
+			`<a href="/a/a/a/a">t</a><a href="/ok">ok</a><a href="/` + strings.Repeat("l", 3000) + `">long</a>`,
+			want{Outcome: frontier.Done, Links: []string{"http://a.test/ok"}, Hops: []int{0}, PageStatus: 200, Exceptions: []string{events.KindTrap}}},
+		{"503 backs the host off", 0, Response{Status: 503, Header: http.Header{}}, "",
 			want{Outcome: frontier.Retry, Exceptions: []string{events.KindHTTPStatus}, Backoff: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			u, _ := url.Parse("http://a.test/dir/page")
 			l := frontier.Lease{Task: frontier.Task{URL: u.String(), Host: "a.test", Depth: 1, Hops: tc.hops}}
-			c := s.handle(frontier.Completion{Lease: l, Outcome: frontier.Done}, u, &tc.res)
+			res := tc.res
+			res.Body = testBody(t, tc.body, cfg.Fetch.MaxBodyBytes)
+			c := s.handle(context.Background(), frontier.Completion{Lease: l, Outcome: frontier.Done}, u, &res)
 			got := want{Outcome: c.Outcome, Backoff: c.Backoff > 0}
 			if tc.want.RetryIn > 0 {
 				got.RetryIn = c.RetryIn
@@ -107,6 +119,20 @@ func TestHandle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tooLarge is a body over the test's fetch.max_body_bytes.
+var tooLarge = strings.Repeat("x", 10001)
+
+// testBody reads s into a document input stream capped at max bytes.
+func testBody(t *testing.T, s string, max int64) *content.Body {
+	t.Helper()
+	b, err := content.ReadBody(strings.NewReader(s), content.BodyOptions{MaxBytes: max})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
 func TestRetryAfter(t *testing.T) {

@@ -2,14 +2,13 @@ package slaved
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"mime"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/robots"
+	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
 // errShutdown marks a fetch cut short by a hard stop: its lease is given
@@ -69,21 +69,31 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 		}
 		return c
 	}
-	s.bytes.Add(int64(len(res.Body)))
-	return s.handle(c, u, res)
+	defer res.Close()
+	s.bytes.Add(res.Body.Size())
+	return s.handle(ctx, c, u, res)
 }
 
-// handle turns a response into a completion.
-func (s *Slave) handle(c frontier.Completion, u *url.URL, res *Response) frontier.Completion {
+// handle turns a response into a completion: it stores the response in
+// WARC, classifies the status, runs the content handler of 2xx bodies and
+// scopes and trap-checks the links found.
+func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, res *Response) frontier.Completion {
 	l := c.Lease
 	page := &events.Page{Crawl: s.cfg.Crawl.Name, URL: l.URL, FinalURL: l.URL, Status: res.Status,
-		ContentType: res.Header.Get("Content-Type"), Bytes: int64(len(res.Body)), Depth: l.Depth,
-		FetchedAt: time.Now().UnixMilli(), Slave: s.id, DurationMS: res.Duration.Milliseconds(), Attempt: l.Attempt}
-	if len(res.Body) > 0 {
-		sum := sha256.Sum256(res.Body)
-		page.ContentHash = hex.EncodeToString(sum[:])
+		ContentType: res.Header.Get("Content-Type"), Bytes: res.Body.Size(), Depth: l.Depth,
+		FetchedAt: time.Now().UnixMilli(), Slave: s.id, DurationMS: res.Duration.Milliseconds(), Attempt: l.Attempt,
+		Proxy: res.Proxy}
+	if res.Body.Size() > 0 {
+		page.Checksum = events.FormatChecksum(res.Body.Checksum())
+		sha := res.Body.SHA1()
+		page.ContentHash = hex.EncodeToString(sha[:])
 	}
+	page.WARC = s.storeWARC(&c, u, res)
 	st := res.Status
+	if s.throttle != nil && (st < 300 || st >= 400) {
+		d := s.throttle.observe(l.Host, res.Duration, st)
+		c.HostDelay = max(c.HostDelay, d)
+	}
 	switch {
 	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable || st >= 500 || st == http.StatusRequestTimeout:
 		wait := s.backoff(l.Attempt, retryAfter(res.Header, s.cfg.Lease.RetryMax))
@@ -106,6 +116,8 @@ func (s *Slave) handle(c frontier.Completion, u *url.URL, res *Response) frontie
 			var err error
 			if target, err = s.canon.Resolve(u, loc); err != nil {
 				problem = "redirect target: " + err.Error()
+			} else if target.String() == l.URL {
+				problem, target = "redirect loop: the target is the page itself", nil
 			}
 		}
 		if target != nil {
@@ -125,24 +137,91 @@ func (s *Slave) handle(c frontier.Completion, u *url.URL, res *Response) frontie
 		return c
 	}
 	// 2xx
-	if res.Truncated {
+	if res.Truncated() {
 		s.exception(&c, events.KindTooLarge, st, fmt.Sprintf("body larger than %d bytes", s.cfg.Fetch.MaxBodyBytes))
 		c.Outcome, c.Reason = frontier.Fail, events.KindTooLarge
 		return c
 	}
-	if isHTML(page.ContentType, res.Body) {
-		links := s.canon.ExtractLinks(u, res.Body, maxLinksPerPage)
-		if !links.NoFollow {
-			for _, lu := range links.URLs {
-				if t, ok := s.linkTask(lu, l.Depth+1, 0); ok {
-					c.Links = append(c.Links, t)
-				}
-			}
-		}
-		page.Links = len(c.Links)
+	doc := &Doc{URL: u, Lease: l, Header: res.Header, Body: res.Body,
+		MediaType: mediaType(page.ContentType, res.Body.Prefix(512))}
+	h := s.handlers.Lookup(doc.MediaType)
+	page.Handler = h.Name()
+	dup := false
+	if s.cfg.Crawl.ContentDedup && res.Body.Size() > 0 {
+		c.ContentHash = res.Body.Checksum()
+		// a body this slave saw before: the frontier records the duplicate
+		// when it acks; its links are not extracted again
+		dup = s.dups.seen(c.ContentHash)
 	}
+	if !dup {
+		if err := h.Handle(ctx, doc); err != nil {
+			s.exception(&c, events.KindCharset, st, err.Error())
+		}
+	}
+	page.Charset = doc.Charset
+	if !doc.NoFollow {
+		s.addLinks(&c, doc.Links, l.Depth+1)
+	}
+	page.Links = len(c.Links)
 	s.addEvent(&c, page)
 	return c
+}
+
+// addLinks scopes, trap-checks and adds the links of a page (and, with
+// crawl.upward_paths, their ancestor directories); the URLs dropped as
+// traps are reported in one exception per page.
+func (s *Slave) addLinks(c *frontier.Completion, links []*url.URL, depth int) {
+	var trapped map[string]int
+	var hosts []string
+	add := func(lu *url.URL) {
+		if ok, why := s.traps.Check(lu); !ok {
+			if trapped == nil {
+				trapped = map[string]int{}
+			}
+			trapped[why]++
+			return
+		}
+		t, ok := s.linkTask(lu, depth, 0)
+		if !ok {
+			return
+		}
+		c.Links = append(c.Links, t)
+		if len(hosts) == 0 || hosts[len(hosts)-1] != lu.Hostname() {
+			hosts = append(hosts, lu.Hostname())
+		}
+	}
+	var seen map[string]struct{}
+	for _, lu := range links {
+		add(lu)
+		if !s.cfg.Crawl.UpwardPaths {
+			continue
+		}
+		if seen == nil {
+			seen = make(map[string]struct{}, len(links))
+			for _, x := range links {
+				seen[x.String()] = struct{}{}
+			}
+		}
+		for _, up := range urlx.UpwardPaths(lu) {
+			if _, dup := seen[up.String()]; !dup {
+				seen[up.String()] = struct{}{}
+				add(up)
+			}
+		}
+	}
+	if s.dns != nil && len(hosts) > 0 {
+		s.dns.Prefetch(hosts)
+	}
+	if len(trapped) > 0 {
+		reasons := make([]string, 0, len(trapped))
+		n := 0
+		for why, k := range trapped {
+			reasons = append(reasons, fmt.Sprintf("%s %d", why, k))
+			n += k
+		}
+		sort.Strings(reasons)
+		s.exception(c, events.KindTrap, 0, fmt.Sprintf("%d links dropped as traps: %s", n, strings.Join(reasons, ", ")))
+	}
 }
 
 // maxLinksPerPage bounds what one page can add to the frontier.
@@ -153,17 +232,32 @@ func (s *Slave) linkTask(u *url.URL, depth, hops int) (frontier.Task, bool) {
 	if ok, _ := s.scope.Check(u, depth); !ok {
 		return frontier.Task{}, false
 	}
-	return frontier.NewTask(u, depth, hops), true
+	t := frontier.NewTask(u, depth, hops)
+	if u.RawQuery != "" {
+		t.PathKey = urlx.PathKey(u)
+	}
+	t.Score = urlImportance(u)
+	return t, true
 }
 
-func isHTML(ct string, body []byte) bool {
-	if ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err == nil {
-			return mt == "text/html" || mt == "application/xhtml+xml"
-		}
+// urlImportance is IL(P), the URL-string importance of the priority
+// strategy, in [0, 1]: shallow paths, no query string and directory or
+// index pages rank higher (a home or section page links to more of a
+// site than a deep article or a filtered listing).
+func urlImportance(u *url.URL) float64 {
+	segs := strings.Count(strings.Trim(u.EscapedPath(), "/"), "/")
+	if strings.Trim(u.EscapedPath(), "/") != "" {
+		segs++
 	}
-	return strings.Contains(http.DetectContentType(body), "text/html")
+	score := 1 - 0.08*float64(min(segs, 10))
+	if u.RawQuery != "" {
+		score -= 0.2
+	}
+	p := u.Path
+	if strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/index.html") || strings.HasSuffix(p, "/index.htm") {
+		score += 0.1
+	}
+	return min(max(score, 0), 1)
 }
 
 // retryAfter reads a Retry-After header (seconds or an HTTP date), capped.
@@ -263,6 +357,7 @@ func (s *Slave) fetchRobots(ctx context.Context, u *url.URL, host string) (*robo
 			base, _ := url.Parse(target)
 			next, err := base.Parse(res.Header.Get("Location"))
 			if err == nil && (next.Scheme == "http" || next.Scheme == "https") {
+				res.Close()
 				target = next.String()
 				if err := s.sleepPolitely(ctx); err != nil {
 					return nil, errShutdown
@@ -270,7 +365,12 @@ func (s *Slave) fetchRobots(ctx context.Context, u *url.URL, host string) (*robo
 				continue
 			}
 		}
-		rec.Status, rec.Body = res.Status, res.Body
+		rec.Status = res.Status
+		rec.Body, err = res.Body.Bytes()
+		res.Close()
+		if err != nil {
+			rec.Status = 0
+		}
 		if res.Status >= 300 && res.Status < 400 {
 			rec.Status = 404 // too many redirects: RFC 9309 treats it as unavailable (allow)
 		}

@@ -86,6 +86,8 @@ func (c *robotsCache) lookup(ctx context.Context, host string) (*robots.Robots, 
 // fetched records a fresh fetch for every slave.
 func (c *robotsCache) fetched(ctx context.Context, host string, rec frontier.RobotsRecord) (*robots.Robots, error) {
 	e := robotsEntry{rules: rulesFor(rec), status: rec.Status, expires: c.expiry(rec)}
+	// the shared record expires in Redis when it stops being trusted
+	rec.TTL = time.Until(e.expires)
 	c.put(host, e)
 	return e.rules, c.store.PutRobots(ctx, host, rec)
 }

@@ -5,8 +5,19 @@
 // Components and their stop order (Run): the claimer stops claiming; the
 // fetch pool finishes in-flight fetches within slave.shutdown_timeout and
 // gives back the leases of the rest; the acker flushes every completion;
-// the lease extender stops; the slave deregisters (a graceful leave); the
-// heartbeater stops last.
+// the lease extender stops; the event publisher flushes the proxy events;
+// the slave deregisters (a graceful leave); the heartbeater stops; then the
+// session pool's watchers, the DNS cache's resolvers and the WARC writer
+// close.
+//
+// The fetch pipeline of one task: robots.txt (shared through Redis), a
+// session from the pool (proxy, user agent, cookie jar; bans detected and
+// proxies cooled down or retired), a dial through the caching resolver and
+// the private-network guard, the body into a document input stream
+// (memory, then a temporary file; decompressed size capped), the exchange
+// into WARC, the content handler of the media type (HTML: charset decoding
+// and link extraction), content dedup by a 64-bit checksum, trap filters
+// and scope on the links, and one completion back to the frontier.
 package slaved
 
 import (
@@ -14,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -25,19 +37,25 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/dnscache"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/urlx"
+	"github.com/redcrawl/redcrawl/shared/warc"
 )
 
-const levelWarn = slog.LevelWarn
+const (
+	levelWarn = slog.LevelWarn
+	levelInfo = slog.LevelInfo
+)
 
 // Backend is the frontier as a slave uses it.
 type Backend interface {
 	frontier.Frontier
 	frontier.Registry
+	frontier.Publisher
 	robotsStore
 	ClaimWait(ctx context.Context, slave string, max int) ([]frontier.Lease, time.Duration, error)
 }
@@ -57,18 +75,25 @@ type Options struct {
 
 // Slave is one crawling process.
 type Slave struct {
-	cfg     *config.Config
-	opt     Options
-	id      string
-	host    string
-	log     *slog.Logger
-	rl      *ratelog.Logger
-	canon   *urlx.Canonicalizer
-	scope   *urlx.Scope
-	fetcher Fetcher
-	robots  *robotsCache
-	front   Backend
-	rdb     redis.UniversalClient
+	cfg      *config.Config
+	opt      Options
+	id       string
+	host     string
+	log      *slog.Logger
+	rl       *ratelog.Logger
+	canon    *urlx.Canonicalizer
+	scope    *urlx.Scope
+	traps    *urlx.Traps
+	handlers *Handlers
+	throttle *throttle // nil unless politeness.autothrottle
+	dups     *dupCache
+	fetcher  Fetcher
+	robots   *robotsCache
+	front    Backend
+	rdb      redis.UniversalClient
+	dns      *dnscache.Resolver // nil with Options.Fetcher
+	warc     *warc.Writer       // nil unless storage.warc_dir
+	pub      *publisher
 
 	started  time.Time
 	pages    atomic.Int64
@@ -91,6 +116,12 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new slave: %w", err)
 	}
+	traps, err := urlx.NewTraps(urlx.TrapOptions{MaxURLLength: cfg.Crawl.MaxURLLength,
+		MaxPathRepeat: cfg.Crawl.MaxPathRepeat, MaxPathSegments: cfg.Crawl.MaxPathSegments,
+		MaxQueryParams: cfg.Crawl.MaxQueryParams})
+	if err != nil {
+		return nil, fmt.Errorf("new slave: %w", err)
+	}
 	host, _ := os.Hostname()
 	if opt.ID == "" {
 		opt.ID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.IntN(1<<16))
@@ -99,10 +130,26 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 		opt.Logger = slog.Default()
 	}
 	log := opt.Logger.With("slave", opt.ID)
-	return &Slave{cfg: cfg, opt: opt, id: opt.ID, host: host, log: log,
-		rl: ratelog.New(log, 30*time.Second), canon: canon, scope: scope,
-		leases: map[string]frontier.Lease{}}, nil
+	s := &Slave{cfg: cfg, opt: opt, id: opt.ID, host: host, log: log,
+		rl: ratelog.New(log, 30*time.Second), canon: canon, scope: scope, traps: traps,
+		handlers: NewHandlers(), dups: newDupCache(1 << 16),
+		leases: map[string]frontier.Lease{}}
+	s.pub = newPublisher(s)
+	html := htmlHandler{s: s}
+	for _, mt := range []string{"text/html", "application/xhtml+xml"} {
+		if err := s.handlers.Register(mt, html); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Politeness.AutoThrottle {
+		s.throttle = newThrottle(cfg.Politeness.Delay, cfg.Politeness.AutoThrottleMaxDelay, cfg.Politeness.AutoThrottleTarget)
+	}
+	return s, nil
 }
+
+// Handlers is the slave's registry of content handlers by media type;
+// register more before Run.
+func (s *Slave) Handlers() *Handlers { return s.handlers }
 
 // ID returns the slave's id.
 func (s *Slave) ID() string { return s.id }
@@ -145,10 +192,47 @@ func (s *Slave) Run(ctx context.Context) error {
 		s.front = f
 	}
 	s.fetcher = s.opt.Fetcher
+	var sessionsWG sync.WaitGroup
+	var hf *httpFetcher
 	if s.fetcher == nil {
-		s.fetcher = newCollyFetcher(fetchCtx, s.cfg)
+		var err error
+		s.dns, err = dnscache.New(dnscache.Options{Server: s.cfg.DNS.Server, MinTTL: s.cfg.DNS.MinTTL,
+			MaxTTL: s.cfg.DNS.MaxTTL, NegativeTTL: s.cfg.DNS.NegativeTTL, SlowThreshold: s.cfg.DNS.SlowThreshold,
+			Timeout: s.cfg.DNS.Timeout, MaxEntries: s.cfg.DNS.CacheSize, MaxWorkers: s.cfg.DNS.PrefetchWorkers,
+			Logger: s.log})
+		if err != nil {
+			return fmt.Errorf("slave: dns cache: %w", err)
+		}
+		defer s.dns.Close()
+		if hf, err = s.newHTTPFetcher(s.dns); err != nil {
+			return fmt.Errorf("slave: %w", err)
+		}
+		s.fetcher = hf
+		sessCtx, stopSessions := context.WithCancel(bg)
+		defer func() { stopSessions(); sessionsWG.Wait() }()
+		sessionsWG.Add(1)
+		go func() { defer sessionsWG.Done(); hf.pool.Run(sessCtx) }()
+	}
+	if s.cfg.Storage.WARCDir != "" {
+		w, err := warc.NewWriter(warc.Options{Dir: s.cfg.Storage.WARCDir, Prefix: s.id,
+			MaxFileBytes: s.cfg.Storage.WARCMaxFileBytes, Software: "redcrawl"})
+		if err != nil {
+			return fmt.Errorf("slave: storage.warc_dir: %w", err)
+		}
+		s.warc = w
+		defer func() {
+			if err := w.Close(); err != nil {
+				s.log.Error("close warc file", "err", err)
+			}
+		}()
 	}
 	s.robots = newRobotsCache(s.front, s.cfg.Politeness.RobotsTTL)
+
+	pubCtx, stopPub := context.WithCancel(bg)
+	defer stopPub()
+	var pubWG sync.WaitGroup
+	pubWG.Add(1)
+	go func() { defer pubWG.Done(); s.pub.run(pubCtx) }()
 
 	s.log.Info("slave joining", "crawl", s.cfg.Crawl.Name, "concurrency", s.cfg.Slave.Concurrency)
 	var hbWG sync.WaitGroup
@@ -198,6 +282,16 @@ func (s *Slave) Run(ctx context.Context) error {
 	}
 	stopExt()
 	extWG.Wait()
+	s.pub.close()
+	pubDone := make(chan struct{})
+	go func() { pubWG.Wait(); close(pubDone) }()
+	select {
+	case <-pubDone:
+	case <-time.After(5 * time.Second):
+		s.log.Warn("could not publish every proxy event", "pending", s.pub.pending())
+		stopPub()
+		<-pubDone
+	}
 	leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := s.front.Leave(leaveCtx, s.id, "graceful leave"); err != nil {
@@ -205,8 +299,8 @@ func (s *Slave) Run(ctx context.Context) error {
 	}
 	stopBG()
 	hbWG.Wait()
-	if cf, ok := s.fetcher.(*collyFetcher); ok {
-		cf.closeIdle()
+	if hf != nil {
+		hf.close()
 	}
 	s.log.Info("slave left", "pages", s.pages.Load(), "errors", s.errors.Load(), "lost_acks", s.lostAcks.Load())
 	return nil
@@ -258,6 +352,16 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 		}
 		for range n - len(leases) {
 			free <- struct{}{}
+		}
+		if s.dns != nil && len(leases) > 1 {
+			// resolve the other tasks' hosts while the first ones fetch
+			hosts := make([]string, 0, len(leases))
+			for _, l := range leases {
+				if u, err := url.Parse(l.URL); err == nil {
+					hosts = append(hosts, u.Hostname())
+				}
+			}
+			s.dns.Prefetch(hosts)
 		}
 		for _, l := range leases {
 			s.track(l, true)

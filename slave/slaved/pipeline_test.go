@@ -1,0 +1,368 @@
+package slaved_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/testsite"
+	"github.com/redcrawl/redcrawl/slave/slaved"
+)
+
+// crawl runs the given slaves against a seeded frontier until the crawl is
+// finished (bounded by limit) and returns every event of the stream.
+type crawlResult struct {
+	stats  frontier.Stats
+	events []events.Envelope
+}
+
+func crawl(t *testing.T, cfg *config.Config, site *testsite.Site, slaves int, limit time.Duration) crawlResult {
+	t.Helper()
+	ctx := context.Background()
+	ropt, _ := cfg.RedisOptions()
+	rdb := redis.NewClient(ropt)
+	defer rdb.Close()
+	f, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := f.Stream("test")
+	if err := st.EnsureGroup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var seeds []frontier.Task
+	for _, raw := range site.Seeds() {
+		u, _ := url.Parse(raw)
+		seeds = append(seeds, frontier.NewTask(u, 0, 0))
+	}
+	if _, err := f.Seed(ctx, seeds); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, slaves)
+	for i := range slaves {
+		s, err := slaved.New(cfg, slaved.Options{ID: "pipe-" + string(rune('a'+i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- s.Run(runCtx) }()
+	}
+	finished := false
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if ok, err := f.CheckFinished(ctx, time.Second); err == nil && ok {
+			finished = true
+			break
+		}
+	}
+	stop()
+	for range slaves {
+		if err := <-done; err != nil {
+			t.Errorf("slave run: %v", err)
+		}
+	}
+	res := crawlResult{}
+	res.stats, err = f.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !finished {
+		t.Fatalf("crawl not finished after %v: %+v", limit, res.stats)
+	}
+	for {
+		es, err := st.Read(ctx, "c", 1000, -1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) == 0 {
+			break
+		}
+		ids := make([]string, len(es))
+		for i, e := range es {
+			env, err := events.Decode(e.ID, e.Type, e.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.events = append(res.events, env)
+			ids[i] = e.ID
+		}
+		st.Ack(ctx, ids...)
+	}
+	return res
+}
+
+// exceptionsByURL maps URLs to the kinds of their exceptions.
+func (r crawlResult) exceptionsByURL() map[string][]string {
+	out := map[string][]string{}
+	for _, e := range r.events {
+		if x := e.Exception; x != nil {
+			out[x.URL] = append(out[x.URL], x.Kind)
+		}
+	}
+	return out
+}
+
+func (r crawlResult) pages() map[string]*events.Page {
+	out := map[string]*events.Page{}
+	for _, e := range r.events {
+		if p := e.Page; p != nil {
+			out[p.URL] = p
+		}
+	}
+	return out
+}
+
+func has(kinds []string, k string) bool {
+	for _, x := range kinds {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// TestHostileSite crawls the test site's hostile pages through two proxies
+// with WARC storage on, and checks that every one of them is bounded and
+// recorded: charsets decoded before link extraction, a gzip bomb and a
+// huge page cut at the cap, slow and stalled pages ended at the deadline,
+// redirect loops stopped, calendar, query and path traps bounded, session
+// ids stripped, duplicate content found, binary files stored unparsed.
+func TestHostileSite(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	site, err := testsite.Start(testsite.Options{Hosts: 2, PagesPerHost: 20, Robots: true, Hostile: true, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Close()
+	proxies, err := testsite.StartProxies(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range proxies {
+		defer p.Close()
+	}
+	cfg := testConfig(t, site)
+	for _, p := range proxies {
+		cfg.Fetch.Proxies = append(cfg.Fetch.Proxies, p.URL())
+	}
+	cfg.Fetch.StickyRequests = 0 // spread every host over both proxies
+	cfg.Fetch.Timeout = 1500 * time.Millisecond
+	cfg.Fetch.MaxBodyBytes = 1 << 20
+	cfg.Lease.MaxAttempts = 2
+	cfg.Lease.RetryBase = 50 * time.Millisecond
+	cfg.Crawl.MaxPagesPerHost = 150
+	cfg.Crawl.MaxQueryVariants = 8
+	cfg.Slave.Concurrency = 8
+	cfg.Storage.WARCDir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	res := crawl(t, cfg, site, 1, 3*time.Minute)
+	h := site.Hostile()
+	hits := site.HitCounts()
+	exc := res.exceptionsByURL()
+	pages := res.pages()
+
+	// ordinary pages: all of them, once
+	for u, want := range site.Expected() {
+		if hits[u] != want {
+			t.Errorf("%s fetched %d times, want %d", u, hits[u], want)
+		}
+	}
+	// charsets: the link of every page was decoded to UTF-8 before it
+	// was extracted, so its target (and nothing else under /enc/) was hit
+	for _, e := range h.Encodings {
+		if hits[e.Target] != 1 {
+			t.Errorf("%s (%s, declared %s): target %s fetched %d times, want 1", e.URL, e.Charset, e.Declared, e.Target, hits[e.Target])
+		}
+		if p := pages[e.URL]; p == nil || p.Charset == "" {
+			t.Errorf("%s: no page record with a charset: %+v", e.URL, p)
+		}
+	}
+	for _, hit := range site.Hits() {
+		if strings.Contains(hit.Path, "/hostile/enc/") && hit.Status == 404 {
+			t.Errorf("wrongly decoded link requested: %s", hit.URL())
+		}
+		if hit.Via == "" {
+			t.Errorf("%s went direct, not through a proxy", hit.URL())
+		}
+	}
+	// bounded bodies and deadlines
+	for _, c := range []struct{ url, kind string }{
+		{h.Bomb, events.KindTooLarge}, {h.Huge, events.KindTooLarge},
+		{h.Slow, events.KindTimeout}, {h.Stall, events.KindTimeout},
+		{h.LoopSelf, events.KindRedirect},
+	} {
+		if !has(exc[c.url], c.kind) {
+			t.Errorf("%s: exceptions %v, want %s", c.url, exc[c.url], c.kind)
+		}
+	}
+	// traps
+	calendar, days, deep, sid := 0, 0, 0, 0
+	for u, n := range hits {
+		p, _ := url.Parse(u)
+		switch {
+		case strings.HasPrefix(p.Path, "/hostile/calendar/"):
+			calendar += n
+		case strings.HasPrefix(p.Path, "/hostile/cal"):
+			days += n
+		case strings.HasPrefix(p.Path, "/hostile/deep/"):
+			deep += n
+			if strings.Contains(p.Path, "a/a/a") {
+				t.Errorf("repeated-segment trap followed: %s", u)
+			}
+		case strings.HasPrefix(p.Path, "/hostile/sid/page"):
+			sid += n
+		}
+	}
+	if calendar > int(cfg.Crawl.MaxPagesPerHost) {
+		t.Errorf("calendar trap: %d fetches, above the host cap %d", calendar, cfg.Crawl.MaxPagesPerHost)
+	}
+	if days > cfg.Crawl.MaxQueryVariants+1 {
+		t.Errorf("day-query trap: %d fetches, above %d query variants", days, cfg.Crawl.MaxQueryVariants)
+	}
+	if sid != 1 {
+		t.Errorf("session-id trap: %d fetches of the session page, want 1 (ids stripped)", sid)
+	}
+	t.Logf("traps: calendar %d, day-query %d, deep %d fetches; %d links dropped by the frontier", calendar, days, deep, res.stats.TrapDropped)
+	// duplicates: the five identical pages are one content
+	dups := 0
+	for _, e := range res.events {
+		if d := e.Duplicate; d != nil {
+			dups++
+			if !strings.Contains(d.FirstURL, "/hostile/") || d.ContentHash == "" {
+				t.Errorf("duplicate record %+v", d)
+			}
+		}
+	}
+	if res.stats.Duplicates < int64(len(h.Dups)-1) || int64(dups) != res.stats.Duplicates {
+		t.Errorf("duplicates: stats %d, events %d, want at least %d", res.stats.Duplicates, dups, len(h.Dups)-1)
+	}
+	t.Logf("duplicates found: %d", res.stats.Duplicates)
+	// binary files stored, not parsed
+	for _, u := range []string{h.PDF, h.PNG} {
+		if p := pages[u]; p == nil || p.Handler != "store" || p.WARC == "" {
+			t.Errorf("%s: page record %+v, want handler store with a WARC location", u, p)
+		}
+	}
+	if hits[h.NotALink] != 0 {
+		t.Errorf("a link inside a binary file was followed")
+	}
+	// every proxy carried requests
+	via := map[string]int{}
+	for _, hit := range site.Hits() {
+		via[hit.Via]++
+	}
+	for _, p := range proxies {
+		if via[p.Name()] == 0 {
+			t.Errorf("proxy %s carried nothing: %v", p.Name(), via)
+		}
+	}
+	// WARC: one response record per page record
+	responses := countWARCResponses(t, cfg.Storage.WARCDir)
+	withWARC := 0
+	for _, p := range pages {
+		if p.WARC != "" {
+			withWARC++
+		}
+	}
+	if withWARC == 0 || responses < withWARC {
+		t.Errorf("WARC: %d response records for %d pages stored", responses, withWARC)
+	}
+}
+
+// countWARCResponses counts the response records of the finished WARC
+// files in dir.
+func countWARCResponses(t *testing.T, dir string) int {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	n := 0
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(zr) // every gzip member: small files in tests
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		n += bytes.Count(b, []byte("\r\nWARC-Type: response\r\n"))
+		f.Close()
+	}
+	return n
+}
+
+// TestBannedProxy bans one of two proxies (it answers 403 to everything):
+// the slave cools it down, then retires it, and the crawl completes through
+// the other; every state change is in the event stream.
+func TestBannedProxy(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	site, err := testsite.Start(testsite.Options{Hosts: 2, PagesPerHost: 25, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Close()
+	proxies, err := testsite.StartProxies(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range proxies {
+		defer p.Close()
+	}
+	bad, good := proxies[0], proxies[1]
+	bad.SetStatus(403)
+	cfg := testConfig(t, site)
+	cfg.Politeness.ObeyRobots = false
+	cfg.Fetch.Proxies = []string{bad.URL(), good.URL()}
+	cfg.Fetch.StickyRequests = 0
+	cfg.Fetch.ProxyCooldown = 100 * time.Millisecond
+	cfg.Fetch.ProxyMaxErrors = 2
+	cfg.Lease.RetryBase = 20 * time.Millisecond
+	cfg.Lease.MaxAttempts = 5
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	res := crawl(t, cfg, site, 1, time.Minute)
+	hits := site.HitCounts()
+	for u, want := range site.Expected() {
+		if hits[u] != want {
+			t.Errorf("%s fetched %d times, want %d", u, hits[u], want)
+		}
+	}
+	if bad.Requests() == 0 {
+		t.Fatalf("the banned proxy was never tried")
+	}
+	for _, hit := range site.Hits() {
+		if hit.Via != good.Name() {
+			t.Errorf("%s reached the site via %q", hit.URL(), hit.Via)
+		}
+	}
+	var states []string
+	for _, e := range res.events {
+		if p := e.Proxy; p != nil && strings.Contains(bad.URL(), strings.TrimPrefix(p.Proxy, "http://")) {
+			states = append(states, p.State)
+		}
+	}
+	if !has(states, events.ProxyCooling) || !has(states, events.ProxyRetired) {
+		t.Errorf("banned proxy states %v, want cooling then retired", states)
+	}
+	if res.stats.Failed != 0 {
+		t.Errorf("%d tasks failed", res.stats.Failed)
+	}
+}

@@ -1,0 +1,59 @@
+package slaved
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/warc"
+)
+
+// storeWARC writes a response and its request to the slave's WARC file and
+// returns "file:offset" for the page record, or "" when WARC storage is off
+// or failed (a storage failure is an exception, not a lost page).
+//
+// The stored response is the one the crawler read: decompressed (the
+// fetcher drops a Content-Encoding it decoded, Content-Length is set to the
+// stored payload and Transfer-Encoding is dropped) and cut at
+// fetch.max_body_bytes (the page record then has a too_large exception).
+func (s *Slave) storeWARC(c *frontier.Completion, u *url.URL, res *Response) string {
+	if s.warc == nil {
+		return ""
+	}
+	loc, err := s.warc.WriteExchange(warc.Exchange{
+		TargetURI:      u.String(),
+		Date:           time.Now().Add(-res.Duration),
+		Request:        res.Request,
+		ResponseHeader: responseBlock(res),
+		Body:           res.Body.NewReader(),
+		BodySize:       res.Body.Size(),
+	})
+	if err != nil {
+		s.rl.Log(context.Background(), levelWarn, "warc", "write warc record", "err", err)
+		s.exception(c, events.KindOther, res.Status, "warc: "+err.Error())
+		return ""
+	}
+	return loc.File + ":" + strconv.FormatInt(loc.Offset, 10)
+}
+
+// responseBlock is the status line and headers of a response as stored.
+func responseBlock(res *Response) []byte {
+	var b bytes.Buffer
+	proto := res.Proto
+	if proto == "" {
+		proto = "HTTP/1.1"
+	}
+	fmt.Fprintf(&b, "%s %d %s\r\n", proto, res.Status, http.StatusText(res.Status))
+	h := res.Header.Clone()
+	h.Del("Transfer-Encoding")
+	h.Set("Content-Length", strconv.FormatInt(res.Body.Size(), 10))
+	h.Write(&b)
+	b.WriteString("\r\n")
+	return b.Bytes()
+}
