@@ -98,6 +98,14 @@ func mediaType(ct string, prefix []byte) string {
 	return mt
 }
 
+// CharsetError is a handler's failure to decode a document's text; the
+// page gets a charset exception (other handler errors are parse
+// exceptions).
+type CharsetError struct{ Err error }
+
+func (e *CharsetError) Error() string { return e.Err.Error() }
+func (e *CharsetError) Unwrap() error { return e.Err }
+
 // storeHandler records a document without parsing it: its body goes to
 // the WARC file and its page record to MySQL.
 type storeHandler struct{}
@@ -116,7 +124,7 @@ func (htmlHandler) Name() string { return "html" }
 func (h htmlHandler) Handle(_ context.Context, d *Doc) error {
 	r, enc, err := content.DecodeHTML(d.Body, d.Header.Get("Content-Type"))
 	if err != nil {
-		return fmt.Errorf("decode html: %w", err)
+		return &CharsetError{Err: fmt.Errorf("decode html: %w", err)}
 	}
 	d.Charset = enc.Name
 	var body []byte

@@ -155,7 +155,11 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	}
 	if !dup {
 		if err := h.Handle(ctx, doc); err != nil {
-			s.exception(&c, events.KindCharset, st, err.Error())
+			kind := events.KindParse
+			if ce := (*CharsetError)(nil); errors.As(err, &ce) {
+				kind = events.KindCharset
+			}
+			s.exception(&c, kind, st, h.Name()+": "+err.Error())
 		}
 	}
 	page.Charset = doc.Charset
