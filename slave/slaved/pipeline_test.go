@@ -103,6 +103,27 @@ func crawl(t *testing.T, cfg *config.Config, site *testsite.Site, slaves int, li
 	return res
 }
 
+// startSite starts the test site and n recording proxies; stop closes
+// them (before a deferred goleak check, unlike t.Cleanup).
+func startSite(t *testing.T, opt testsite.Options, n int) (*testsite.Site, []*testsite.Proxy, func()) {
+	t.Helper()
+	site, err := testsite.Start(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxies, err := testsite.StartProxies(n)
+	if err != nil {
+		site.Close()
+		t.Fatal(err)
+	}
+	return site, proxies, func() {
+		for _, p := range proxies {
+			p.Close()
+		}
+		site.Close()
+	}
+}
+
 // exceptionsByURL maps URLs to the kinds of their exceptions.
 func (r crawlResult) exceptionsByURL() map[string][]string {
 	out := map[string][]string{}
@@ -141,18 +162,8 @@ func has(kinds []string, k string) bool {
 // ids stripped, duplicate content found, binary files stored unparsed.
 func TestHostileSite(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	site, err := testsite.Start(testsite.Options{Hosts: 2, PagesPerHost: 20, Robots: true, Hostile: true, Seed: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer site.Close()
-	proxies, err := testsite.StartProxies(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range proxies {
-		defer p.Close()
-	}
+	site, proxies, stop := startSite(t, testsite.Options{Hosts: 2, PagesPerHost: 20, Robots: true, Hostile: true, Seed: 7}, 2)
+	defer stop()
 	cfg := testConfig(t, site)
 	for _, p := range proxies {
 		cfg.Fetch.Proxies = append(cfg.Fetch.Proxies, p.URL())
@@ -313,18 +324,8 @@ func countWARCResponses(t *testing.T, dir string) int {
 // the other; every state change is in the event stream.
 func TestBannedProxy(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	site, err := testsite.Start(testsite.Options{Hosts: 2, PagesPerHost: 25, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer site.Close()
-	proxies, err := testsite.StartProxies(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range proxies {
-		defer p.Close()
-	}
+	site, proxies, stop := startSite(t, testsite.Options{Hosts: 2, PagesPerHost: 25, Seed: 3}, 2)
+	defer stop()
 	bad, good := proxies[0], proxies[1]
 	bad.SetStatus(403)
 	cfg := testConfig(t, site)

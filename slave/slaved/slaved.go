@@ -93,7 +93,7 @@ type Slave struct {
 	rdb      redis.UniversalClient
 	dns      *dnscache.Resolver // nil with Options.Fetcher
 	warc     *warc.Writer       // nil unless storage.warc_dir
-	pub      *publisher
+	pub      *batcher[frontier.Event]
 
 	started  time.Time
 	pages    atomic.Int64
@@ -308,7 +308,7 @@ func (s *Slave) Run(ctx context.Context) error {
 
 // claimLoop claims as many tasks as there are free workers and starts a
 // fetch for each, until ctx is cancelled.
-func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, acks *acker) {
+func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, acks *batcher[frontier.Completion]) {
 	conc := s.cfg.Slave.Concurrency
 	free := make(chan struct{}, conc)
 	for range conc {

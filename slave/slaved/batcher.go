@@ -1,0 +1,109 @@
+package slaved
+
+import (
+	"context"
+	"sync"
+
+	"github.com/redcrawl/redcrawl/shared/retry"
+)
+
+// batcher sends items to Redis in batches from one goroutine: items added
+// while a call is under way go into the next call, so under load many share
+// one round trip. On a failed call it keeps the items and retries with
+// backoff (a Redis outage is a pause). With a limit, the oldest items are
+// dropped once that many wait, so a long outage cannot exhaust memory.
+type batcher[T any] struct {
+	s        *Slave
+	key      string // rate-limited log key and operation name
+	maxBatch int
+	limit    int // 0: unbounded
+	// send delivers a batch; a nil error consumes all of it.
+	send func(ctx context.Context, batch []T) error
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []T
+	sending int // items at the front of queue being sent
+	closed  bool
+	dropped int64
+}
+
+func newBatcher[T any](s *Slave, key string, maxBatch, limit int, send func(context.Context, []T) error) *batcher[T] {
+	b := &batcher[T]{s: s, key: key, maxBatch: maxBatch, limit: limit, send: send}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+func (b *batcher[T]) add(x T) {
+	b.mu.Lock()
+	if b.limit > 0 && len(b.queue) >= b.limit && len(b.queue) > b.sending {
+		// drop the oldest item not being sent
+		b.queue = append(b.queue[:b.sending], b.queue[b.sending+1:]...)
+		b.dropped++
+	}
+	b.queue = append(b.queue, x)
+	b.mu.Unlock()
+	b.cond.Signal()
+}
+
+func (b *batcher[T]) pending() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+// close makes run return once the queue is empty.
+func (b *batcher[T]) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cond.Signal()
+}
+
+// run sends until closed and empty, or until ctx ends (what is left is
+// then not sent).
+func (b *batcher[T]) run(ctx context.Context) {
+	stop := context.AfterFunc(ctx, b.close)
+	defer stop()
+	fail := 0
+	for {
+		b.mu.Lock()
+		for len(b.queue) == 0 && !b.closed {
+			b.cond.Wait()
+		}
+		if len(b.queue) == 0 || ctx.Err() != nil {
+			b.mu.Unlock()
+			return
+		}
+		n := min(len(b.queue), b.maxBatch)
+		batch := append([]T(nil), b.queue[:n]...)
+		b.sending = n
+		dropped := b.dropped
+		b.dropped = 0
+		b.mu.Unlock()
+		if dropped > 0 {
+			b.s.log.Warn(b.key+" queue full: oldest items dropped", "dropped", dropped)
+		}
+		err := b.send(ctx, batch)
+		b.mu.Lock()
+		b.sending = 0
+		if err == nil {
+			b.queue = b.queue[n:]
+		}
+		b.mu.Unlock()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			fail++
+			b.s.rl.Log(ctx, levelWarn, b.key, b.key+" failed; keeping the batch", "pending", n, "err", err)
+			retry.Sleep(ctx, retry.Backoff(fail))
+			continue
+		}
+		if fail > 0 {
+			b.s.log.Info(b.key+" working again", "after_failures", fail)
+			b.s.rl.Reset(b.key)
+			fail = 0
+		}
+	}
+}
