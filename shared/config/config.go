@@ -19,6 +19,8 @@ type Config struct {
 	Master     Master     `mapstructure:"master"`
 	DNS        DNS        `mapstructure:"dns"`
 	Storage    Storage    `mapstructure:"storage"`
+	Rules      Rules      `mapstructure:"rules"`
+	Render     Render     `mapstructure:"render"`
 	Dedup      Dedup      `mapstructure:"dedup"`
 	Log        Log        `mapstructure:"log"`
 }
@@ -190,6 +192,34 @@ type Fetch struct {
 	// SessionMaxUses retires a session after that many requests; 0 =
 	// unlimited.
 	SessionMaxUses int `mapstructure:"session_max_uses"`
+	// ProxyPools are named lists of proxy URLs that rule files choose with
+	// session.proxy_pool (names are lower-cased, as YAML keys are read).
+	ProxyPools map[string][]string `mapstructure:"proxy_pools"`
+}
+
+// Rules locates the rule files.
+type Rules struct {
+	// Dir holds the rule files (*.yaml), one per site or group of sites;
+	// "" = none.
+	Dir string `mapstructure:"dir"`
+	// Poll is how often the master looks for edits of the rule files.
+	Poll time.Duration `mapstructure:"poll"`
+}
+
+// Render tunes headless-Chromium rendering on a slave.
+type Render struct {
+	// Enabled lets this slave render (and claim render tasks). A slave
+	// without Chromium renders nothing whatever this says.
+	Enabled bool `mapstructure:"enabled"`
+	// ChromePath is the Chromium binary.
+	ChromePath string `mapstructure:"chrome_path"`
+	// Tabs is the number of pages rendered at once.
+	Tabs int `mapstructure:"tabs"`
+	// SnapshotDir keeps an HTML snapshot of each failed render; "" = none.
+	SnapshotDir string `mapstructure:"snapshot_dir"`
+	// MemoryBytes is the memory budget the resource governor shares among
+	// fetch and render workers.
+	MemoryBytes int64 `mapstructure:"memory_bytes"`
 }
 
 // DNS tunes the slaves' caching resolver.

@@ -106,6 +106,7 @@ func Default() Config {
 			ProxyCooldownMax:     10 * time.Minute,
 			ProxyMaxErrors:       5,
 			SessionMaxUses:       500,
+			ProxyPools:           map[string][]string{},
 		},
 		Master: Master{
 			DeadAfter:       10 * time.Second,
@@ -125,8 +126,11 @@ func Default() Config {
 			PrefetchWorkers: 16,
 		},
 		Storage: Storage{WARCDir: "", WARCMaxFileBytes: 1 << 30},
-		Dedup:   Dedup{ExpectedURLs: 10_000_000},
-		Log:     Log{Level: "info", Format: "text"},
+		Rules:   Rules{Dir: "rules", Poll: 2 * time.Second},
+		Render: Render{Enabled: true, ChromePath: "/usr/bin/chromium", Tabs: 4, SnapshotDir: "",
+			MemoryBytes: 256 << 20},
+		Dedup: Dedup{ExpectedURLs: 10_000_000},
+		Log:   Log{Level: "info", Format: "text"},
 	}
 }
 
@@ -173,7 +177,8 @@ func load(path string, environ []string) (*Config, error) {
 	hook := mapstructure.ComposeDecodeHookFunc(
 		durationHook,
 		listHook,
-		byteSizeHook(&c.Fetch.MaxBodyBytes, &c.Fetch.MemoryBodyBytes, &c.Storage.WARCMaxFileBytes),
+		byteSizeHook(&c.Fetch.MaxBodyBytes, &c.Fetch.MemoryBodyBytes, &c.Storage.WARCMaxFileBytes,
+			&c.Render.MemoryBytes),
 		integerHook,
 	)
 	if err := v.UnmarshalExact(&c, viper.DecodeHook(hook)); err != nil {

@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -80,6 +82,19 @@ func TestRepoConfigListsEveryKey(t *testing.T) {
 	}
 	sort.Strings(want)
 	got := v.AllKeys()
+	// viper lists no key for an empty mapping ("proxy_pools: {}"): look
+	// for the map-valued keys in the text
+	text, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, typ := range keys.leaves {
+		section, name, _ := strings.Cut(k, ".")
+		if typ.Kind() == reflect.Map && !slices.Contains(got, k) &&
+			regexp.MustCompile(`(?m)^`+section+`:\n(?:(?:  .*|#.*|)\n)*?  `+name+`:`).Match(text) {
+			got = append(got, k)
+		}
+	}
 	sort.Strings(got)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config.yaml keys (-struct +file):\n%s", diff)
@@ -191,6 +206,17 @@ master:
 				c.Fetch.UserAgents = []string{"a/1", "b/2"}
 				c.Storage.WARCMaxFileBytes = 64 << 20
 				c.Crawl.Strategy = "aopic"
+			},
+		},
+		{
+			name: "proxy pools and render from the file",
+			yaml: "fetch:\n  proxy_pools:\n    Residential: [\"http://a:1\", \"socks5://b:2\"]\nrender:\n  enabled: false\n  tabs: 2\n  memory_bytes: 64MiB\nrules:\n  dir: /etc/redcrawl/rules\n",
+			want: func(c *Config) {
+				c.Fetch.ProxyPools = map[string][]string{"residential": {"http://a:1", "socks5://b:2"}}
+				c.Render.Enabled = false
+				c.Render.Tabs = 2
+				c.Render.MemoryBytes = 64 << 20
+				c.Rules.Dir = "/etc/redcrawl/rules"
 			},
 		},
 		{
@@ -374,6 +400,10 @@ func TestValidate(t *testing.T) {
 		{"ban status out of range", func(c *Config) { c.Fetch.BanStatuses = []int{403, 9999} }, "fetch.ban_statuses[1]"},
 		{"bad ban regex", func(c *Config) { c.Fetch.BanBodyRegex = "(captcha" }, "fetch.ban_body_regex"},
 		{"cooldown max below cooldown", func(c *Config) { c.Fetch.ProxyCooldownMax = time.Second }, "fetch.proxy_cooldown_max"},
+		{"empty proxy pool", func(c *Config) { c.Fetch.ProxyPools = map[string][]string{"a": {}} }, "fetch.proxy_pools.a"},
+		{"bad proxy in a pool", func(c *Config) { c.Fetch.ProxyPools = map[string][]string{"a": {"ftp://x:1"}} }, "fetch.proxy_pools.a[0]"},
+		{"render without chrome", func(c *Config) { c.Render.ChromePath = "" }, "render.chrome_path"},
+		{"zero render tabs", func(c *Config) { c.Render.Tabs = 0 }, "render.tabs"},
 		{"dns server without port", func(c *Config) { c.DNS.Server = "127.0.0.53" }, "dns.server"},
 		{"dns max ttl below min", func(c *Config) { c.DNS.MaxTTL = time.Second }, "dns.max_ttl"},
 		{"tiny warc files", func(c *Config) { c.Storage.WARCMaxFileBytes = 1000 }, "storage.warc_max_file_bytes"},

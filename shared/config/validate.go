@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -293,7 +294,35 @@ func (c *Config) validateSessions() error {
 	if f.SessionMaxUses < 0 {
 		return errorf("fetch.session_max_uses", "%d must be >= 0 (0 = unlimited)", f.SessionMaxUses)
 	}
+	names := make([]string, 0, len(f.ProxyPools))
+	for name := range f.ProxyPools {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !crawlNameRE.MatchString(name) {
+			return errorf("fetch.proxy_pools", "pool name %q must be 1 to 64 of A-Z a-z 0-9 _ . -", name)
+		}
+		if len(f.ProxyPools[name]) == 0 {
+			return errorf("fetch.proxy_pools."+name, "an empty pool")
+		}
+		for i, p := range f.ProxyPools[name] {
+			if msg := CheckProxyURL(p); msg != "" {
+				return errorf(fmt.Sprintf("fetch.proxy_pools.%s[%d]", name, i), "%s", msg)
+			}
+		}
+	}
 	return nil
+}
+
+// ProxyPoolNames lists the names of fetch.proxy_pools, sorted.
+func (c *Config) ProxyPoolNames() []string {
+	names := make([]string, 0, len(c.Fetch.ProxyPools))
+	for name := range c.Fetch.ProxyPools {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // CheckProxyURL returns what is wrong with a proxy URL, or "". The message
@@ -351,6 +380,19 @@ func (c *Config) validateDNS() error {
 func (c *Config) validateStorage() error {
 	if c.Storage.WARCMaxFileBytes < 1<<20 {
 		return errorf("storage.warc_max_file_bytes", "%d must be >= 1MiB", c.Storage.WARCMaxFileBytes)
+	}
+	if c.Rules.Poll <= 0 {
+		return errorf("rules.poll", "%v must be > 0", c.Rules.Poll)
+	}
+	r := c.Render
+	if r.Enabled && r.ChromePath == "" {
+		return &Error{Key: "render.chrome_path", Msg: "must name the Chromium binary when render.enabled is true"}
+	}
+	if r.Tabs < 1 || r.Tabs > 64 {
+		return errorf("render.tabs", "%d must be in [1, 64]", r.Tabs)
+	}
+	if r.MemoryBytes < 16<<20 {
+		return errorf("render.memory_bytes", "%d must be >= 16MiB", r.MemoryBytes)
 	}
 	return nil
 }
