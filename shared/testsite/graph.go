@@ -15,6 +15,7 @@ const (
 	kindMailto                 // a mailto: link, not crawlable
 	kindJavascript             // a javascript: link, not crawlable
 	kindHostile                // the hub /hostile/ on host 0, not part of Expected
+	kindShop                   // the catalogue /shop/ on host 1, not part of Expected
 )
 
 // redirectHops is the length of the redirect chain.
@@ -46,6 +47,8 @@ func (t target) path() string {
 		return "/retry-after"
 	case kindHostile:
 		return hostilePrefix
+	case kindShop:
+		return shopPrefix
 	}
 	return ""
 }
@@ -175,6 +178,9 @@ func (s *Site) build(pi *pageInfo, host, n int) {
 	if n == 0 && host == 0 && o.Hostile {
 		add(target{kind: kindHostile}, formPlain)
 	}
+	if n == 0 && host == shopHost && o.Dynamic {
+		add(target{kind: kindShop, host: shopHost}, formPlain)
+	}
 
 	switch n % 14 {
 	case 5:
@@ -217,14 +223,14 @@ func (s *Site) build(pi *pageInfo, host, n int) {
 }
 
 // crawlable reports whether Expected counts t: whether a correct crawler
-// requests t when it finds a link to it, the hostile hub aside (a crawler
-// requests it, but Expected leaves the hostile pages out).
+// requests t when it finds a link to it, the hostile hub and the shop
+// aside (a crawler requests them, but Expected leaves them out).
 func (s *Site) crawlable(t target) bool {
 	switch t.kind {
 	case kindPage, kindRedirect, kindFlaky, kindMissing, kindRetryAfter:
 		return true
 	}
-	return false // private pages (robots.txt), hostile pages and non-HTTP links
+	return false // private pages (robots.txt), hostile and dynamic pages, non-HTTP links
 }
 
 // requests is how many requests a correct crawler makes to t: one, or two
@@ -244,7 +250,8 @@ func (s *Site) url(t target) string { return s.hosts[t.host].root + t.path() }
 // unlimited, honouring robots.txt), the number of requests it makes: 1
 // for every page, redirect hop and /missing, 2 for /flaky and
 // /retry-after (a failure, then a success). /robots.txt, /private/
-// pages and the hostile pages (Options.Hostile) are not included. Keys
+// pages, the hostile pages (Options.Hostile) and the dynamic pages
+// (Options.Dynamic) are not included. Keys
 // are canonical absolute URLs, as PageURL and the site's plain links
 // write them. The map is computed by a breadth-first search of the graph
 // and is the caller's to keep.

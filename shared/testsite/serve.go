@@ -23,6 +23,7 @@ const (
 	routeRetryAfter
 	routeBadMethod
 	routeHostile
+	routeShop
 )
 
 // route is a parsed request.
@@ -30,10 +31,11 @@ type route struct {
 	kind routeKind
 	n    int
 	h    hostileRoute // for routeHostile
+	sp   shopRoute    // for routeShop
 }
 
-// route parses a request for path (and query, only for hostile pages) on
-// host.
+// route parses a request for path (and query, only for hostile and
+// dynamic pages) on host.
 func (s *Site) route(host int, method, path, query string) route {
 	if method != http.MethodGet && method != http.MethodHead {
 		return route{kind: routeBadMethod}
@@ -62,6 +64,11 @@ func (s *Site) route(host int, method, path, query string) route {
 	if host == 0 && o.Hostile {
 		if rest, ok := strings.CutPrefix(path, hostilePrefix); ok {
 			return route{kind: routeHostile, h: s.hostileRoute(rest, query)}
+		}
+	}
+	if host == shopHost && o.Dynamic {
+		if rest, ok := strings.CutPrefix(path, shopPrefix); ok {
+			return route{kind: routeShop, sp: s.shopRoute(rest, query)}
 		}
 	}
 	if host == 0 && o.Specials {
@@ -122,6 +129,8 @@ func (s *Site) status(rt route) int {
 		}
 	case routeHostile:
 		return rt.h.status
+	case routeShop:
+		return rt.sp.status
 	}
 	return http.StatusOK
 }
@@ -164,6 +173,10 @@ func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if rt.kind == routeHostile {
 		s.serveHostile(w, r, rt.h)
+		return
+	}
+	if rt.kind == routeShop {
+		s.serveShop(w, r, rt.sp)
 		return
 	}
 

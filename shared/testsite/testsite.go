@@ -26,8 +26,11 @@
 // With Options.Hostile, host 0 also serves hostile pages under /hostile/
 // (legacy charsets, a gzip bomb, huge, slow and stalling pages, redirect
 // loops, crawler traps, duplicate and non-HTML content), described by
-// Site.Hostile and left out of Expected. StartProxies starts HTTP forward
-// proxies whose requests the site records in Hit.Via.
+// Site.Hostile and left out of Expected. With Options.Dynamic, host 1 also
+// serves a shop under /shop/ whose product links and prices only
+// JavaScript writes, described by Site.Shop and left out of Expected.
+// StartProxies starts HTTP forward proxies whose requests the site
+// records in Hit.Via.
 package testsite
 
 import (
@@ -104,6 +107,14 @@ type Options struct {
 	// and non-HTML files. Site.Hostile describes them. They are not part
 	// of Expected: a crawler's outcome on them is checked through Hits.
 	Hostile bool
+	// Dynamic adds a shop of dynamic pages under /shop/ on host 1
+	// (127.0.0.3), linked from its root, and so needs Hosts >= 2: a
+	// catalogue whose product links only JavaScript inserts (from a JSON
+	// API, with a "load more" button), and product pages whose price
+	// only JavaScript writes. Site.Shop describes them and the items a
+	// crawl extracts. They are not part of Expected: a crawler's outcome
+	// on them is checked through Hits and its extracted items.
+	Dynamic bool
 }
 
 // withDefaults returns o with defaults applied, or an error for values
@@ -139,6 +150,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("negative page bytes %d", o.PageBytes)
 	case o.Latency < 0:
 		return o, fmt.Errorf("negative latency %v", o.Latency)
+	case o.Dynamic && o.Hosts < 2:
+		return o, fmt.Errorf("dynamic pages need at least 2 hosts, have %d", o.Hosts)
 	}
 	if o.CrossHostRatio < 0 {
 		o.CrossHostRatio = 0
@@ -179,6 +192,7 @@ type Site struct {
 	pools pools
 
 	hostile *hostileData // nil unless Options.Hostile
+	shop    *shopData    // nil unless Options.Dynamic
 }
 
 // hostServer is one host: its address and server.
@@ -203,6 +217,11 @@ func Start(opts Options) (*Site, error) {
 	if opts.Hostile {
 		if s.hostile, err = newHostileData(); err != nil {
 			return nil, fmt.Errorf("testsite: hostile pages: %w", err)
+		}
+	}
+	if opts.Dynamic {
+		if s.shop, err = newShopData(opts.Seed); err != nil {
+			return nil, fmt.Errorf("testsite: dynamic pages: %w", err)
 		}
 	}
 	listeners := make([]net.Listener, 0, opts.Hosts)
