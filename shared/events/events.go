@@ -19,6 +19,7 @@ const (
 	TypeLost      Type = "lost"
 	TypeProxy     Type = "proxy"
 	TypeDuplicate Type = "duplicate"
+	TypeItem      Type = "item"
 )
 
 // Stream entry field names.
@@ -43,7 +44,18 @@ const (
 	KindTrap         = "trap"     // URL rejected as a crawler trap; the message says why
 	KindProxy        = "proxy"    // request failed through a proxy, or a ban was detected
 	KindCharset      = "charset"  // body not decodable from its declared or sniffed encoding
+	KindExtract      = "extract"  // a field failed to extract; the message names the rule, the item and the field
+	KindRules        = "rules"    // a rule file edit was rejected; the message has file:line
 	KindOther        = "other"
+)
+
+// Render exception kinds: a page that had to be rendered in a browser and
+// could not be. Exception.Snapshot may name a saved HTML snapshot.
+const (
+	KindRender           = "render"            // render failure of no more specific kind
+	KindRenderTimeout    = "render_timeout"    // the page did not finish rendering in time
+	KindRenderCrash      = "render_crash"      // the browser (or its tab) crashed
+	KindRenderNavigation = "render_navigation" // the browser could not navigate to the page
 )
 
 // Slave event kinds.
@@ -104,6 +116,9 @@ type Page struct {
 	Proxy    string `json:"proxy,omitempty"`    // redacted proxy URL, or ProxyDirect
 	Handler  string `json:"handler,omitempty"`  // content handler that processed it, e.g. "html", "store"
 	Checksum string `json:"checksum,omitempty"` // 64-bit content checksum, ChecksumLen hex digits
+	// Set when the page went through rules (rendering, item extraction).
+	Rendered bool   `json:"rendered,omitempty"` // fetched through a browser that ran its scripts
+	RuleSet  string `json:"rule,omitempty"`     // name of the rule set that matched the page
 }
 
 // Exception records one thing that went wrong with a URL.
@@ -117,6 +132,9 @@ type Exception struct {
 	Status  int    `json:"status"`
 	Message string `json:"message"`
 	At      int64  `json:"at"` // unix ms
+	// Snapshot is the path of a saved HTML snapshot of the page, for render
+	// failures; empty when none was saved.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // Slave records a slave joining, leaving or dying.
@@ -131,20 +149,22 @@ type Slave struct {
 
 // Heartbeat is one sample of a slave's counters.
 type Heartbeat struct {
-	Crawl       string  `json:"crawl"`
-	Slave       string  `json:"slave"`
-	Host        string  `json:"host"`
-	PID         int     `json:"pid"`
-	At          int64   `json:"at"` // unix ms
-	StartedAt   int64   `json:"started_at"`
-	Pages       int64   `json:"pages"`
-	Errors      int64   `json:"errors"`
-	InFlight    int64   `json:"in_flight"`
-	Bytes       int64   `json:"bytes"`
-	RSS         int64   `json:"rss"`
-	PagesPerSec float64 `json:"pages_per_sec"`
-	Concurrency int     `json:"concurrency"`
-	State       string  `json:"state"` // running, draining
+	Crawl        string  `json:"crawl"`
+	Slave        string  `json:"slave"`
+	Host         string  `json:"host"`
+	PID          int     `json:"pid"`
+	At           int64   `json:"at"` // unix ms
+	StartedAt    int64   `json:"started_at"`
+	Pages        int64   `json:"pages"`
+	Errors       int64   `json:"errors"`
+	InFlight     int64   `json:"in_flight"`
+	Bytes        int64   `json:"bytes"`
+	RSS          int64   `json:"rss"`
+	PagesPerSec  float64 `json:"pages_per_sec"`
+	Concurrency  int     `json:"concurrency"`
+	State        string  `json:"state"`                   // running, draining
+	Render       bool    `json:"render"`                  // the slave can render pages in a browser
+	RulesVersion string  `json:"rules_version,omitempty"` // version of the rule files the slave runs
 }
 
 // Lost records a task whose lease was taken back.
@@ -182,6 +202,18 @@ type Duplicate struct {
 	At          int64  `json:"at"` // unix ms
 }
 
+// Item records one item extracted from a page by a rule set. A re-fetch of
+// the URL replaces the item's stored data when it is newer (FetchedAt).
+type Item struct {
+	Crawl     string          `json:"crawl"`
+	Rule      string          `json:"rule"` // name of the rule set
+	Item      string          `json:"item"` // name of the item rule in the rule set
+	URL       string          `json:"url"`
+	Data      json.RawMessage `json:"data"` // the extracted fields, as a JSON object
+	Slave     string          `json:"slave"`
+	FetchedAt int64           `json:"fetched_at"` // unix ms
+}
+
 // Envelope is one decoded stream entry.
 type Envelope struct {
 	ID        string // stream entry id, unique per crawl; makes inserts idempotent
@@ -193,6 +225,7 @@ type Envelope struct {
 	Lost      *Lost
 	Proxy     *Proxy
 	Duplicate *Duplicate
+	Item      *Item
 }
 
 // Encode returns the stream fields for a record.
@@ -213,6 +246,8 @@ func Encode(v any) (Type, []byte, error) {
 		t = TypeProxy
 	case *Duplicate, Duplicate:
 		t = TypeDuplicate
+	case *Item, Item:
+		t = TypeItem
 	default:
 		return "", nil, fmt.Errorf("encode event: unknown record %T", v)
 	}
@@ -249,6 +284,9 @@ func Decode(id string, t Type, data []byte) (Envelope, error) {
 	case TypeDuplicate:
 		e.Duplicate = new(Duplicate)
 		target = e.Duplicate
+	case TypeItem:
+		e.Item = new(Item)
+		target = e.Item
 	default:
 		return e, fmt.Errorf("decode event %s: unknown type %q", id, t)
 	}

@@ -51,6 +51,28 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		in: &Duplicate{Crawl: "c", URL: "http://a.test/b", FirstURL: "http://a.test/a", ContentHash: "0123456789abcdef",
 			Slave: "s2", At: 1_700_000_000_789},
 		want: Envelope{ID: "1-1", Type: TypeDuplicate},
+	}, {
+		name: "item",
+		in: &Item{Crawl: "c", Rule: "shop", Item: "product", URL: "http://a.test/p/1",
+			Data: json.RawMessage(`{"title":"Tea ☕","price":3.5,"tags":["a","b"]}`), Slave: "s1", FetchedAt: 1_700_000_000_999},
+		want: Envelope{ID: "1-1", Type: TypeItem},
+	}, {
+		name: "item without data",
+		in:   &Item{Crawl: "c", Rule: "shop", Item: "product", URL: "http://a.test/p/2", Data: json.RawMessage(`null`)},
+		want: Envelope{ID: "1-1", Type: TypeItem},
+	}, {
+		name: "page with render fields",
+		in:   &Page{Crawl: "c", URL: "http://a.test/", Status: 200, Rendered: true, RuleSet: "shop"},
+		want: Envelope{ID: "1-1", Type: TypePage},
+	}, {
+		name: "render exception with snapshot",
+		in: &Exception{Crawl: "c", Kind: KindRenderTimeout, URL: "http://a.test/", Host: "a.test",
+			Message: "render: no network idle after 30s", Snapshot: "snapshots/c/0001.html", At: 7},
+		want: Envelope{ID: "1-1", Type: TypeException},
+	}, {
+		name: "heartbeat of a rendering slave",
+		in:   &Heartbeat{Crawl: "c", Slave: "s1", State: "running", Render: true, RulesVersion: "3f2a9c"},
+		want: Envelope{ID: "1-1", Type: TypeHeartbeat},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			switch v := c.in.(type) {
@@ -68,6 +90,8 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 				c.want.Proxy = v
 			case *Duplicate:
 				c.want.Duplicate = v
+			case *Item:
+				c.want.Item = v
 			}
 			typ, data, err := Encode(c.in)
 			if err != nil {
@@ -109,6 +133,8 @@ func deref(c any) any {
 		return *v
 	case *Duplicate:
 		return *v
+	case *Item:
+		return *v
 	}
 	return nil
 }
@@ -129,6 +155,19 @@ func TestJSONNames(t *testing.T) {
 			Checksum: "0000000000000000"}, []string{"attempt", "bytes", "charset", "checksum", "content_hash",
 			"content_type", "crawl", "depth", "duration_ms", "fetched_at", "final_url", "handler", "links", "proxy",
 			"slave", "status", "url", "warc"}},
+		{"page with render fields", Page{Rendered: true, RuleSet: "shop"}, []string{"attempt", "bytes", "content_hash",
+			"content_type", "crawl", "depth", "duration_ms", "fetched_at", "final_url", "links", "rendered", "rule",
+			"slave", "status", "url"}},
+		{"item", Item{Data: json.RawMessage(`{}`)}, []string{"crawl", "data", "fetched_at", "item", "rule", "slave", "url"}},
+		{"exception without snapshot", Exception{}, []string{"at", "attempt", "crawl", "host", "kind", "message",
+			"slave", "status", "url"}},
+		{"exception with snapshot", Exception{Snapshot: "s.html"}, []string{"at", "attempt", "crawl", "host", "kind",
+			"message", "slave", "snapshot", "status", "url"}},
+		{"heartbeat without rules", Heartbeat{}, []string{"at", "bytes", "concurrency", "crawl", "errors", "host",
+			"in_flight", "pages", "pages_per_sec", "pid", "render", "rss", "slave", "started_at", "state"}},
+		{"heartbeat with rules", Heartbeat{RulesVersion: "v1"}, []string{"at", "bytes", "concurrency", "crawl", "errors",
+			"host", "in_flight", "pages", "pages_per_sec", "pid", "render", "rss", "rules_version", "slave", "started_at",
+			"state"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, data, err := Encode(c.in)
@@ -177,6 +216,14 @@ func TestDecodeLuaJSON(t *testing.T) {
 		data: `{"uses":10,"state":"retired","errors":5,"at":1,"reason":"too many errors","proxy":"http:\/\/p.test:3128","slave":"s","crawl":"c"}`,
 		want: Envelope{ID: "7-0", Type: TypeProxy, Proxy: &Proxy{Crawl: "c", Slave: "s", Proxy: "http://p.test:3128",
 			State: ProxyRetired, Reason: "too many errors", Errors: 5, Uses: 10, At: 1}},
+	}, {
+		name: "item",
+		typ:  TypeItem,
+		data: `{"data":{"title":"T\u00e9","n":[1,2]},"url":"http:\/\/a.test\/p","item":"product","rule":"shop",` +
+			`"fetched_at":1700000000123,"slave":"s1","crawl":"c"}`,
+		want: Envelope{ID: "7-0", Type: TypeItem, Item: &Item{Crawl: "c", Rule: "shop", Item: "product",
+			URL: "http://a.test/p", Data: json.RawMessage(`{"title":"T\u00e9","n":[1,2]}`), Slave: "s1",
+			FetchedAt: 1700000000123}},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := Decode("7-0", c.typ, []byte(c.data))
@@ -204,6 +251,7 @@ func TestEncodeDecodeErrors(t *testing.T) {
 		{"bad json", TypeProxy, `{"crawl":`, "decode proxy event 1-0: "},
 		{"string for a number", TypeDuplicate, `{"at":"12"}`, "decode duplicate event 1-0: "},
 		{"float for an int", TypeProxy, `{"errors":1.5}`, "decode proxy event 1-0: "},
+		{"string for item time", TypeItem, `{"fetched_at":"1"}`, "decode item event 1-0: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Decode("1-0", c.typ, []byte(c.data))
@@ -227,6 +275,35 @@ func TestFormatChecksum(t *testing.T) {
 		got := FormatChecksum(c.in)
 		if got != c.want || len(got) != ChecksumLen {
 			t.Errorf("FormatChecksum(%#x) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestEncodeItemInvalidData(t *testing.T) {
+	_, _, err := Encode(&Item{Crawl: "c", Data: json.RawMessage(`{"a":`)})
+	if err == nil || !strings.HasPrefix(err.Error(), "encode item event: ") {
+		t.Errorf("Encode error = %v, want prefix %q", err, "encode item event: ")
+	}
+}
+
+func TestKinds(t *testing.T) {
+	// Exception kinds are stored in exceptions.kind, VARCHAR(32), and must
+	// stay distinct.
+	kinds := []string{KindDNS, KindConnect, KindTimeout, KindTLS, KindHTTPStatus, KindTooLarge, KindRobotsDenied,
+		KindParse, KindRedirect, KindBlocked, KindFailed, KindTrap, KindProxy, KindCharset, KindExtract, KindRules,
+		KindOther, KindRender, KindRenderTimeout, KindRenderCrash, KindRenderNavigation}
+	seen := map[string]bool{}
+	for _, k := range kinds {
+		if len(k) == 0 || len(k) > 32 || seen[k] {
+			t.Errorf("kind %q: empty, longer than 32 or repeated", k)
+		}
+		seen[k] = true
+	}
+	want := map[string]string{"extract": KindExtract, "rules": KindRules, "render": KindRender,
+		"render_timeout": KindRenderTimeout, "render_crash": KindRenderCrash, "render_navigation": KindRenderNavigation}
+	for w, k := range want {
+		if w != k {
+			t.Errorf("kind %q, want %q", k, w)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redcrawl/redcrawl/shared/events"
 )
@@ -22,6 +23,12 @@ const (
 // multi-row INSERT IGNORE statements per table. Rows are keyed by (crawl,
 // stream id), so a batch redelivered after a crash between the commit and
 // the stream ack inserts nothing twice. An empty batch is a no-op.
+//
+// Items are the exception: items holds one row per (crawl, rule, item, URL),
+// and an item event updates that row when it is newer than the one stored
+// (see itemUpsert), so a re-fetch replaces the data and a redelivered or
+// older event changes nothing. Item data that is not JSON the database
+// accepts is stored as a JSON string (itemData).
 //
 // Each envelope is stored by whichever record pointers it has set (Type is
 // not consulted); an envelope with none is skipped. The crawl column comes
@@ -59,6 +66,7 @@ func (s *Store) Insert(ctx context.Context, batch []events.Envelope) error {
 // buildTables turns a batch into sanitised rows per table.
 func buildTables(batch []events.Envelope) (*tables, error) {
 	ts := newTables()
+	now := datetime(time.Now().UnixMilli())
 	for i := range batch {
 		e := &batch[i]
 		if !validEventID(e.ID) {
@@ -84,6 +92,9 @@ func buildTables(batch []events.Envelope) (*tables, error) {
 		}
 		if x := e.Duplicate; x != nil {
 			ts.duplicates.add(duplicateRow(e.ID, x))
+		}
+		if x := e.Item; x != nil {
+			ts.items.add(itemRow(e.ID, x, now))
 		}
 	}
 	return ts, nil
@@ -128,6 +139,7 @@ func pageRow(id string, p *events.Page) []any {
 		datetime(p.FetchedAt), chars(p.Slave, maxSlave), chars(p.ContentHash, maxContentHash),
 		chars(p.Charset, maxCharset), chars(p.WARC, maxWARC), chars(p.Proxy, maxProxy),
 		chars(p.Handler, maxHandler), chars(p.Checksum, maxChecksum),
+		p.Rendered, chars(p.RuleSet, maxRule),
 	}
 }
 
@@ -136,7 +148,7 @@ func exceptionRow(id string, x *events.Exception) []any {
 		chars(x.Crawl, maxCrawl), id,
 		chars(x.Kind, maxKind), chars(x.URL, maxURL), chars(x.Host, maxHost),
 		chars(x.Slave, maxSlave), integer(x.Attempt), smallint(x.Status),
-		text(x.Message, maxTextBytes), datetime(x.At),
+		text(x.Message, maxTextBytes), datetime(x.At), chars(x.Snapshot, maxSnapshot),
 	}
 }
 
@@ -155,6 +167,7 @@ func heartbeatRow(id string, x *events.Heartbeat) []any {
 		datetime(x.At), datetime(x.StartedAt),
 		x.Pages, x.Errors, x.InFlight, x.Bytes, x.RSS, finite(x.PagesPerSec),
 		integer(x.Concurrency), chars(x.State, maxState),
+		x.Render, chars(x.RulesVersion, maxRulesVer),
 	}
 }
 
@@ -185,7 +198,7 @@ func duplicateRow(id string, x *events.Duplicate) []any {
 
 // tables collects one batch's rows per table.
 type tables struct {
-	pages, exceptions, slaves, heartbeats, lost, proxies, duplicates *table
+	pages, exceptions, slaves, heartbeats, lost, proxies, duplicates, items *table
 }
 
 func newTables() *tables {
@@ -193,25 +206,27 @@ func newTables() *tables {
 		pages: &table{name: "pages", cols: []string{
 			"crawl", "event_id", "url", "url_hash", "final_url", "status", "content_type", "bytes",
 			"depth", "attempt", "links", "duration_ms", "fetched_at", "slave_id", "content_hash",
-			"charset", "warc", "proxy", "handler", "checksum"}},
+			"charset", "warc", "proxy", "handler", "checksum", "rendered", "rule"}},
 		exceptions: &table{name: "exceptions", cols: []string{
-			"crawl", "event_id", "kind", "url", "host", "slave_id", "attempt", "status", "message", "at"}},
+			"crawl", "event_id", "kind", "url", "host", "slave_id", "attempt", "status", "message", "at", "snapshot"}},
 		slaves: &table{name: "slave_events", cols: []string{
 			"crawl", "event_id", "slave_id", "kind", "host", "at", "detail"}},
 		heartbeats: &table{name: "heartbeats", cols: []string{
 			"crawl", "event_id", "slave_id", "host", "pid", "at", "started_at",
-			"pages", "errors", "in_flight", "bytes", "rss", "pages_per_sec", "concurrency", "state"}},
+			"pages", "errors", "in_flight", "bytes", "rss", "pages_per_sec", "concurrency", "state",
+			"render", "rules_version"}},
 		lost: &table{name: "lost_tasks", cols: []string{
 			"crawl", "event_id", "url", "slave_id", "leased_at", "detected_at", "attempt", "reason"}},
 		proxies: &table{name: "proxy_events", cols: []string{
 			"crawl", "event_id", "slave_id", "proxy", "state", "reason", "errors", "uses", "at"}},
 		duplicates: &table{name: "duplicates", cols: []string{
 			"crawl", "event_id", "url", "url_hash", "first_url", "content_hash", "slave_id", "at"}},
+		items: &table{name: "items", cols: itemCols, suffix: itemUpsert},
 	}
 }
 
 func (ts *tables) all() []*table {
-	return []*table{ts.pages, ts.exceptions, ts.slaves, ts.heartbeats, ts.lost, ts.proxies, ts.duplicates}
+	return []*table{ts.pages, ts.exceptions, ts.slaves, ts.heartbeats, ts.lost, ts.proxies, ts.duplicates, ts.items}
 }
 
 func (ts *tables) empty() bool {
@@ -225,9 +240,10 @@ func (ts *tables) empty() bool {
 
 // table is the pending rows of one table.
 type table struct {
-	name string
-	cols []string
-	rows [][]any
+	name   string
+	cols   []string
+	suffix string // appended to each INSERT, e.g. an ON DUPLICATE KEY UPDATE clause
+	rows   [][]any
 }
 
 func (t *table) add(row []any) {
@@ -276,6 +292,10 @@ func (t *table) insert(ctx context.Context, tx *sql.Tx, verb string, rows [][]an
 		}
 		q.WriteString(tuple)
 		args = append(args, r...)
+	}
+	if t.suffix != "" {
+		q.WriteString(" ")
+		q.WriteString(t.suffix)
 	}
 	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 		return fmt.Errorf("%d rows into %s: %w", len(rows), t.name, err)

@@ -29,7 +29,16 @@ const (
 	maxHandler     = 32    // pages.handler
 	maxChecksum    = 16    // pages.checksum, duplicates.content_hash
 	maxProxyState  = 16    // proxy_events.state
+	maxRule        = 128   // items.rule, items.item, pages.rule
+	maxRulesVer    = 64    // heartbeats.rules_version
+	maxSnapshot    = 512   // exceptions.snapshot
 )
+
+// maxItemData is the most bytes of JSON the store writes to items.data
+// (JSON: LONGTEXT on MariaDB). It keeps one item row inside a statement of
+// maxBytesPerStmt, so an item can never exceed max_allowed_packet; a larger
+// document is stored as a JSON string holding its first part (itemData).
+const maxItemData = maxBytesPerStmt
 
 // Integer column ranges.
 const (

@@ -48,13 +48,14 @@ func (s *Store) Exceptions(ctx context.Context, f ExceptionFilter) ([]events.Exc
 		where = append(where, "at < ?")
 		args = append(args, f.Until.UTC())
 	}
-	q := "SELECT crawl, kind, url, host, slave_id, attempt, status, message, at FROM exceptions WHERE " +
+	q := "SELECT crawl, kind, url, host, slave_id, attempt, status, message, at, snapshot FROM exceptions WHERE " +
 		strings.Join(where, " AND ") + " ORDER BY at, id" + limitClause(f.Limit, f.Offset)
 	out := []events.Exception{}
 	err := s.query(ctx, "exceptions", q, args, func(r *sql.Rows) error {
 		var x events.Exception
 		var at time.Time
-		if err := r.Scan(&x.Crawl, &x.Kind, &x.URL, &x.Host, &x.Slave, &x.Attempt, &x.Status, &x.Message, &at); err != nil {
+		if err := r.Scan(&x.Crawl, &x.Kind, &x.URL, &x.Host, &x.Slave, &x.Attempt, &x.Status, &x.Message, &at,
+			&x.Snapshot); err != nil {
 			return err
 		}
 		x.At = unixMS(at)
@@ -148,6 +149,7 @@ type Counts struct {
 	Lost        int64
 	ProxyEvents int64
 	Duplicates  int64
+	Items       int64 // distinct items (a re-fetch updates its row)
 }
 
 // Counts returns the crawl's row count per table, from one consistent
@@ -161,9 +163,10 @@ func (s *Store) Counts(ctx context.Context, crawl string) (Counts, error) {
 		(SELECT COUNT(*) FROM heartbeats WHERE crawl = ?),
 		(SELECT COUNT(*) FROM lost_tasks WHERE crawl = ?),
 		(SELECT COUNT(*) FROM proxy_events WHERE crawl = ?),
-		(SELECT COUNT(*) FROM duplicates WHERE crawl = ?)`,
-		crawl, crawl, crawl, crawl, crawl, crawl, crawl,
-	).Scan(&c.Pages, &c.Exceptions, &c.SlaveEvents, &c.Heartbeats, &c.Lost, &c.ProxyEvents, &c.Duplicates)
+		(SELECT COUNT(*) FROM duplicates WHERE crawl = ?),
+		(SELECT COUNT(*) FROM items WHERE crawl = ?)`,
+		crawl, crawl, crawl, crawl, crawl, crawl, crawl, crawl,
+	).Scan(&c.Pages, &c.Exceptions, &c.SlaveEvents, &c.Heartbeats, &c.Lost, &c.ProxyEvents, &c.Duplicates, &c.Items)
 	if err != nil {
 		return Counts{}, fmt.Errorf("count rows of crawl %q: %w", crawl, err)
 	}

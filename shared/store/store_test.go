@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -20,8 +21,8 @@ import (
 )
 
 // wantTables is every table a fully migrated database has.
-var wantTables = []string{"duplicates", "exceptions", "goose_db_version", "heartbeats", "lost_tasks", "pages",
-	"proxy_events", "slave_events"}
+var wantTables = []string{"duplicates", "exceptions", "goose_db_version", "heartbeats", "items", "lost_tasks",
+	"pages", "proxy_events", "slave_events"}
 
 // open returns a migrated store on a fresh database.
 func open(t *testing.T) *Store {
@@ -255,6 +256,7 @@ type snapshot struct {
 	Lost       []events.Lost
 	Proxies    []events.Proxy
 	Duplicates []events.Duplicate
+	Items      []ItemRow
 	URLs       map[string]int
 	Counts     Counts
 }
@@ -287,17 +289,24 @@ func read(t *testing.T, s *Store, crawl string) snapshot {
 	if sn.Counts, err = s.Counts(ctx, crawl); err != nil {
 		t.Fatal(err)
 	}
+	sn.Items = []ItemRow{}
+	if err := s.ExportItems(ctx, ItemFilter{Crawl: crawl}, func(r ItemRow) error {
+		sn.Items = append(sn.Items, r)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	sn.Pages = []events.Page{}
 	err = s.query(ctx, "pages", `SELECT crawl, url, final_url, status, content_type, bytes, depth,
 		fetched_at, slave_id, content_hash, duration_ms, attempt, links, url_hash,
-		charset, warc, proxy, handler, checksum
+		charset, warc, proxy, handler, checksum, rendered, rule
 		FROM pages WHERE crawl = ? ORDER BY id`, []any{crawl}, func(r *sql.Rows) error {
 		var p events.Page
 		var at time.Time
 		var hash []byte
 		if err := r.Scan(&p.Crawl, &p.URL, &p.FinalURL, &p.Status, &p.ContentType, &p.Bytes, &p.Depth,
 			&at, &p.Slave, &p.ContentHash, &p.DurationMS, &p.Attempt, &p.Links, &hash,
-			&p.Charset, &p.WARC, &p.Proxy, &p.Handler, &p.Checksum); err != nil {
+			&p.Charset, &p.WARC, &p.Proxy, &p.Handler, &p.Checksum, &p.Rendered, &p.RuleSet); err != nil {
 			return err
 		}
 		p.FetchedAt = at.UnixMilli()
@@ -331,12 +340,12 @@ func read(t *testing.T, s *Store, crawl string) snapshot {
 	}
 	sn.Heartbeats = []events.Heartbeat{}
 	err = s.query(ctx, "heartbeats", `SELECT crawl, slave_id, host, pid, at, started_at, pages, errors,
-		in_flight, bytes, rss, pages_per_sec, concurrency, state
+		in_flight, bytes, rss, pages_per_sec, concurrency, state, render, rules_version
 		FROM heartbeats WHERE crawl = ? ORDER BY id`, []any{crawl}, func(r *sql.Rows) error {
 		var h events.Heartbeat
 		var at, started time.Time
 		if err := r.Scan(&h.Crawl, &h.Slave, &h.Host, &h.PID, &at, &started, &h.Pages, &h.Errors,
-			&h.InFlight, &h.Bytes, &h.RSS, &h.PagesPerSec, &h.Concurrency, &h.State); err != nil {
+			&h.InFlight, &h.Bytes, &h.RSS, &h.PagesPerSec, &h.Concurrency, &h.State, &h.Render, &h.RulesVersion); err != nil {
 			return err
 		}
 		h.At, h.StartedAt = at.UnixMilli(), started.UnixMilli()
@@ -361,12 +370,15 @@ func mixed(crawl string) ([]events.Envelope, snapshot) {
 			FetchedAt: t0 + 5, Slave: "s2", Attempt: 2, Charset: "windows-1252", Proxy: events.ProxyDirect, Handler: "store"},
 		{Crawl: crawl, URL: "http://a.test/X", Status: 200, FetchedAt: t0 + 6}, // differs from .../x only by case
 		{Crawl: crawl, URL: "http://a.test/x", Status: 200, FetchedAt: t0 + 7},
+		{Crawl: crawl, URL: "http://a.test/p/1", Status: 200, FetchedAt: t0 + 8, Rendered: true, RuleSet: "shop"},
 	}
 	excs := []events.Exception{
 		{Crawl: crawl, Kind: events.KindDNS, URL: "http://b.test/", Host: "b.test", Slave: "s1", Attempt: 1,
 			Message: "lookup b.test: no such host", At: t0 + 1},
 		{Crawl: crawl, Kind: events.KindHTTPStatus, URL: "http://a.test/gone", Host: "a.test", Slave: "s2", Attempt: 3,
 			Status: 503, Message: "503 Service Unavailable 🚧", At: t0 + 2},
+		{Crawl: crawl, Kind: events.KindRenderTimeout, URL: "http://a.test/p/2", Host: "a.test", Slave: "s1",
+			Message: "no network idle after 30s", Snapshot: "snapshots/s1/0001.html", At: t0 + 12},
 	}
 	slaves := []events.Slave{
 		{Crawl: crawl, Slave: "s1", Kind: events.SlaveJoin, Host: "box1", At: t0 - 1000},
@@ -375,7 +387,7 @@ func mixed(crawl string) ([]events.Envelope, snapshot) {
 	hbs := []events.Heartbeat{
 		{Crawl: crawl, Slave: "s1", Host: "box1", PID: 4242, At: t0 + 3, StartedAt: t0 - 1000, Pages: 10, Errors: 1,
 			InFlight: 4, Bytes: 1 << 20, RSS: 64 << 20, PagesPerSec: 2.5, Concurrency: 8, State: "running"},
-		{Crawl: crawl, Slave: "s2", Host: "box2", PID: 7, At: t0 + 4, State: "draining"},
+		{Crawl: crawl, Slave: "s2", Host: "box2", PID: 7, At: t0 + 4, State: "draining", Render: true, RulesVersion: "9f86d081"},
 	}
 	lost := []events.Lost{
 		{Crawl: crawl, URL: "http://c.test/slow", Slave: "s1", LeasedAt: t0 - 60_000, DetectedAt: t0 + 8, Attempt: 1, Reason: events.LostSlaveDead},
@@ -391,6 +403,14 @@ func mixed(crawl string) ([]events.Envelope, snapshot) {
 			Slave: "s2", At: t0 + 10},
 		{Crawl: crawl, URL: "http://a.test/Ünïcode?q=2", FirstURL: "http://a.test/Ünïcode?q=1", ContentHash: "fedcba9876543210",
 			Slave: "s1", At: t0 + 11},
+	}
+	items := []events.Item{
+		{Crawl: crawl, Rule: "shop", Item: "product", URL: "http://a.test/p/1",
+			Data: json.RawMessage(`{"title": "Tea ☕", "price": 3.5, "tags": ["a", "b"]}`), Slave: "s1", FetchedAt: t0 + 8},
+		{Crawl: crawl, Rule: "shop", Item: "review", URL: "http://a.test/p/1", Data: json.RawMessage(`{"stars":5}`),
+			Slave: "s1", FetchedAt: t0 + 8},
+		{Crawl: crawl, Rule: "news", Item: "article", URL: "http://a.test/Ünïcode?q=1", Data: json.RawMessage(`[]`),
+			Slave: "s2", FetchedAt: t0 + 13},
 	}
 	var b []events.Envelope
 	id := 0
@@ -416,6 +436,11 @@ func mixed(crawl string) ([]events.Envelope, snapshot) {
 	for i := range dups {
 		b = append(b, events.Envelope{ID: next(), Type: events.TypeDuplicate, Duplicate: &dups[i]})
 	}
+	var rows []ItemRow
+	for i := range items {
+		b = append(b, events.Envelope{ID: next(), Type: events.TypeItem, Item: &items[i]})
+		rows = append(rows, itemRowOf(items[i]))
+	}
 	b = append(b, events.Envelope{ID: next(), Type: events.TypePage}) // nothing to store: skipped
 	urls := map[string]int{}
 	for _, p := range pages {
@@ -423,9 +448,10 @@ func mixed(crawl string) ([]events.Envelope, snapshot) {
 	}
 	return b, snapshot{
 		Pages: pages, Exceptions: excs, Slaves: slaves, Heartbeats: hbs, Lost: lost, Proxies: proxies, Duplicates: dups,
-		URLs: urls,
+		Items: rows, URLs: urls,
 		Counts: Counts{Pages: int64(len(pages)), Exceptions: int64(len(excs)), SlaveEvents: int64(len(slaves)),
-			Heartbeats: int64(len(hbs)), Lost: int64(len(lost)), ProxyEvents: int64(len(proxies)), Duplicates: int64(len(dups))},
+			Heartbeats: int64(len(hbs)), Lost: int64(len(lost)), ProxyEvents: int64(len(proxies)), Duplicates: int64(len(dups)),
+			Items: int64(len(items))},
 	}
 }
 
@@ -473,7 +499,7 @@ func TestInsertRoundTrip(t *testing.T) {
 		if step.checkAll {
 			for crawl, want := range map[string]snapshot{"c1": want1, "c2": want2} {
 				if got := read(t, s, crawl); got.Counts != empty {
-					if d := cmp.Diff(want, got); d != "" {
+					if d := cmp.Diff(want, got, jsonEqual); d != "" {
 						t.Errorf("%s: crawl %s (-want +got):\n%s", step.name, crawl, d)
 					}
 				}
@@ -623,6 +649,24 @@ func TestInsertTruncates(t *testing.T) {
 			ContentHash: long("a", 40), Slave: long("s", 129), At: -1 << 62}},
 		want: snapshot{Duplicates: []events.Duplicate{{Crawl: "t11", URL: cutURL[:2048], FirstURL: long("é", 2048),
 			ContentHash: long("a", 16), Slave: long("s", 128), At: minT}}},
+	}, {
+		name: "item strings and times",
+		in: events.Envelope{Item: &events.Item{Crawl: "t12", Rule: long("r", 129), Item: long("é", 200) + "\xff",
+			URL: cutURL, Data: json.RawMessage("{\"a\":\"b\xffc\"}"), Slave: long("s", 129), FetchedAt: 1 << 62}},
+		want: snapshot{Items: []ItemRow{{Crawl: "t12", Rule: long("r", 128), Item: long("é", 128), URL: cutURL[:2048],
+			Data: json.RawMessage("{\"a\":\"b\uFFFDc\"}"), Slave: long("s", 128), FetchedAt: time.UnixMilli(maxT).UTC()}}},
+	}, {
+		name: "rule, render and snapshot fields",
+		in: events.Envelope{
+			Page:      &events.Page{Crawl: "t13", URL: "u", Rendered: true, RuleSet: long("r", 129) + "\xff"},
+			Exception: &events.Exception{Crawl: "t13", Kind: events.KindRenderNavigation, Snapshot: long("😀", 513)},
+			Heartbeat: &events.Heartbeat{Crawl: "t13", Render: true, RulesVersion: long("v", 65)},
+		},
+		want: snapshot{
+			Pages:      []events.Page{{Crawl: "t13", URL: "u", Rendered: true, RuleSet: long("r", 128)}},
+			Exceptions: []events.Exception{{Crawl: "t13", Kind: events.KindRenderNavigation, Snapshot: long("😀", 512)}},
+			Heartbeats: []events.Heartbeat{{Crawl: "t13", Render: true, RulesVersion: long("v", 64)}},
+		},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			c.in.ID = "1-1"
@@ -663,10 +707,13 @@ func TestInsertTruncates(t *testing.T) {
 			if c.want.Duplicates == nil {
 				c.want.Duplicates = []events.Duplicate{}
 			}
+			if c.want.Items == nil {
+				c.want.Items = []ItemRow{}
+			}
 			c.want.Counts = Counts{Pages: int64(len(c.want.Pages)), Exceptions: int64(len(c.want.Exceptions)),
 				SlaveEvents: int64(len(c.want.Slaves)), Heartbeats: int64(len(c.want.Heartbeats)), Lost: int64(len(c.want.Lost)),
-				ProxyEvents: int64(len(c.want.Proxies)), Duplicates: int64(len(c.want.Duplicates))}
-			if d := cmp.Diff(c.want, got); d != "" {
+				ProxyEvents: int64(len(c.want.Proxies)), Duplicates: int64(len(c.want.Duplicates)), Items: int64(len(c.want.Items))}
+			if d := cmp.Diff(c.want, got, jsonEqual); d != "" {
 				t.Errorf("stored (-want +got):\n%s", d)
 			}
 
@@ -685,6 +732,7 @@ func TestInsertTruncates(t *testing.T) {
 	for _, q := range []string{
 		"SELECT url_hash FROM pages WHERE crawl = 't1'",
 		"SELECT url_hash FROM duplicates WHERE crawl = 't11'",
+		"SELECT url_hash FROM items WHERE crawl = 't12'",
 	} {
 		var hash []byte
 		if err := s.DB.QueryRowContext(ctx, q).Scan(&hash); err != nil {
@@ -901,7 +949,7 @@ func TestColumnLimits(t *testing.T) {
 	s := open(t)
 	type col struct{ table, column string }
 	want := map[col]int64{}
-	for _, tb := range []string{"pages", "exceptions", "slave_events", "heartbeats", "lost_tasks", "proxy_events", "duplicates"} {
+	for _, tb := range []string{"pages", "exceptions", "slave_events", "heartbeats", "lost_tasks", "proxy_events", "duplicates", "items"} {
 		want[col{tb, "crawl"}] = maxCrawl
 		want[col{tb, "event_id"}] = maxEventID
 	}
@@ -920,13 +968,17 @@ func TestColumnLimits(t *testing.T) {
 		{"proxy_events", "state"}: maxProxyState, {"proxy_events", "reason"}: maxTextBytes,
 		{"duplicates", "url"}: maxURL, {"duplicates", "url_hash"}: 8, {"duplicates", "first_url"}: maxURL,
 		{"duplicates", "content_hash"}: maxChecksum, {"duplicates", "slave_id"}: maxSlave,
+		{"items", "rule"}: maxRule, {"items", "item"}: maxRule, {"items", "url"}: maxURL, {"items", "url_hash"}: 8,
+		{"items", "slave_id"}: maxSlave, {"pages", "rule"}: maxRule, {"heartbeats", "rules_version"}: maxRulesVer,
+		{"exceptions", "snapshot"}: maxSnapshot,
 	} {
 		want[c] = int64(n)
 	}
 	got := map[col]int64{}
 	err := s.query(t.Context(), "columns", `SELECT table_name, column_name, character_maximum_length
 		FROM information_schema.columns WHERE table_schema = DATABASE() AND character_maximum_length IS NOT NULL
-		AND table_name <> 'goose_db_version'`, nil, func(r *sql.Rows) error {
+		AND table_name <> 'goose_db_version'
+		AND NOT (table_name = 'items' AND column_name = 'data')`, nil, func(r *sql.Rows) error {
 		var c col
 		var n int64
 		if err := r.Scan(&c.table, &c.column, &n); err != nil {
@@ -982,6 +1034,8 @@ func (sn snapshot) crawl() string {
 		return sn.Proxies[0].Crawl
 	case len(sn.Duplicates) > 0:
 		return sn.Duplicates[0].Crawl
+	case len(sn.Items) > 0:
+		return sn.Items[0].Crawl
 	}
 	return ""
 }
@@ -1101,7 +1155,7 @@ func TestMigrateFetchKeepsPages(t *testing.T) {
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(append(initial, "charset", "warc", "proxy", "handler", "checksum"), pageColumns()); d != "" {
+	if d := cmp.Diff(append(initial, "charset", "warc", "proxy", "handler", "checksum", "rendered", "rule"), pageColumns()); d != "" {
 		t.Errorf("pages columns after up (-want +got):\n%s", d)
 	}
 	got := read(t, s, "old")
