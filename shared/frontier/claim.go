@@ -13,31 +13,39 @@ import (
 // come, first moving retries that are due back to their queues.
 //
 // KEYS: the crawl's fixed keys (Keys.all).
-// ARGV: prefix, slave, max, lease_ms, conc, delay_ms, jitter, seed, cfg.
+// ARGV: prefix, slave, max, lease_ms, seed, render, cfg.
 // Returns: a flat array, 6 entries per lease:
 //
 //	host, prio, task, token, leased_at_ms, deadline_ms
 //
 // (prio is the pq score, -importance, with the priority and aopic
-// strategies, whose claim pops the host's best URL with ZPOPMIN)
+// strategies, whose claim pops the host's best URL with ZPOPMIN; a render
+// task's string starts with "r")
 // then a wait hint: ms until the earliest ready host's time comes, or -1
-// when no host has a free slot and queued tasks.
+// when no host has a free slot and queued tasks, then the version of the
+// published rule set ("" when none).
 //
 // Politeness: a host is in the ready set only while it has queued tasks and
-// fewer than conc requests in flight. A claim takes one task per host (all
-// free slots when the delay is 0) and moves the host's next allowed time to
-// now + the jittered delay (Options.JitterDist), so two request starts to one host are
-// never closer than the delay, across all slaves. With conc = 1 the host
-// leaves the ready set until the lease ends, and Complete sets its next
-// time from the end of the fetch.
+// fewer than its concurrency (host_conc) requests in flight. A claim takes
+// one task per host (all free slots when the delay is 0) and moves the
+// host's next allowed time to now + its jittered delay (Options.JitterDist),
+// so two request starts to one host are never closer than the delay, across
+// all slaves. With concurrency 1 the host leaves the ready set until the
+// lease ends, and Complete sets its next time from the end of the fetch.
+//
+// Render: with render = 1 the claim also takes from rready, the hosts with
+// queued render tasks; both ready sets are merged by next allowed time
+// (ties alternate between the classes, starting at random), and a host in
+// both is checked again before its second class is taken, since slots and
+// next time are the host's. Without it rready is never read.
 //
 // aopic: when the lambda page holds at least aopic_lambda_min cash, it is
 // first given back in equal shares to the best URL of each of the first 64
-// ready hosts.
+// ready hosts (static, then render).
 var claimScript = redis.NewScript(luaPrelude + `
 local slave, maxn, lease_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local conc, delay_ms, jitter = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-math.randomseed(tonumber(ARGV[8]))
+math.randomseed(tonumber(ARGV[5]))
+local render = ARGV[6] == '1'
 local now = now_ms()
 
 -- retries that are due go back to their queues
@@ -45,84 +53,161 @@ local due = redis.call('ZRANGEBYSCORE', K_RETRY, '-inf', now, 'LIMIT', 0, 256)
 for _, m in ipairs(due) do
   redis.call('ZREM', K_RETRY, m)
   local host, prio, task = string.match(m, '^([^\t]*)\t([^\t]*)\t(.*)$')
-  push(host, prio, task, conc, false)
+  push(host, prio, task, false)
 end
 
 if AOPIC then
   local lam = tonumber(redis.call('HGET', K_META, 'aopic_lambda') or '0')
   if lam > 0 and lam >= LAMBDA_MIN then
     local tops = {}
-    for _, h in ipairs(redis.call('ZRANGE', K_READY, 0, 63)) do
-      local top = redis.call('ZRANGE', k_pq(h), 0, 0)
-      if #top > 0 then tops[#tops + 1] = {h, top[1]} end
+    for _, r in ipairs({false, true}) do
+      for _, h in ipairs(redis.call('ZRANGE', kq_ready(r), 0, 63 - #tops)) do
+        local top = redis.call('ZRANGE', kq_pq(r, h), 0, 0)
+        if #top > 0 then tops[#tops + 1] = {kq_pq(r, h), top[1]} end
+      end
+      if #tops >= 64 then break end
     end
     if #tops > 0 then
       local share = lam / #tops
-      for _, t in ipairs(tops) do redis.call('ZINCRBY', k_pq(t[1]), -share, t[2]) end
+      for _, t in ipairs(tops) do redis.call('ZINCRBY', t[1], -share, t[2]) end
       redis.call('HINCRBYFLOAT', K_META, 'aopic_lambda', -lam)
     end
   end
 end
 
-local out = {}
-local hosts = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'LIMIT', 0, maxn)
-local n = 0
-for _, host in ipairs(hosts) do
-  if n >= maxn then break end
-  local infl = tonumber(redis.call('HGET', K_HINFL, host) or '0')
-  local hd = tonumber(redis.call('HGET', K_HDELAY, host) or delay_ms)
-  local take = 1
-  if hd == 0 then take = conc - infl end
-  while take > 0 and n < maxn and infl < conc do
-    local prio, task
-    if PQ then
-      local top = redis.call('ZPOPMIN', k_pq(host))
-      if #top == 0 then break end
-      prio = top[2]
-      task = (redis.call('HGET', K_PQDATA, top[1]) or '0\t0\t0') .. '\t' .. top[1]
-      redis.call('HDEL', K_PQDATA, top[1])
+-- candidates: {host, render class}, by next allowed time
+local cands = {}
+local st = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'WITHSCORES', 'LIMIT', 0, maxn)
+if render then
+  local rt = redis.call('ZRANGEBYSCORE', K_RREADY, '-inf', now, 'WITHSCORES', 'LIMIT', 0, maxn)
+  local i, j = 1, 1
+  local flip = math.random() < 0.5
+  while i <= #st or j <= #rt do
+    local static
+    if i > #st then
+      static = false
+    elseif j > #rt then
+      static = true
     else
-      local pr = redis.call('ZRANGE', k_prios(host), 0, 0)
-      if #pr == 0 then break end
-      prio = pr[1]
-      local q = k_queue(host, prio)
-      task = redis.call('LPOP', q)
-      if redis.call('LLEN', q) == 0 then redis.call('ZREM', k_prios(host), prio) end
+      local a, b = tonumber(st[i + 1]), tonumber(rt[j + 1])
+      if a ~= b then
+        static = a < b
+      else
+        static = flip
+        flip = not flip
+      end
     end
-    if task then
-      local url = task_url(task)
-      local token = redis.call('HINCRBY', K_META, 'leaseseq', 1)
-      redis.call('HINCRBY', K_STATS, 'queued', -1)
-      infl = redis.call('HINCRBY', K_HINFL, host, 1)
-      redis.call('ZADD', K_LEASE, now + lease_ms, url)
-      redis.call('HSET', K_LEASEDATA, url, slave .. '\t' .. token .. '\t' .. now .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
-      out[#out + 1] = host
-      out[#out + 1] = prio
-      out[#out + 1] = task
-      out[#out + 1] = token
-      out[#out + 1] = now
-      out[#out + 1] = now + lease_ms
-      n = n + 1
+    if static then
+      cands[#cands + 1] = {st[i], false}
+      i = i + 2
+    else
+      cands[#cands + 1] = {rt[j], true}
+      j = j + 2
     end
-    take = take - 1
   end
-  local nxt = after(now, jittered(hd, jitter))
-  local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
-  if nxt > cur then redis.call('HSET', K_HNEXT, host, nxt) end
-  ready_host(host, conc)
+else
+  for k = 1, #st, 2 do cands[#cands + 1] = {st[k], false} end
+end
+
+local out = {}
+local n = 0
+for _, c in ipairs(cands) do
+  if n >= maxn then break end
+  local host, r = c[1], c[2]
+  local ok = true
+  if render then
+    -- the host's other class may have used its slots or moved its time
+    local sc = redis.call('ZSCORE', kq_ready(r), host)
+    ok = sc ~= false and tonumber(sc) <= now
+  end
+  if ok then
+    local conc = host_conc(host)
+    local infl = tonumber(redis.call('HGET', K_HINFL, host) or '0')
+    local hd = host_delay(host)
+    local take = 1
+    if hd == 0 then take = conc - infl end
+    while take > 0 and n < maxn and infl < conc do
+      local prio, task
+      if PQ then
+        local top = redis.call('ZPOPMIN', kq_pq(r, host))
+        if #top == 0 then break end
+        prio = top[2]
+        task = (redis.call('HGET', K_PQDATA, top[1]) or '0\t0\t0') .. '\t' .. top[1]
+        redis.call('HDEL', K_PQDATA, top[1])
+      else
+        local pk = kq_prios(r, host)
+        local pr = redis.call('ZRANGE', pk, 0, 0)
+        if #pr == 0 then break end
+        prio = pr[1]
+        local q = kq_queue(r, host, prio)
+        task = redis.call('LPOP', q)
+        if redis.call('LLEN', q) == 0 then redis.call('ZREM', pk, prio) end
+      end
+      if task then
+        local url = task_url(task)
+        local token = redis.call('HINCRBY', K_META, 'leaseseq', 1)
+        redis.call('HINCRBY', K_STATS, 'queued', -1)
+        if r then redis.call('HINCRBY', K_STATS, 'rqueued', -1) end
+        infl = redis.call('HINCRBY', K_HINFL, host, 1)
+        redis.call('ZADD', K_LEASE, now + lease_ms, url)
+        redis.call('HSET', K_LEASEDATA, url, slave .. '\t' .. token .. '\t' .. now .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
+        out[#out + 1] = host
+        out[#out + 1] = prio
+        out[#out + 1] = task
+        out[#out + 1] = token
+        out[#out + 1] = now
+        out[#out + 1] = now + lease_ms
+        n = n + 1
+      end
+      take = take - 1
+    end
+    local nxt = after(now, jittered(hd, host_jitter(host)))
+    local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
+    if nxt > cur then redis.call('HSET', K_HNEXT, host, nxt) end
+    ready_host(host)
+  end
 end
 -- wait hint: ms until the earliest host is ready, -1 when none is queued
-local first = redis.call('ZRANGE', K_READY, 0, 0, 'WITHSCORES')
-if #first == 0 then
+local earliest
+for _, r in ipairs({false, true}) do
+  if r == false or render then
+    local first = redis.call('ZRANGE', kq_ready(r), 0, 0, 'WITHSCORES')
+    if #first > 0 and (earliest == nil or tonumber(first[2]) < earliest) then earliest = tonumber(first[2]) end
+  end
+end
+if earliest == nil then
   out[#out + 1] = -1
 else
-  out[#out + 1] = math.max(0, tonumber(first[2]) - now)
+  out[#out + 1] = math.max(0, earliest - now)
 end
+out[#out + 1] = redis.call('HGET', K_RULES, 'version') or ''
 reopen()
 return out
 `)
 
-// Claim implements Frontier.
+// ClaimOptions qualify a claim.
+type ClaimOptions struct {
+	// Render: the slave can render (headless browser), so it gets render
+	// tasks (Task.Render) too; without it, never.
+	Render bool
+}
+
+// ClaimResult is what ClaimWaitOpts returns.
+type ClaimResult struct {
+	Leases []Lease
+	// Wait is how long until a host is ready (negative: no host has queued
+	// work the slave can take and a free slot), so idle slaves sleep instead
+	// of polling.
+	Wait time.Duration
+	// RulesVersion is the version of the rule set the master published
+	// (PutRules), "" when none: a slave whose rules are older reloads them
+	// (GetRules). It comes with every claim at no extra round trip; a claim
+	// of max <= 0 makes no call and leaves it "".
+	RulesVersion string
+}
+
+// Claim implements Frontier; it never returns render tasks (see
+// ClaimWaitOpts).
 func (f *Redis) Claim(ctx context.Context, slave string, max int) ([]Lease, error) {
 	ls, _, err := f.ClaimWait(ctx, slave, max)
 	return ls, err
@@ -130,26 +215,33 @@ func (f *Redis) Claim(ctx context.Context, slave string, max int) ([]Lease, erro
 
 // ClaimWait is Claim that also says how long to wait before a host is
 // ready (negative: no host has queued work and a free slot), so idle
-// slaves sleep instead of polling.
+// slaves sleep instead of polling. It never returns render tasks.
 func (f *Redis) ClaimWait(ctx context.Context, slave string, max int) ([]Lease, time.Duration, error) {
+	res, err := f.ClaimWaitOpts(ctx, slave, max, ClaimOptions{})
+	return res.Leases, res.Wait, err
+}
+
+// ClaimWaitOpts leases up to max tasks as ClaimWait does, render tasks too
+// when opts.Render, and returns the version of the published rule set.
+func (f *Redis) ClaimWaitOpts(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error) {
 	if max <= 0 {
-		return nil, 0, nil
+		return ClaimResult{}, nil
 	}
-	res, err := f.run(ctx, claimScript, slave, max, ms(f.opt.LeaseDuration),
-		f.opt.HostConcurrency, ms(f.opt.Delay), f.opt.Jitter, seed())
+	res, err := f.run(ctx, claimScript, slave, max, ms(f.opt.LeaseDuration), seed(), boolArg(opts.Render))
 	if err != nil {
-		return nil, 0, wrap("claim", err)
+		return ClaimResult{}, wrap("claim", err)
 	}
 	arr, _ := res.([]any)
-	if len(arr)%6 != 1 {
-		return nil, 0, fmt.Errorf("claim: script returned %d values", len(arr))
+	if len(arr) < 2 || len(arr)%6 != 2 {
+		return ClaimResult{}, fmt.Errorf("claim: script returned %d values", len(arr))
 	}
-	hint, _ := toInt(arr[len(arr)-1])
+	version, _ := arr[len(arr)-1].(string)
+	hint, _ := toInt(arr[len(arr)-2])
 	wait := time.Duration(hint) * time.Millisecond
 	if hint < 0 {
 		wait = -1
 	}
-	arr = arr[:len(arr)-1]
+	arr = arr[:len(arr)-2]
 	leases := make([]Lease, 0, len(arr)/6)
 	for i := 0; i < len(arr); i += 6 {
 		host, _ := arr[i].(string)
@@ -159,16 +251,16 @@ func (f *Redis) ClaimWait(ctx context.Context, slave string, max int) ([]Lease, 
 			ps, _ := arr[i+1].(string)
 			score, err := strconv.ParseFloat(ps, 64)
 			if err != nil {
-				return nil, 0, fmt.Errorf("claim: score: %w", err)
+				return ClaimResult{}, fmt.Errorf("claim: score: %w", err)
 			}
 			importance = -score
 		} else if prio, err = toInt(arr[i+1]); err != nil {
-			return nil, 0, fmt.Errorf("claim: priority: %w", err)
+			return ClaimResult{}, fmt.Errorf("claim: priority: %w", err)
 		}
 		task, _ := arr[i+2].(string)
 		t, err := parseTask(host, prio, task)
 		if err != nil {
-			return nil, 0, fmt.Errorf("claim: %w", err)
+			return ClaimResult{}, fmt.Errorf("claim: %w", err)
 		}
 		token, _ := toInt(arr[i+3])
 		at, _ := toInt(arr[i+4])
@@ -176,5 +268,5 @@ func (f *Redis) ClaimWait(ctx context.Context, slave string, max int) ([]Lease, 
 		leases = append(leases, Lease{Task: t, Slave: slave, Token: token,
 			LeasedAt: time.UnixMilli(at), Deadline: time.UnixMilli(dl), Importance: importance})
 	}
-	return leases, wait, nil
+	return ClaimResult{Leases: leases, Wait: wait, RulesVersion: version}, nil
 }

@@ -3,6 +3,8 @@ package frontier
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -22,25 +24,31 @@ import (
 // its importance; with aopic the page's cash (its lease prio) is split:
 // the tax to lambda, the rest equally among its new and still-queued links.
 //
+// A held completion's host policies (Completion.Policies) are applied
+// first, before anything is requeued or enqueued, writing only what changes
+// (set_policy). A render task (its task string's flag) goes back to its
+// host's render queues on retry and release; links keep their own flag.
+//
 // KEYS: the crawl's fixed keys (Keys.all).
-// ARGV: prefix, slave, conc, delay_ms, jitter, max_attempts, scope_by_seeds,
-// seed, crawl, n; then per completion:
+// ARGV: prefix, slave, max_attempts, scope_by_seeds, seed, crawl, n; then
+// per completion:
 //
 //	url, token, outcome, host_delay_ms, backoff_ms, retry_in_ms, reason,
 //	content_hash_hex, content_bucket, content_field, n_events, n_links,
-//	then n_events × (type, data), then n_links × tuple (luaPrelude)
+//	n_policies, then n_events × (type, data), then n_policies × policy,
+//	then n_links × tuple (luaPrelude)
 //
 // then cfg. outcome is done, retry, fail or release; content_field is ""
-// when the hash is not checked.
+// when the hash is not checked. A policy is host, delay_ms, jitter, conc,
+// each "" for the crawl's default (policyArgs).
 // Returns: an array of n acks (1 held, 0 lost) followed by the number of
 // links enqueued.
 var completeScript = redis.NewScript(luaPrelude + `
-local slave, conc, delay_ms, jitter = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local max_attempts, scope_by_seeds, crawl = tonumber(ARGV[6]), ARGV[7] == '1', ARGV[9]
-math.randomseed(tonumber(ARGV[8]))
-local n = tonumber(ARGV[10])
+local slave, max_attempts, scope_by_seeds = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
+math.randomseed(tonumber(ARGV[5]))
+local crawl, n = ARGV[6], tonumber(ARGV[7])
 local now = now_ms()
-local i = 11
+local i = 8
 local acks = {}
 local added = 0
 
@@ -56,20 +64,21 @@ local function pay(cash, targets)
   local share = cash * (1 - AOPIC_TAX) / #targets
   for _, j in ipairs(targets) do
     if j > 0 then
-      push(ARGV[j + 2], -share, ARGV[j + 5], conc, false)
+      push(ARGV[j + 2], -share, ARGV[j + 5], false)
     else
-      redis.call('ZADD', k_pq(ARGV[2 - j]), 'XX', 'INCR', -share, task_url(ARGV[5 - j]))
+      redis.call('ZADD', kq_pq(is_render(ARGV[5 - j]), ARGV[2 - j]), 'XX', 'INCR', -share, task_url(ARGV[5 - j]))
     end
   end
 end
 
 for c = 1, n do
   local url, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local host_delay, backoff, retry_in = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  local slave_delay, backoff, retry_in = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
   local reason, chash, cbucket, cfield = ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
-  local nev, nlinks = tonumber(ARGV[i + 10]), tonumber(ARGV[i + 11])
-  local ev_at = i + 12
-  local links_at = ev_at + 2 * nev
+  local nev, nlinks, npol = tonumber(ARGV[i + 10]), tonumber(ARGV[i + 11]), tonumber(ARGV[i + 12])
+  local ev_at = i + 13
+  local pol_at = ev_at + 2 * nev
+  local links_at = pol_at + 4 * npol
   i = links_at + TUPLE * nlinks
 
   local data = redis.call('HGET', K_LEASEDATA, url)
@@ -84,16 +93,19 @@ for c = 1, n do
   else
     acks[#acks + 1] = 1
     local host, prio, task = d[4], d[5], d[6]
+    for p = 0, npol - 1 do
+      local j = pol_at + 4 * p
+      set_policy(ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3])
+    end
     redis.call('ZREM', K_LEASE, url)
     redis.call('HDEL', K_LEASEDATA, url)
     host_done(host)
-    if host_delay > 0 then redis.call('HSET', K_HDELAY, host, host_delay) end
+    if slave_delay > 0 then redis.call('HSET', K_HDELAY, host, slave_delay) end
     local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
     local nxt = cur
-    if conc == 1 and outcome ~= 'release' then
+    if outcome ~= 'release' and host_conc(host) == 1 then
       -- one request at a time: the next one starts a delay after this one ended
-      local hd = tonumber(redis.call('HGET', K_HDELAY, host) or delay_ms)
-      nxt = math.max(nxt, after(now, jittered(hd, jitter)))
+      nxt = math.max(nxt, after(now, jittered(host_delay(host), host_jitter(host))))
     end
     if backoff > 0 then nxt = math.max(nxt, after(now, backoff)) end
     if nxt ~= cur then redis.call('HSET', K_HNEXT, host, nxt) end
@@ -101,7 +113,7 @@ for c = 1, n do
     if outcome == 'done' then
       redis.call('HINCRBY', K_STATS, 'done', 1)
     elseif outcome == 'retry' then
-      local attempt, failed, nt = requeue_or_fail(host, prio, task, conc, max_attempts, reason, now, crawl, slave)
+      local attempt, failed, nt = requeue_or_fail(host, prio, task, max_attempts, reason, now, crawl, slave)
       if not failed then
         redis.call('ZADD', K_RETRY, now + retry_in, host .. '\t' .. prio .. '\t' .. nt)
         redis.call('HINCRBY', K_STATS, 'retried', 1)
@@ -112,9 +124,9 @@ for c = 1, n do
       redis.call('HINCRBY', K_STATS, 'failed', 1)
       to_lambda(-tonumber(prio))
     elseif outcome == 'release' then
-      push(host, prio, task, conc, true)
+      push(host, prio, task, true)
     end
-    ready_host(host, conc)
+    ready_host(host)
 
     for e = 0, nev - 1 do
       emit(ARGV[ev_at + 2 * e], ARGV[ev_at + 2 * e + 1])
@@ -147,15 +159,15 @@ for c = 1, n do
                 if AOPIC then
                   targets[#targets + 1] = j
                 else
-                  push(lhost, ARGV[j + 4], ARGV[j + 5], conc, NEW_FRONT)
+                  push(lhost, ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
                 end
                 redis.call('HINCRBY', K_STATS, 'seen', 1)
                 added = added + 1
               end
             elseif STRATEGY == 'priority' then
               -- one more backlink to a URL that is still queued
-              redis.call('ZADD', k_pq(lhost), 'XX', 'INCR', -PRIO_X, task_url(ARGV[j + 5]))
-            elseif AOPIC and redis.call('ZSCORE', k_pq(lhost), task_url(ARGV[j + 5])) then
+              redis.call('ZADD', kq_pq(is_render(ARGV[j + 5]), lhost), 'XX', 'INCR', -PRIO_X, task_url(ARGV[j + 5]))
+            elseif AOPIC and redis.call('ZSCORE', kq_pq(is_render(ARGV[j + 5]), lhost), task_url(ARGV[j + 5])) then
               targets[#targets + 1] = -j
             end
           end
@@ -175,9 +187,8 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 10+13*len(cs))
-	args = append(args, slave, f.opt.HostConcurrency, ms(f.opt.Delay), f.opt.Jitter, f.opt.MaxAttempts,
-		boolArg(f.opt.ScopeBySeeds), seed(), f.opt.Crawl, len(cs))
+	args := make([]any, 0, 8+14*len(cs))
+	args = append(args, slave, f.opt.MaxAttempts, boolArg(f.opt.ScopeBySeeds), seed(), f.opt.Crawl, len(cs))
 	for _, c := range cs {
 		if c.Outcome < Done || c.Outcome > Release {
 			return nil, fmt.Errorf("complete %s: invalid outcome %d", c.Lease.URL, c.Outcome)
@@ -192,10 +203,11 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 			cb, cf = f.slot(c.ContentHash)
 		}
 		args = append(args, c.Lease.URL, c.Lease.Token, c.Outcome.String(), ms(c.HostDelay),
-			ms(c.Backoff), ms(c.RetryIn), c.Reason, chex, cb, cf, len(c.Events), len(links))
+			ms(c.Backoff), ms(c.RetryIn), c.Reason, chex, cb, cf, len(c.Events), len(links), len(c.Policies))
 		for _, e := range c.Events {
 			args = append(args, string(e.Type), e.Data)
 		}
+		args = appendPolicies(args, c.Policies)
 		args = f.appendTuples(args, links)
 	}
 	res, err := f.run(ctx, completeScript, args...)
@@ -219,4 +231,35 @@ func boolArg(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// appendPolicies adds host policies as script ARGV, 4 each in host order:
+// host, delay_ms, jitter, conc, each "" for the crawl's default (set_policy
+// in luaPrelude).
+func appendPolicies(args []any, ps map[string]HostPolicy) []any {
+	hosts := make([]string, 0, len(ps))
+	for h := range ps {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	for _, h := range hosts {
+		args = append(args, policyArgs(h, ps[h])...)
+	}
+	return args
+}
+
+func policyArgs(host string, p HostPolicy) []any {
+	delay, jitter, conc := "", "", ""
+	if d := ms(p.Delay); d > 0 {
+		delay = strconv.FormatInt(d, 10)
+	} else if p.Delay > 0 {
+		delay = "1" // under a millisecond: the least override there is
+	}
+	if p.Jitter >= 0 {
+		jitter = fmtFloat(p.Jitter)
+	}
+	if p.Concurrency > 0 {
+		conc = strconv.Itoa(p.Concurrency)
+	}
+	return []any{host, delay, jitter, conc}
 }

@@ -36,6 +36,11 @@ type Task struct {
 	// Score is the URL's own importance IL (higher is more important), used
 	// by the priority strategy when the URL is first enqueued.
 	Score float64
+	// Render says the URL must be rendered in a headless browser: it waits
+	// in its host's render queues and only a claim with ClaimOptions.Render
+	// gets it. The flag stays with the task through retries, releases and
+	// lost leases. Politeness is the host's whatever the class.
+	Render bool
 }
 
 // NewTask returns the task for a canonical URL found at a depth after a
@@ -126,26 +131,52 @@ type Completion struct {
 	// is a duplicate, whose links are not enqueued; it is counted in
 	// Stats.Duplicates and recorded as a duplicate event with the first URL.
 	ContentHash uint64
+	// Policies, keyed by Task.Host, set hosts' politeness (from the rule
+	// files) before the links are enqueued, so a host's first claim already
+	// obeys its policy. A policy equal to the one in force costs no write.
+	// Applied only when the lease was still held.
+	Policies map[string]HostPolicy
+}
+
+// HostPolicy is a host's politeness from the rule files. It is the host's,
+// shared by its static and render tasks and by every slave.
+type HostPolicy struct {
+	// Delay, when positive, replaces Options.Delay for the host; 0 means
+	// the crawl's. A delay a slave reports (Completion.HostDelay: robots.txt
+	// Crawl-delay, autothrottle) is kept apart: when both are set the
+	// larger wins.
+	Delay time.Duration
+	// Jitter replaces Options.Jitter for the host; negative means the
+	// crawl's (so the zero value means no jitter).
+	Jitter float64
+	// Concurrency, when positive, replaces Options.HostConcurrency for the
+	// host; 0 means the crawl's.
+	Concurrency int
 }
 
 // Stats is a snapshot of a crawl.
 type Stats struct {
-	Crawl       string  `json:"crawl"`
-	Queued      int64   `json:"queued"`
-	InFlight    int64   `json:"in_flight"`
-	Retry       int64   `json:"retry"`
-	Done        int64   `json:"done"`
-	Failed      int64   `json:"failed"`
-	Seen        int64   `json:"seen"`
-	Lost        int64   `json:"lost"`
-	Retried     int64   `json:"retried"`
-	Duplicates  int64   `json:"duplicates"`   // pages whose content was already seen
-	TrapDropped int64   `json:"trap_dropped"` // new links dropped by MaxPagesPerHost or MaxQueryVariants
-	Hosts       int64   `json:"hosts_ready"`
-	SlavesAlive int     `json:"slaves_alive"`
-	PagesPerSec float64 `json:"pages_per_sec"`
-	Finished    bool    `json:"finished"`
-	FinishedAt  int64   `json:"finished_at,omitempty"` // unix ms
+	Crawl       string `json:"crawl"`
+	Queued      int64  `json:"queued"`
+	InFlight    int64  `json:"in_flight"`
+	Retry       int64  `json:"retry"`
+	Done        int64  `json:"done"`
+	Failed      int64  `json:"failed"`
+	Seen        int64  `json:"seen"`
+	Lost        int64  `json:"lost"`
+	Retried     int64  `json:"retried"`
+	Duplicates  int64  `json:"duplicates"`   // pages whose content was already seen
+	TrapDropped int64  `json:"trap_dropped"` // new links dropped by MaxPagesPerHost or MaxQueryVariants
+	Hosts       int64  `json:"hosts_ready"`
+	// RenderQueued is the part of Queued waiting in render queues.
+	RenderQueued int64 `json:"render_queued"`
+	// RenderSlaves is the number of alive slaves whose heartbeat says they
+	// can render (the heartbeat JSON's "render").
+	RenderSlaves int     `json:"render_slaves"`
+	SlavesAlive  int     `json:"slaves_alive"`
+	PagesPerSec  float64 `json:"pages_per_sec"`
+	Finished     bool    `json:"finished"`
+	FinishedAt   int64   `json:"finished_at,omitempty"` // unix ms
 }
 
 // SlaveInfo is a registered slave's last heartbeat.
@@ -165,6 +196,31 @@ type Frontier interface {
 	// Extend pushes the deadlines of held leases; held[i] is false for a
 	// lease that was lost.
 	Extend(ctx context.Context, slave string, leases []Lease) (held []bool, err error)
+}
+
+// RenderClaimer is a Frontier that routes tasks by capability: render
+// tasks (Task.Render) only go to claims that can render.
+type RenderClaimer interface {
+	// ClaimWaitOpts leases up to max tasks, render tasks too when
+	// opts.Render, and says how long to wait and which rules version is
+	// published (ClaimResult).
+	ClaimWaitOpts(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error)
+}
+
+// PolicySeeder adds seeds with their hosts' politeness policies.
+type PolicySeeder interface {
+	// SeedWithPolicies sets the policies (keyed by Task.Host), then
+	// enqueues the tasks that were never seen; it returns how many.
+	SeedWithPolicies(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (added int, err error)
+}
+
+// RulesStore holds the crawl's published rule set (rule files).
+type RulesStore interface {
+	// PutRules stores a rule set under a non-empty version and publishes
+	// the version.
+	PutRules(ctx context.Context, version string, blob []byte) error
+	// GetRules returns the stored rule set; ok is false when there is none.
+	GetRules(ctx context.Context) (version string, blob []byte, ok bool, err error)
 }
 
 // Seeder adds seeds.

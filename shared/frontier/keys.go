@@ -21,7 +21,19 @@ import (
 //	                                  scored by next allowed fetch time (ms)
 //	crawl:{name}:hnext         hash   host -> next allowed fetch time (ms)
 //	crawl:{name}:hinfl         hash   host -> requests in flight
-//	crawl:{name}:hdelay        hash   host -> politeness delay override (ms)
+//	crawl:{name}:hdelay        hash   host -> politeness delay from the slaves (ms):
+//	                                  robots.txt Crawl-delay, autothrottle (Completion.HostDelay)
+//	crawl:{name}:hpdelay       hash   host -> politeness delay of the rule files' HostPolicy (ms)
+//	crawl:{name}:hjitter       hash   host -> jitter of the rule files' HostPolicy
+//	crawl:{name}:hconc         hash   host -> concurrency of the rule files' HostPolicy
+//	crawl:{name}:rq:<host>:<p> list   render tasks (Task.Render) of one host at priority p
+//	crawl:{name}:rqp:<host>    zset   priorities with a non-empty render queue for host
+//	crawl:{name}:rpq:<host>    zset   render tasks, priority and aopic strategies (as pq)
+//	crawl:{name}:rready        zset   hosts with queued render tasks and a free slot,
+//	                                  scored by next allowed fetch time (ms), like ready
+//	crawl:{name}:rules         hash   version, blob: the rule set the master published
+//	                                  (PutRules); crawl:{name}:rules:changed is the pub/sub
+//	                                  channel of its versions (RulesChannel, not a key)
 //	crawl:{name}:lease         zset   url -> lease deadline (ms)
 //	crawl:{name}:leasedata     hash   url -> slave \t token \t leased_at \t host \t prio \t task
 //	crawl:{name}:retry         zset   host \t prio \t task -> due time (ms)
@@ -43,8 +55,16 @@ import (
 //	                                  (priority: X·backlinks + Y·Task.Score; aopic: cash)
 //	crawl:{name}:pqdata        hash   priority and aopic strategies: url -> depth \t hops \t attempt
 //
-// A task string is depth \t hops \t attempt \t url: a queued URL costs its
-// length plus a few bytes with bfs and dfs. With priority and aopic a queued
+// A task string is depth \t hops \t attempt \t url, with depth prefixed by
+// "r" for a render task (Task.Render): a queued URL costs its length plus a
+// few bytes with bfs and dfs, one more for a render task.
+//
+// Politeness is per real host whatever the class: a host's static queues
+// (q, qp, pq; ready) and render queues (rq, rqp, rpq; rready) share its
+// hnext, hinfl and delay, jitter and concurrency, so a site sees the same
+// politeness whoever fetches it. A host's effective delay is the larger of
+// hdelay and hpdelay when both are set, either one when one is set, else
+// Options.Delay. With priority and aopic a queued
 // URL is stored twice (pq member and pqdata field) with a double score: about
 // twice its length plus 150 bytes, 220 bytes more than bfs for a 69-byte URL
 // (BenchmarkQueuedMemory).
@@ -71,6 +91,16 @@ type Keys struct {
 	PQData     string
 	HostPages  string
 	QueryVars  string
+	// RenderReady, HostConc, HostJitter and HostPDelay: render tasks and
+	// per-host policies (see above).
+	RenderReady string
+	HostConc    string
+	HostJitter  string
+	HostPDelay  string
+	// Rules is the published rule set; RulesChannel, the channel of its
+	// versions, is not a key but carries the crawl's hash tag.
+	Rules        string
+	RulesChannel string
 }
 
 const (
@@ -80,6 +110,9 @@ const (
 	sfxPQ      = "pq:"
 	sfxContent = "content:"
 	sfxRobots  = "robots:"
+	sfxRQueue  = "rq:"
+	sfxRPrios  = "rqp:"
+	sfxRPQ     = "rpq:"
 )
 
 // NewKeys returns the keys of a crawl.
@@ -105,6 +138,13 @@ func NewKeys(crawl string) Keys {
 		PQData:     p + "pqdata",
 		HostPages:  p + "hpages",
 		QueryVars:  p + "qvar",
+
+		RenderReady:  p + "rready",
+		HostConc:     p + "hconc",
+		HostJitter:   p + "hjitter",
+		HostPDelay:   p + "hpdelay",
+		Rules:        p + "rules",
+		RulesChannel: p + "rules:changed",
 	}
 }
 
@@ -117,6 +157,18 @@ func (k Keys) Seen(bucket uint32) string {
 func (k Keys) Queue(host string, prio int64) string {
 	return k.Prefix + sfxQueue + host + ":" + strconv.FormatInt(prio, 10)
 }
+
+// RenderQueue returns the key of a host's render queue at one priority.
+func (k Keys) RenderQueue(host string, prio int64) string {
+	return k.Prefix + sfxRQueue + host + ":" + strconv.FormatInt(prio, 10)
+}
+
+// RenderPrios returns the key of a host's set of non-empty render
+// priorities.
+func (k Keys) RenderPrios(host string) string { return k.Prefix + sfxRPrios + host }
+
+// RenderPQ returns the key of a host's importance-ordered render queue.
+func (k Keys) RenderPQ(host string) string { return k.Prefix + sfxRPQ + host }
 
 // Prios returns the key of a host's set of non-empty priorities.
 func (k Keys) Prios(host string) string { return k.Prefix + sfxPrios + host }
@@ -138,7 +190,7 @@ func (k Keys) RobotsHost(host string) string { return k.Prefix + sfxRobots + hos
 func (k Keys) all() []string {
 	return []string{k.Meta, k.Stats, k.Ready, k.HostNext, k.HostInfl, k.HostDelay,
 		k.Lease, k.LeaseData, k.Retry, k.Failed, k.ScopeHosts, k.Slaves, k.SlaveInfo, k.Events,
-		k.PQData, k.HostPages, k.QueryVars}
+		k.PQData, k.HostPages, k.QueryVars, k.RenderReady, k.HostConc, k.HostJitter, k.HostPDelay, k.Rules}
 }
 
 // luaPrelude names the fixed keys (KEYS in the order of Keys.all) and the
@@ -146,7 +198,11 @@ func (k Keys) all() []string {
 // last ARGV is always the strategy config (Redis.cfg):
 //
 //	strategy \t jitter_dist \t prio_x \t aopic_tax \t aopic_lambda_min \t
-//	max_pages_per_host \t max_query_variants
+//	max_pages_per_host \t max_query_variants \t host_concurrency \t
+//	delay_ms \t jitter
+//
+// host_concurrency, delay_ms and jitter are the crawl's defaults: scripts
+// read a host's own values through host_conc, host_delay and host_jitter.
 //
 // A link or seed tuple is tupleLen ARGV: bucket, field, host, scope_host,
 // prio, task, qvar (the 8-byte path-key fingerprint, "" for none). prio is
@@ -159,12 +215,25 @@ local K_META, K_STATS, K_READY, K_HNEXT, K_HINFL, K_HDELAY = KEYS[1], KEYS[2], K
 local K_LEASE, K_LEASEDATA, K_RETRY, K_FAILED, K_SCOPE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local K_SLAVES, K_SLAVEINFO, K_EVENTS = KEYS[12], KEYS[13], KEYS[14]
 local K_PQDATA, K_HPAGES, K_QVAR = KEYS[15], KEYS[16], KEYS[17]
+local K_RREADY, K_HCONC, K_HJITTER, K_HPDELAY, K_RULES = KEYS[18], KEYS[19], KEYS[20], KEYS[21], KEYS[22]
 local TUPLE = %d
 local function k_seen(b) return P .. %q .. b end
 local function k_queue(host, prio) return P .. %q .. host .. ':' .. prio end
 local function k_prios(host) return P .. %q .. host end
 local function k_pq(host) return P .. %q .. host end
 local function k_content(b) return P .. %q .. b end
+local function k_rqueue(host, prio) return P .. %q .. host .. ':' .. prio end
+local function k_rprios(host) return P .. %q .. host end
+local function k_rpq(host) return P .. %q .. host end
+
+-- the keys of a host's queues of one class: render (r true) or static
+local function kq_queue(r, host, prio) if r then return k_rqueue(host, prio) end return k_queue(host, prio) end
+local function kq_prios(r, host) if r then return k_rprios(host) end return k_prios(host) end
+local function kq_pq(r, host) if r then return k_rpq(host) end return k_pq(host) end
+local function kq_ready(r) if r then return K_RREADY end return K_READY end
+
+-- is_render: a render task's string starts with 'r' (its depth field)
+local function is_render(task) return string.byte(task, 1) == 114 end
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -192,14 +261,31 @@ local function splitn(s, n)
   return out
 end
 
-local CFG = splitn(ARGV[#ARGV], 7)
+local CFG = splitn(ARGV[#ARGV], 10)
 local STRATEGY, JITTER_DIST = CFG[1], CFG[2]
 local PRIO_X, AOPIC_TAX, LAMBDA_MIN = tonumber(CFG[3]), tonumber(CFG[4]), tonumber(CFG[5])
 local MAX_HOST_PAGES, MAX_QVAR = tonumber(CFG[6]), tonumber(CFG[7])
+local DEF_CONC, DEF_DELAY, DEF_JITTER = tonumber(CFG[8]), tonumber(CFG[9]), tonumber(CFG[10])
 local PQ = STRATEGY == 'priority' or STRATEGY == 'aopic'
 local AOPIC = STRATEGY == 'aopic'
 -- new tasks go to the front of their list with dfs (LIFO within a depth)
 local NEW_FRONT = STRATEGY == 'dfs'
+
+-- a host's politeness: its HostPolicy where set, else the crawl's; the
+-- delay is the larger of the slaves' (hdelay: Crawl-delay, autothrottle)
+-- and the policy's (hpdelay) when both are set
+local function host_conc(host)
+  return tonumber(redis.call('HGET', K_HCONC, host) or DEF_CONC)
+end
+local function host_jitter(host)
+  return tonumber(redis.call('HGET', K_HJITTER, host) or DEF_JITTER)
+end
+local function host_delay(host)
+  local d = redis.call('HGET', K_HDELAY, host)
+  local p = redis.call('HGET', K_HPDELAY, host)
+  if d and p then return math.max(tonumber(d), tonumber(p)) end
+  return tonumber(d or p or DEF_DELAY)
+end
 
 -- jittered returns the politeness delay hd with its random extra wait:
 -- uniform hd × jitter × U[0,1), exponential hd × E with E of mean jitter
@@ -227,19 +313,19 @@ local function emit(typ, data)
   redis.call('XADD', K_EVENTS, '*', 'type', typ, 'data', data)
 end
 
--- make host claimable if it has queued tasks and a free slot
-local function ready_host(host, conc)
-  if redis.call('EXISTS', k_prios(host), k_pq(host)) == 0 then
-    redis.call('ZREM', K_READY, host)
-    return
+-- make host claimable in each class (ready, rready) where it has queued
+-- tasks and a free slot; the slots and next time are the host's, shared
+local function ready_host(host)
+  local free = tonumber(redis.call('HGET', K_HINFL, host) or '0') < host_conc(host)
+  local nxt
+  for _, r in ipairs({false, true}) do
+    if free and redis.call('EXISTS', kq_prios(r, host), kq_pq(r, host)) == 1 then
+      nxt = nxt or tonumber(redis.call('HGET', K_HNEXT, host) or '0')
+      redis.call('ZADD', kq_ready(r), nxt, host)
+    else
+      redis.call('ZREM', kq_ready(r), host)
+    end
   end
-  local infl = tonumber(redis.call('HGET', K_HINFL, host) or '0')
-  if infl >= conc then
-    redis.call('ZREM', K_READY, host)
-    return
-  end
-  local nxt = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
-  redis.call('ZADD', K_READY, nxt, host)
 end
 
 -- work_added records that this script queued work (a task or a retry):
@@ -250,26 +336,59 @@ local function reopen()
   if work_added then redis.call('HDEL', K_META, 'idle_since', 'finished') end
 end
 
--- enqueue a task on its host: bfs and dfs put it in the list of its
+-- enqueue a task on its host, in the queues of its class (render tasks in
+-- rq/rqp/rpq, claimable from rready): bfs and dfs put it in the list of its
 -- priority (front: first among its priority), priority and aopic in the
 -- host's pq with score prio and its depth, hops and attempt in pqdata
-local function push(host, prio, task, conc, front)
+local function push(host, prio, task, front)
+  local r = is_render(task)
   if PQ then
     local f, url = string.match(task, '^([^\t]*\t[^\t]*\t[^\t]*)\t(.*)$')
-    redis.call('ZADD', k_pq(host), prio, url)
+    redis.call('ZADD', kq_pq(r, host), prio, url)
     redis.call('HSET', K_PQDATA, url, f)
   else
-    local q = k_queue(host, prio)
+    local q = kq_queue(r, host, prio)
     if front then redis.call('LPUSH', q, task) else redis.call('RPUSH', q, task) end
-    redis.call('ZADD', k_prios(host), prio, prio)
+    redis.call('ZADD', kq_prios(r, host), prio, prio)
   end
   redis.call('HINCRBY', K_STATS, 'queued', 1)
+  if r then redis.call('HINCRBY', K_STATS, 'rqueued', 1) end
   work_added = true
-  local infl = tonumber(redis.call('HGET', K_HINFL, host) or '0')
-  if infl < conc and redis.call('ZSCORE', K_READY, host) == false then
-    local nxt = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
-    redis.call('ZADD', K_READY, nxt, host)
+  local set = kq_ready(r)
+  if redis.call('ZSCORE', set, host) == false then
+    local infl = tonumber(redis.call('HGET', K_HINFL, host) or '0')
+    if infl < host_conc(host) then
+      local nxt = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
+      redis.call('ZADD', set, nxt, host)
+    end
   end
+end
+
+-- set_field sets a host's field of a policy hash to v, or deletes it when
+-- v is '' (the crawl's default), writing only when it changes
+local function set_field(key, host, v)
+  local cur = redis.call('HGET', key, host)
+  if v == '' then
+    if cur then
+      redis.call('HDEL', key, host)
+      return true
+    end
+    return false
+  end
+  if cur ~= v then
+    redis.call('HSET', key, host, v)
+    return true
+  end
+  return false
+end
+
+-- set_policy applies a host's HostPolicy (each value '' for the crawl's
+-- default); a policy that is already in force costs no write
+local function set_policy(host, delay, jitter, conc)
+  local ch = set_field(K_HPDELAY, host, delay)
+  ch = set_field(K_HJITTER, host, jitter) or ch
+  ch = set_field(K_HCONC, host, conc) or ch
+  if ch then ready_host(host) end
 end
 
 -- aopic: cash that leaves the crawl (a failed task) goes to the lambda page
@@ -315,7 +434,7 @@ end
 -- a task came back from a lease or a retry: count the attempt and requeue
 -- it, or fail it once attempts are used. Returns the new attempt and
 -- whether it failed.
-local function requeue_or_fail(host, prio, task, conc, max_attempts, reason, now, crawl, slave)
+local function requeue_or_fail(host, prio, task, max_attempts, reason, now, crawl, slave)
   local f = splitn(task, 4)
   local attempt = tonumber(f[3]) + 1
   local url = task_url(task)
@@ -337,4 +456,4 @@ local function host_done(host)
   local infl = redis.call('HINCRBY', K_HINFL, host, -1)
   if infl <= 0 then redis.call('HDEL', K_HINFL, host) end
 end
-`, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent)
+`, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ)

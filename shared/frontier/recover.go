@@ -10,21 +10,22 @@ import (
 // luaLose takes back one lease: the host slot is freed and kept idle for a
 // delay (the lost fetch may still have reached the site), the task is
 // requeued at the front of its queue (into its pq with the priority and
-// aopic strategies, keeping its score) with its attempt counted, or failed
-// when its attempts are used, and a lost record goes to the event stream.
+// aopic strategies, keeping its score; a render task into its host's render
+// queues) with its attempt counted, or failed when its attempts are used,
+// and a lost record goes to the event stream.
 const luaLose = `
-local function lose(url, data, reason, now, conc, max_attempts, delay_ms, crawl)
+local function lose(url, data, reason, now, max_attempts, crawl)
   local d = lease_fields(data)
   local slave, leased_at, host, prio, task = d[1], tonumber(d[3]), d[4], d[5], d[6]
   redis.call('ZREM', K_LEASE, url)
   redis.call('HDEL', K_LEASEDATA, url)
   host_done(host)
   local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
-  local hd = tonumber(redis.call('HGET', K_HDELAY, host) or delay_ms)
+  local hd = host_delay(host)
   if after(now, hd) > cur then redis.call('HSET', K_HNEXT, host, after(now, hd)) end
-  local attempt, failed, nt = requeue_or_fail(host, prio, task, conc, max_attempts, 'lease lost: ' .. reason, now, crawl, slave)
-  if not failed then push(host, prio, nt, conc, true) end
-  ready_host(host, conc)
+  local attempt, failed, nt = requeue_or_fail(host, prio, task, max_attempts, 'lease lost: ' .. reason, now, crawl, slave)
+  if not failed then push(host, prio, nt, true) end
+  ready_host(host)
   redis.call('HINCRBY', K_STATS, 'lost', 1)
   emit('lost', cjson.encode({crawl = crawl, url = url, slave = slave, leased_at = leased_at,
     detected_at = now, attempt = attempt, reason = reason}))
@@ -34,16 +35,16 @@ end
 // recoverExpiredScript takes back leases whose deadline passed.
 //
 // KEYS: the crawl's fixed keys (Keys.all).
-// ARGV: prefix, conc, max_attempts, delay_ms, crawl, limit, cfg.
+// ARGV: prefix, max_attempts, crawl, limit, cfg.
 // Returns: the number of leases taken back.
 var recoverExpiredScript = redis.NewScript(luaPrelude + luaLose + `
-local conc, max_attempts, delay_ms, crawl, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+local max_attempts, crawl, limit = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local now = now_ms()
 local urls = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'LIMIT', 0, limit)
 for _, url in ipairs(urls) do
   local data = redis.call('HGET', K_LEASEDATA, url)
   if data then
-    lose(url, data, 'expired', now, conc, max_attempts, delay_ms, crawl)
+    lose(url, data, 'expired', now, max_attempts, crawl)
   else
     redis.call('ZREM', K_LEASE, url)
   end
@@ -56,12 +57,12 @@ return #urls
 // it still holds, recording its death or leave.
 //
 // KEYS: the crawl's fixed keys (Keys.all).
-// ARGV: prefix, conc, max_attempts, delay_ms, crawl, slave, kind (death or
-// leave), detail, cfg.
+// ARGV: prefix, max_attempts, crawl, slave, kind (death or leave), detail,
+// cfg.
 // Returns: the number of leases taken back.
 var retireScript = redis.NewScript(luaPrelude + luaLose + `
-local conc, max_attempts, delay_ms, crawl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local slave, kind, detail = ARGV[6], ARGV[7], ARGV[8]
+local max_attempts, crawl = tonumber(ARGV[2]), ARGV[3]
+local slave, kind, detail = ARGV[4], ARGV[5], ARGV[6]
 local now = now_ms()
 local all = redis.call('HGETALL', K_LEASEDATA)
 local n = 0
@@ -71,7 +72,7 @@ for k = 1, #all, 2 do
   if string.sub(data, 1, #prefix) == prefix then
     local reason = 'slave_dead'
     if kind == 'leave' then reason = 'slave_left' end
-    lose(all[k], data, reason, now, conc, max_attempts, delay_ms, crawl)
+    lose(all[k], data, reason, now, max_attempts, crawl)
     n = n + 1
   end
 end
@@ -96,8 +97,7 @@ func (f *Redis) RecoverExpired(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
-	res, err := f.run(ctx, recoverExpiredScript, f.opt.HostConcurrency, f.opt.MaxAttempts,
-		ms(f.opt.Delay), f.opt.Crawl, limit)
+	res, err := f.run(ctx, recoverExpiredScript, f.opt.MaxAttempts, f.opt.Crawl, limit)
 	if err != nil {
 		return 0, wrap("recover expired leases", err)
 	}
@@ -111,8 +111,7 @@ func (f *Redis) RecoverSlave(ctx context.Context, slave string) (int, error) {
 }
 
 func (f *Redis) retire(ctx context.Context, slave, kind, detail string) (int, error) {
-	res, err := f.run(ctx, retireScript, f.opt.HostConcurrency, f.opt.MaxAttempts,
-		ms(f.opt.Delay), f.opt.Crawl, slave, kind, detail)
+	res, err := f.run(ctx, retireScript, f.opt.MaxAttempts, f.opt.Crawl, slave, kind, detail)
 	if err != nil {
 		return 0, wrap("retire slave "+slave, err)
 	}
@@ -120,8 +119,9 @@ func (f *Redis) retire(ctx context.Context, slave, kind, detail string) (int, er
 	return int(n), nil
 }
 
-// finishScript decides whether the crawl is finished: nothing queued, in
-// flight or waiting for retry, continuously for the quiescence window. Any
+// finishScript decides whether the crawl is finished: nothing queued (the
+// queued count includes render tasks, and the render count is checked too),
+// in flight or waiting for retry, continuously for the quiescence window. Any
 // script that queues work clears idle_since (reopen), so the window
 // restarts whenever work appears. Because leases, queues and retries only
 // change inside scripts, the check can never see "empty" while a slave
@@ -135,7 +135,8 @@ local q = tonumber(ARGV[2])
 local now = now_ms()
 if redis.call('HGET', K_META, 'finished') then return 1 end
 local queued = tonumber(redis.call('HGET', K_STATS, 'queued') or '0')
-if queued > 0 or redis.call('ZCARD', K_LEASE) > 0 or redis.call('ZCARD', K_RETRY) > 0 then
+local rqueued = tonumber(redis.call('HGET', K_STATS, 'rqueued') or '0')
+if queued > 0 or rqueued > 0 or redis.call('ZCARD', K_LEASE) > 0 or redis.call('ZCARD', K_RETRY) > 0 then
   redis.call('HDEL', K_META, 'idle_since')
   return 0
 end

@@ -139,6 +139,10 @@ var (
 	_ Seeder     = (*Redis)(nil)
 	_ Supervisor = (*Redis)(nil)
 	_ Registry   = (*Redis)(nil)
+
+	_ RenderClaimer = (*Redis)(nil)
+	_ PolicySeeder  = (*Redis)(nil)
+	_ RulesStore    = (*Redis)(nil)
 )
 
 // bucketBits sizes the seen buckets for about 64 fingerprints each at the
@@ -207,7 +211,8 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	f := &Redis{rdb: rdb, opt: opt, keys: keys, allKeys: keys.all()}
 	f.cfg = strings.Join([]string{opt.Strategy, opt.JitterDist, fmtFloat(opt.PriorityX), fmtFloat(opt.AOPICTax),
 		fmtFloat(opt.AOPICLambdaMin), strconv.FormatInt(max(opt.MaxPagesPerHost, 0), 10),
-		strconv.Itoa(max(opt.MaxQueryVariants, 0))}, "\t")
+		strconv.Itoa(max(opt.MaxQueryVariants, 0)), strconv.Itoa(opt.HostConcurrency),
+		strconv.FormatInt(max(ms(opt.Delay), 0), 10), fmtFloat(max(opt.Jitter, 0))}, "\t")
 	res, err := initScript.Run(ctx, rdb, []string{keys.Meta}, bucketBits(opt.ExpectedURLs), opt.Strategy).StringSlice()
 	if err != nil || len(res) != 2 {
 		return nil, wrap("new frontier", cmpErr(err, fmt.Errorf("init script returned %d values", len(res))))
@@ -280,8 +285,14 @@ func (f *Redis) slot(fp uint64) (string, string) {
 	return strconv.FormatUint(bucket, 16), string(buf[8-n:])
 }
 
+// encodeTask returns a task string (keys.go): depth \t hops \t attempt \t
+// url, depth prefixed by "r" for a render task.
 func encodeTask(t Task) string {
-	return strconv.Itoa(t.Depth) + "\t" + strconv.Itoa(t.Hops) + "\t" + strconv.Itoa(t.Attempt) + "\t" + t.URL
+	r := ""
+	if t.Render {
+		r = "r"
+	}
+	return r + strconv.Itoa(t.Depth) + "\t" + strconv.Itoa(t.Hops) + "\t" + strconv.Itoa(t.Attempt) + "\t" + t.URL
 }
 
 // task tuples (links and seeds) are passed to scripts as tupleLen ARGV
@@ -368,7 +379,9 @@ func parseTask(host string, prio int64, task string) (Task, error) {
 		return t, fmt.Errorf("malformed task %q", task)
 	}
 	var err1, err2, err3 error
-	t.Depth, err1 = strconv.Atoi(parts[0])
+	var depth string
+	depth, t.Render = strings.CutPrefix(parts[0], "r")
+	t.Depth, err1 = strconv.Atoi(depth)
 	t.Hops, err2 = strconv.Atoi(parts[1])
 	t.Attempt, err3 = strconv.Atoi(parts[2])
 	if err := errors.Join(err1, err2, err3); err != nil {

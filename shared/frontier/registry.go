@@ -55,22 +55,31 @@ func (f *Redis) Slaves(ctx context.Context) ([]SlaveInfo, error) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, wrap("list slaves", err)
 	}
-	return decode()
+	ss, _, err := decode()
+	return ss, err
 }
 
 // queueSlaves adds the registry reads to a pipeline; decode reads them
-// after Exec.
-func (f *Redis) queueSlaves(ctx context.Context, pipe redis.Pipeliner) (decode func() ([]SlaveInfo, error)) {
+// after Exec. render says which slaves' heartbeat JSON has "render": true
+// (read apart from events.Heartbeat, which need not have the field).
+func (f *Redis) queueSlaves(ctx context.Context, pipe redis.Pipeliner) (decode func() (ss []SlaveInfo, render map[string]bool, err error)) {
 	seen := pipe.ZRangeWithScores(ctx, f.keys.Slaves, 0, -1)
 	info := pipe.HGetAll(ctx, f.keys.SlaveInfo)
-	return func() ([]SlaveInfo, error) {
+	return func() ([]SlaveInfo, map[string]bool, error) {
 		var out []SlaveInfo
+		render := map[string]bool{}
 		for _, z := range seen.Val() {
 			id, _ := z.Member.(string)
 			var s SlaveInfo
 			if raw, ok := info.Val()[id]; ok {
 				if err := json.Unmarshal([]byte(raw), &s.Heartbeat); err != nil {
-					return nil, fmt.Errorf("list slaves: decode %s: %w", id, err)
+					return nil, nil, fmt.Errorf("list slaves: decode %s: %w", id, err)
+				}
+				var caps struct {
+					Render bool `json:"render"`
+				}
+				if json.Unmarshal([]byte(raw), &caps) == nil && caps.Render {
+					render[id] = true
 				}
 			}
 			s.Slave = id
@@ -78,7 +87,7 @@ func (f *Redis) queueSlaves(ctx context.Context, pipe redis.Pipeliner) (decode f
 			out = append(out, s)
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Slave < out[j].Slave })
-		return out, nil
+		return out, render, nil
 	}
 }
 
@@ -120,11 +129,13 @@ func (f *Redis) Stats(ctx context.Context) (Stats, error) {
 		Duplicates:  get(st.Val(), "duplicates"),
 		TrapDropped: get(st.Val(), "trap_dropped"),
 		Hosts:       ready.Val(),
+
+		RenderQueued: get(st.Val(), "rqueued"),
 	}
 	if fa := get(meta.Val(), "finished"); fa > 0 {
 		s.Finished, s.FinishedAt = true, fa
 	}
-	slaves, err := decodeSlaves()
+	slaves, render, err := decodeSlaves()
 	if err != nil {
 		return s, err
 	}
@@ -133,6 +144,9 @@ func (f *Redis) Stats(ctx context.Context) (Stats, error) {
 		if now.Sub(sl.LastSeen) <= f.opt.DeadAfter {
 			s.SlavesAlive++
 			s.PagesPerSec += sl.PagesPerSec
+			if render[sl.Slave] {
+				s.RenderSlaves++
+			}
 		}
 	}
 	return s, nil

@@ -2,6 +2,7 @@ package frontier
 
 import (
 	"context"
+	"sort"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -10,19 +11,27 @@ import (
 // seeds' host names become the crawl's host scope. Seeds count towards the
 // trap caps but are never dropped by them.
 //
+// Host policies come first, so the seeds of a host are queued under its
+// policy; a policy already in force costs no write (set_policy).
+//
 // KEYS: the crawl's fixed keys (Keys.all).
-// ARGV: prefix, conc, scope_by_seeds, n, then n × (bucket, field, host,
+// ARGV: prefix, scope_by_seeds, n, np, then np × policy (host, delay_ms,
+// jitter, conc: see completeScript), then n × (bucket, field, host,
 // scope_host, prio, task, qvar), then cfg.
 // Returns: the number of seeds enqueued.
 var seedScript = redis.NewScript(luaPrelude + `
-local conc, scope_by_seeds, n = tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
+local scope_by_seeds, n, np = ARGV[2] == '1', tonumber(ARGV[3]), tonumber(ARGV[4])
+for p = 0, np - 1 do
+  local j = 5 + 4 * p
+  set_policy(ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3])
+end
 local added = 0
 for s = 0, n - 1 do
-  local j = 5 + TUPLE * s
+  local j = 5 + 4 * np + TUPLE * s
   if scope_by_seeds then redis.call('SADD', K_SCOPE, ARGV[j + 3]) end
   if redis.call('HSETNX', k_seen(ARGV[j]), ARGV[j + 1], '') == 1 then
     admit(ARGV[j + 2], ARGV[j + 6], false)
-    push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], conc, NEW_FRONT)
+    push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
     redis.call('HINCRBY', K_STATS, 'seen', 1)
     added = added + 1
   end
@@ -36,10 +45,31 @@ const seedBatch = 1000
 
 // Seed implements Seeder.
 func (f *Redis) Seed(ctx context.Context, tasks []Task) (int, error) {
+	return f.SeedWithPolicies(ctx, tasks, nil)
+}
+
+// SeedWithPolicies is Seed that first sets hosts' politeness policies
+// (keyed by Task.Host, as Completion.Policies), so that the seeds are
+// claimed under them. Policies go out before any task: a task is never
+// queued before the policy of its host.
+func (f *Redis) SeedWithPolicies(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
+	hosts := make([]string, 0, len(policies))
+	for h := range policies {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
 	total := 0
-	for len(tasks) > 0 {
-		n := min(len(tasks), seedBatch)
-		args := []any{f.opt.HostConcurrency, boolArg(f.opt.ScopeBySeeds), n}
+	for len(tasks) > 0 || len(hosts) > 0 {
+		np := min(len(hosts), seedBatch)
+		n := 0
+		if len(hosts) == np { // the last policies: tasks may follow
+			n = min(len(tasks), seedBatch)
+		}
+		args := []any{boolArg(f.opt.ScopeBySeeds), n, np}
+		for _, h := range hosts[:np] {
+			args = append(args, policyArgs(h, policies[h])...)
+		}
+		hosts = hosts[np:]
 		args = f.appendTuples(args, tasks[:n])
 		res, err := f.run(ctx, seedScript, args...)
 		if err != nil {

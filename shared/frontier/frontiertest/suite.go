@@ -23,6 +23,8 @@ type Backend interface {
 	frontier.Seeder
 	frontier.Supervisor
 	frontier.Registry
+	frontier.RenderClaimer
+	frontier.PolicySeeder
 }
 
 // Factory makes a fresh, empty backend for one crawl, and a function that
@@ -56,6 +58,12 @@ func Run(t *testing.T, newBackend Factory) {
 		{"AOPICTrapStarves", testAOPICTrap},
 		{"TrapCaps", testTrapCaps},
 		{"StrategyRequeueConsistent", testStrategyRequeue},
+		{"RenderRouting", testRenderRouting},
+		{"RenderPolitenessShared", testRenderPoliteness},
+		{"RenderRequeue", testRenderRequeue},
+		{"RenderFinish", testRenderFinish},
+		{"HostPolicies", testHostPolicies},
+		{"HostPolicyDelayLargerWins", testPolicyDelayLargerWins},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newBackend) })
@@ -943,6 +951,366 @@ func testStrategyRequeue(t *testing.T, nb Factory) {
 			}
 			if !finished {
 				t.Fatal("never finished")
+			}
+		})
+	}
+}
+
+func rtask(raw string, depth int) frontier.Task {
+	t := task(raw, depth)
+	t.Render = true
+	return t
+}
+
+// claimOpts claims once with options, failing the test on an error.
+func claimOpts(t *testing.T, f Backend, slave string, max int, render bool) []frontier.Lease {
+	t.Helper()
+	res, err := f.ClaimWaitOpts(context.Background(), slave, max, frontier.ClaimOptions{Render: render})
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	return res.Leases
+}
+
+// claimAllOpts claims until nothing is claimable, completing each lease
+// Done; it returns url -> Task.Render of every lease.
+func claimAllOpts(t *testing.T, f Backend, slave string, render bool) map[string]bool {
+	t.Helper()
+	ctx := context.Background()
+	got := map[string]bool{}
+	for range 1000 {
+		ls := claimOpts(t, f, slave, 3, render)
+		if len(ls) == 0 {
+			return got
+		}
+		var cs []frontier.Completion
+		for _, l := range ls {
+			if _, dup := got[l.URL]; dup {
+				t.Fatalf("%s claimed twice", l.URL)
+			}
+			got[l.URL] = l.Render
+			cs = append(cs, frontier.Completion{Lease: l, Outcome: frontier.Done})
+		}
+		if _, err := f.Complete(ctx, slave, cs); err != nil {
+			t.Fatalf("complete: %v", err)
+		}
+	}
+	t.Fatal("claimAllOpts did not drain")
+	return nil
+}
+
+// mixedSeeds: static and render tasks, some hosts with both.
+func mixedSeeds() []frontier.Task {
+	return []frontier.Task{task("http://a.test/1", 0), task("http://a.test/2", 0), rtask("http://a.test/r1", 0),
+		task("http://b.test/1", 0), rtask("http://c.test/r1", 0), rtask("http://c.test/r2", 0),
+		rtask("http://d.test/r1", 0), task("http://d.test/1", 0)}
+}
+
+func testRenderRouting(t *testing.T, nb Factory) {
+	for _, strat := range []string{frontier.StrategyBFS, frontier.StrategyAOPIC} {
+		t.Run(strat, func(t *testing.T) {
+			o := opts("render-" + strat)
+			o.Strategy = strat
+			f, _ := nb(t, o)
+			ctx := context.Background()
+			mustSeed(t, f, mixedSeeds()...)
+			st, _ := f.Stats(ctx)
+			if st.Queued != 8 || st.RenderQueued != 4 {
+				t.Fatalf("stats queued=%d render_queued=%d, want 8 4", st.Queued, st.RenderQueued)
+			}
+			// a slave that cannot render gets the static tasks, never a render task
+			static := claimAll(t, f, "plain")
+			if d := cmp.Diff([]string{"http://a.test/1", "http://a.test/2", "http://b.test/1", "http://d.test/1"}, urls(static)); d != "" {
+				t.Fatalf("non-render slave claimed (-want +got):\n%s", d)
+			}
+			res, err := f.ClaimWaitOpts(ctx, "plain", 5, frontier.ClaimOptions{})
+			if err != nil || len(res.Leases) != 0 || res.Wait >= 0 {
+				t.Fatalf("non-render claim with only render tasks queued: %+v %v, want nothing and no wait hint", res, err)
+			}
+			st, _ = f.Stats(ctx)
+			if st.Queued != 4 || st.RenderQueued != 4 {
+				t.Fatalf("stats queued=%d render_queued=%d, want 4 4", st.Queued, st.RenderQueued)
+			}
+			got := claimAllOpts(t, f, "browser", true)
+			want := map[string]bool{"http://a.test/r1": true, "http://c.test/r1": true, "http://c.test/r2": true, "http://d.test/r1": true}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("render slave claimed (-want +got):\n%s", d)
+			}
+			if st, _ = f.Stats(ctx); st.Queued != 0 || st.RenderQueued != 0 {
+				t.Fatalf("stats queued=%d render_queued=%d after draining", st.Queued, st.RenderQueued)
+			}
+
+			// a render-capable slave gets both kinds, with their flags
+			mustSeed(t, f, task("http://e.test/1", 0), rtask("http://e.test/r", 0), rtask("http://f.test/r", 0), task("http://g.test/1", 0))
+			got = claimAllOpts(t, f, "browser", true)
+			want = map[string]bool{"http://e.test/1": false, "http://e.test/r": true, "http://f.test/r": true, "http://g.test/1": false}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("render slave claimed (-want +got):\n%s", d)
+			}
+			// links keep their flag
+			mustSeed(t, f, task("http://h.test/", 0))
+			ls := claimOpts(t, f, "browser", 5, true)
+			if len(ls) != 1 {
+				t.Fatalf("claimed %d", len(ls))
+			}
+			links := []frontier.Task{rtask("http://h.test/r", 1), task("http://h.test/s", 1)}
+			if _, err := f.Complete(ctx, "browser", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done, Links: links}}); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(map[string]bool{"http://h.test/s": false}, claimAllOpts(t, f, "plain", false)); d != "" {
+				t.Fatalf("non-render slave claimed links (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(map[string]bool{"http://h.test/r": true}, claimAllOpts(t, f, "browser", true)); d != "" {
+				t.Fatalf("render slave claimed links (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// testRenderPoliteness: a host's static and render tasks share its slots
+// and its next allowed time.
+func testRenderPoliteness(t *testing.T, nb Factory) {
+	f, _ := nb(t, opts("rpolite"))
+	ctx := context.Background()
+	mustSeed(t, f, task("http://a.test/s", 0), rtask("http://a.test/r", 0))
+	first := claimOpts(t, f, "browser", 10, true)
+	if len(first) != 1 {
+		t.Fatalf("claimed %d tasks of one host with concurrency 1, want 1", len(first))
+	}
+	if got := claimOpts(t, f, "browser2", 10, true); len(got) != 0 {
+		t.Fatalf("second task claimable while the first is in flight: %+v", got)
+	}
+	if got := claimOpts(t, f, "plain", 10, false); len(got) != 0 {
+		t.Fatalf("static claim while the host is busy: %+v", got)
+	}
+	if _, err := f.Complete(ctx, "browser", []frontier.Completion{{Lease: first[0], Outcome: frontier.Done}}); err != nil {
+		t.Fatal(err)
+	}
+	second := claimOpts(t, f, "browser2", 10, true)
+	if len(second) != 1 || second[0].URL == first[0].URL {
+		t.Fatalf("after completion claimed %+v, want the other task", second)
+	}
+
+	// with a delay the host's next time is shared too
+	o := opts("rpolite-delay")
+	o.Delay = time.Hour
+	g, _ := nb(t, o)
+	mustSeed(t, g, task("http://a.test/s", 0), rtask("http://a.test/r", 0))
+	ls := claimOpts(t, g, "browser", 10, true)
+	if len(ls) != 1 {
+		t.Fatalf("claimed %d", len(ls))
+	}
+	if _, err := g.Complete(ctx, "browser", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimOpts(t, g, "browser", 10, true); len(got) != 0 {
+		t.Fatalf("other class claimed within the host's delay: %+v", got)
+	}
+}
+
+// testRenderRequeue: retried, released and lost render tasks go back to
+// the render queues, under every strategy.
+func testRenderRequeue(t *testing.T, nb Factory) {
+	for _, strat := range []string{frontier.StrategyBFS, frontier.StrategyDFS, frontier.StrategyPriority, frontier.StrategyAOPIC} {
+		t.Run(strat, func(t *testing.T) {
+			o := opts("rrequeue-" + strat)
+			o.Strategy = strat
+			o.MaxAttempts = 5
+			o.LeaseDuration = 100 * time.Millisecond
+			f, _ := nb(t, o)
+			ctx := context.Background()
+			mustSeed(t, f, rtask("http://a.test/", 0), rtask("http://b.test/", 0), rtask("http://c.test/", 0), rtask("http://d.test/", 0))
+			if err := f.Heartbeat(ctx, events.Heartbeat{Slave: "victim"}); err != nil {
+				t.Fatal(err)
+			}
+			ls := claimOpts(t, f, "victim", 3, true)
+			if len(ls) != 3 {
+				t.Fatalf("claimed %d", len(ls))
+			}
+			sort.Slice(ls, func(i, j int) bool { return ls[i].URL < ls[j].URL })
+			if _, err := f.Complete(ctx, "victim", []frontier.Completion{
+				{Lease: ls[0], Outcome: frontier.Release},
+				{Lease: ls[1], Outcome: frontier.Retry, RetryIn: time.Millisecond, Reason: "http 503"},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := f.RecoverSlave(ctx, "victim"); err != nil || n != 1 {
+				t.Fatalf("recover slave: %d %v", n, err)
+			}
+			// the fourth: its lease expires
+			exp := claimOpts(t, f, "slow", 1, true)
+			if len(exp) != 1 {
+				t.Fatalf("claimed %d", len(exp))
+			}
+			time.Sleep(150 * time.Millisecond) // the lease expires and the retry is due
+			if n, err := f.RecoverExpired(ctx, 10); err != nil || n != 1 {
+				t.Fatalf("recover expired: %d %v", n, err)
+			}
+			st, _ := f.Stats(ctx)
+			// (the retry may be back in its queue already: a claim moves it once due)
+			if st.Queued+st.Retry != 4 || st.RenderQueued != st.Queued || st.InFlight != 0 {
+				t.Fatalf("stats queued=%d render_queued=%d retry=%d in_flight=%d, want 4 queued or waiting, all render",
+					st.Queued, st.RenderQueued, st.Retry, st.InFlight)
+			}
+			if got := claimAllOpts(t, f, "plain", false); len(got) != 0 {
+				t.Fatalf("non-render slave claimed requeued render tasks: %v", got)
+			}
+			got := claimAllOpts(t, f, "browser", true)
+			want := map[string]bool{"http://a.test/": true, "http://b.test/": true, "http://c.test/": true, "http://d.test/": true}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("render slave claimed (-want +got):\n%s", d)
+			}
+			if st, _ = f.Stats(ctx); st.Queued != 0 || st.RenderQueued != 0 || st.Retry != 0 {
+				t.Fatalf("stats %+v after draining", st)
+			}
+		})
+	}
+}
+
+// testRenderFinish: a crawl with render tasks queued is not finished, even
+// when only non-render slaves claim.
+func testRenderFinish(t *testing.T, nb Factory) {
+	f, _ := nb(t, opts("rfinish"))
+	ctx := context.Background()
+	mustSeed(t, f, rtask("http://a.test/r", 0))
+	for range 3 {
+		if ls := claimOpts(t, f, "plain", 5, false); len(ls) != 0 {
+			t.Fatalf("non-render slave claimed %+v", ls)
+		}
+		if done, err := f.CheckFinished(ctx, 0); err != nil || done {
+			t.Fatalf("finished with a render task queued: %v %v", done, err)
+		}
+	}
+	ls := claimOpts(t, f, "browser", 5, true)
+	if len(ls) != 1 || !ls[0].Render {
+		t.Fatalf("render claim %+v", ls)
+	}
+	if done, _ := f.CheckFinished(ctx, 0); done {
+		t.Fatal("finished with a render task in flight")
+	}
+	if _, err := f.Complete(ctx, "browser", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done}}); err != nil {
+		t.Fatal(err)
+	}
+	finished := false
+	for range 5 {
+		if finished, _ = f.CheckFinished(ctx, 0); finished {
+			break
+		}
+	}
+	if !finished {
+		t.Fatal("never finished")
+	}
+}
+
+// testHostPolicies: a host's concurrency and delay from its policy, set
+// with seeds or with a completion before its links are enqueued, for both
+// classes.
+func testHostPolicies(t *testing.T, nb Factory) {
+	f, _ := nb(t, opts("policies")) // crawl: concurrency 1, delay 0
+	ctx := context.Background()
+	var seeds []frontier.Task
+	for _, h := range []string{"wide", "slow", "plain"} {
+		for p := range 4 {
+			seeds = append(seeds, task(fmt.Sprintf("http://%s.test/%d", h, p), 0))
+		}
+	}
+	seeds = append(seeds, rtask("http://wide.test/r", 0))
+	added, err := f.SeedWithPolicies(ctx, seeds, map[string]frontier.HostPolicy{
+		"wide.test": {Concurrency: 3, Jitter: -1},
+		"slow.test": {Delay: time.Hour, Concurrency: 4, Jitter: -1},
+	})
+	if err != nil || added != len(seeds) {
+		t.Fatalf("seed: %d %v", added, err)
+	}
+	ls := claimOpts(t, f, "browser", 50, true)
+	byHost := map[string]int{}
+	for _, l := range ls {
+		byHost[l.Host]++
+	}
+	// wide: 3 slots (delay 0: all at once), static and render alike; slow:
+	// one per delay despite 4 slots; plain: the crawl's 1
+	if d := cmp.Diff(map[string]int{"wide.test": 3, "slow.test": 1, "plain.test": 1}, byHost); d != "" {
+		t.Fatalf("claimed per host (-want +got):\n%s", d)
+	}
+	if more := claimOpts(t, f, "browser", 50, true); len(more) != 0 {
+		t.Fatalf("claimed more while the hosts are busy: %+v", more)
+	}
+
+	// a completion's policies come before its links
+	var page frontier.Lease
+	for _, l := range ls {
+		if l.Host == "plain.test" {
+			page = l
+		}
+	}
+	links := []frontier.Task{task("http://new.test/1", 1), task("http://new.test/2", 1), rtask("http://new.test/3", 1)}
+	if _, err := f.Complete(ctx, "browser", []frontier.Completion{{Lease: page, Outcome: frontier.Done, Links: links,
+		Policies: map[string]frontier.HostPolicy{"new.test": {Concurrency: 2, Jitter: -1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	byHost = map[string]int{}
+	for _, l := range claimOpts(t, f, "browser", 50, true) {
+		byHost[l.Host]++
+	}
+	if d := cmp.Diff(map[string]int{"new.test": 2, "plain.test": 1}, byHost); d != "" {
+		t.Fatalf("claimed per host after the completion (-want +got):\n%s", d)
+	}
+
+	// back to the crawl's defaults: one slot
+	if _, err := f.SeedWithPolicies(ctx, nil, map[string]frontier.HostPolicy{"wide.test": {Jitter: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	var wide []frontier.Lease
+	for _, l := range ls {
+		if l.Host == "wide.test" {
+			wide = append(wide, l)
+		}
+	}
+	var cs []frontier.Completion
+	for _, l := range wide {
+		cs = append(cs, frontier.Completion{Lease: l, Outcome: frontier.Done})
+	}
+	if _, err := f.Complete(ctx, "browser", cs); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range claimOpts(t, f, "browser", 50, true) {
+		if l.Host == "wide.test" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("wide.test claimed %d after its policy was reset, want the crawl's 1", n)
+	}
+}
+
+// testPolicyDelayLargerWins: a policy's delay and a slave's (Crawl-delay)
+// are kept apart; the larger one is in force.
+func testPolicyDelayLargerWins(t *testing.T, nb Factory) {
+	for _, tc := range []struct {
+		name          string
+		policy, slave time.Duration
+	}{
+		{"policy larger", time.Hour, time.Millisecond},
+		{"crawl-delay larger", time.Millisecond, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _ := nb(t, opts("delaywin"))
+			ctx := context.Background()
+			if _, err := f.SeedWithPolicies(ctx, []frontier.Task{task("http://a.test/1", 0), task("http://a.test/2", 0)},
+				map[string]frontier.HostPolicy{"a.test": {Delay: tc.policy, Jitter: -1}}); err != nil {
+				t.Fatal(err)
+			}
+			ls := claimOpts(t, f, "s1", 5, false)
+			if len(ls) != 1 {
+				t.Fatalf("claimed %d", len(ls))
+			}
+			if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done, HostDelay: tc.slave}}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond) // the smaller delay has passed
+			if got := claimOpts(t, f, "s1", 5, false); len(got) != 0 {
+				t.Fatalf("claimed %+v: the smaller delay won", got)
 			}
 		})
 	}

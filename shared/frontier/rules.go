@@ -1,0 +1,93 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// The master publishes the crawl's validated rule set (rule files) with
+// PutRules: the hash crawl:{name}:rules holds its version and blob, and the
+// version is published on RulesChannel. Slaves learn of a new version from
+// every claim (ClaimResult.RulesVersion, no extra round trip) and, if they
+// want it sooner, from SubscribeRules; they then read the set with
+// GetRules.
+
+// RulesChannel returns the pub/sub channel the rules' versions are
+// published on (not a key; it carries the crawl's hash tag).
+func (f *Redis) RulesChannel() string { return f.keys.RulesChannel }
+
+// PutRules stores a rule set under a version, replacing the previous one,
+// and publishes the version, in one MULTI/EXEC round trip. The version must
+// not be empty ("" means no rules); the frontier does not look into blob.
+func (f *Redis) PutRules(ctx context.Context, version string, blob []byte) error {
+	if version == "" {
+		return errors.New("put rules: empty version")
+	}
+	pipe := f.rdb.TxPipeline()
+	pipe.HSet(ctx, f.keys.Rules, "version", version, "blob", blob)
+	pipe.Publish(ctx, f.keys.RulesChannel, version)
+	_, err := pipe.Exec(ctx)
+	return wrap("put rules", err)
+}
+
+// GetRules returns the stored rule set; ok is false when none was put.
+func (f *Redis) GetRules(ctx context.Context) (version string, blob []byte, ok bool, err error) {
+	vals, err := f.rdb.HMGet(ctx, f.keys.Rules, "version", "blob").Result()
+	if err != nil {
+		return "", nil, false, wrap("get rules", err)
+	}
+	v, _ := vals[0].(string)
+	if v == "" {
+		return "", nil, false, nil
+	}
+	b, _ := vals[1].(string)
+	return v, []byte(b), true, nil
+}
+
+// SubscribeRules subscribes to the rules' versions: the channel gets each
+// version PutRules publishes from the moment SubscribeRules returns (it is
+// subscribed by then) until stop is called or ctx ends, when it is closed;
+// stop must be called to free the connection.
+// A version published while the subscriber is disconnected is missed: the
+// claim's RulesVersion is the check that never misses. The channel is
+// buffered; a version that finds it full replaces nothing and is dropped,
+// as the next claim reports it anyway.
+func (f *Redis) SubscribeRules(ctx context.Context) (versions <-chan string, stop func(), err error) {
+	ps := f.rdb.Subscribe(ctx, f.keys.RulesChannel)
+	if _, err := ps.Receive(ctx); err != nil {
+		ps.Close()
+		return nil, nil, wrap("subscribe rules", err)
+	}
+	out := make(chan string, 16)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(out)
+		ch := ps.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m, ok := <-ch:
+				if !ok {
+					return
+				}
+				select {
+				case out <- m.Payload:
+				default:
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			ps.Close()
+			<-done
+		})
+	}
+	return out, stop, nil
+}
