@@ -4,6 +4,8 @@
 //	master seed   [--config config.yaml] [--crawl NAME] URL... | --file FILE
 //	master status [--config config.yaml] [--crawl NAME] [--json]
 //	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N]
+//	master rules check [--config config.yaml] [DIR]
+//	master export [--config config.yaml] --crawl NAME [--rule R] [--item I] --format jsonl|csv [--out FILE]
 //
 // Exit status: 0 ok, 1 runtime error, 2 bad usage or bad config.
 package main
@@ -24,6 +26,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/rules"
 )
 
 const usage = `usage: master <command> [flags]
@@ -33,6 +36,10 @@ commands:
   seed    add seed URLs (arguments, or --file FILE with one URL a line, - for stdin)
   status  show the crawl's counters (--json for machine-readable output)
   demo    crawl a built-in demo site on loopback with a master and slaves, then summarize
+  rules check [DIR]
+          validate the rule files (default rules.dir) without running anything;
+          exit 2 with file:line errors
+  export  stream extracted items out of MySQL (--format jsonl or csv, --out FILE)
 
 Run "master <command> -h" for the command's flags.
 `
@@ -53,8 +60,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "config.yaml", "config file")
 	var crawl *string
-	if cmd == "seed" || cmd == "status" {
+	if cmd == "seed" || cmd == "status" || cmd == "export" {
 		crawl = fs.String("crawl", "", "crawl name (overrides crawl.name)")
+	}
+	if cmd == "rules" {
+		if len(args) == 0 || args[0] != "check" {
+			fmt.Fprint(stderr, "usage: master rules check [--config config.yaml] [DIR]\n")
+			return 2
+		}
+		cmd, args = "rules check", args[1:]
+		fs = flag.NewFlagSet("master rules check", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		cfgPath = fs.String("config", "config.yaml", "config file (for rules.dir and the proxy pool names)")
 	}
 	var (
 		exitWhenDone = fs.Bool("exit-when-done", false, "run: exit 0 once the crawl is finished")
@@ -63,9 +80,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		hosts        = fs.Int("hosts", 5, "demo: number of demo hosts on 127.0.0.x")
 		pages        = fs.Int("pages", 60, "demo: pages per host")
 		slaves       = fs.Int("slaves", 2, "demo: number of slaves")
+		rule         = fs.String("rule", "", "export: only items of this rule set")
+		item         = fs.String("item", "", "export: only items of this item rule")
+		format       = fs.String("format", "jsonl", "export: jsonl or csv")
+		out          = fs.String("out", "", "export: write to FILE instead of stdout")
 	)
 	switch cmd {
-	case "run", "seed", "status", "demo":
+	case "run", "seed", "status", "demo", "rules check", "export":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -78,6 +99,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	if cmd == "rules check" {
+		return rulesCheck(*cfgPath, fs.Args(), stdout, stderr)
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err == nil && crawl != nil && *crawl != "" {
@@ -147,6 +171,33 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			st.SlavesAlive, st.PagesPerSec, st.Finished)
 		tw.Flush()
 		return 0
+	case "export":
+		if *crawl == "" {
+			fmt.Fprintln(stderr, "master export: --crawl is required")
+			return 2
+		}
+		if *format != "jsonl" && *format != "csv" {
+			fmt.Fprintf(stderr, "master export: --format %q must be jsonl or csv\n", *format)
+			return 2
+		}
+		w := stdout
+		if *out != "" {
+			f, err := os.Create(*out)
+			if err != nil {
+				fmt.Fprintf(stderr, "master export: %v\n", err)
+				return 1
+			}
+			defer f.Close()
+			w = f
+		}
+		n, err := masterd.Export(ctx, cfg, masterd.ExportOptions{Crawl: cfg.Crawl.Name, Rule: *rule, Item: *item,
+			Format: *format}, w)
+		if err != nil {
+			fmt.Fprintf(stderr, "master export: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "exported %d items\n", n)
+		return 0
 	case "demo":
 		opt := masterd.DemoOptions{Hosts: *hosts, PagesPerHost: *pages, Slaves: *slaves, Logger: log, Out: stdout}
 		if err := masterd.Demo(ctx, cfg, opt); err != nil {
@@ -156,6 +207,40 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	}
 	return 2
+}
+
+// rulesCheck validates a rule directory: exit 0 when valid, 2 with every
+// error (file:line: message) otherwise.
+func rulesCheck(cfgPath string, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 1 {
+		fmt.Fprintf(stderr, "master rules check: one directory at most, got %q\n", args)
+		return 2
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		if _, statErr := os.Stat(cfgPath); statErr != nil && len(args) == 1 {
+			def := config.Default() // checking a directory needs no config file
+			cfg, err = &def, nil
+		} else {
+			fmt.Fprintf(stderr, "master: %v\n", err)
+			return config.ExitCode(err)
+		}
+	}
+	dir := cfg.Rules.Dir
+	if len(args) == 1 {
+		dir = args[0]
+	}
+	if dir == "" {
+		fmt.Fprintln(stderr, "master rules check: no directory (rules.dir is empty)")
+		return 2
+	}
+	set, err := rules.LoadDir(dir, rules.LoadOptions{ProxyPools: cfg.ProxyPoolNames()})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	fmt.Fprintf(stdout, "%s: %d files, %d rule sets, version %s\n", dir, len(set.Files), len(set.Sets), set.Version)
+	return 0
 }
 
 func readLines(path string, stdin io.Reader) ([]string, error) {

@@ -4,8 +4,8 @@
 // the crawl is finished.
 //
 // Components (each a small type run with a context): recoverer, monitor,
-// sink, finisher. Stop order (Run): the finisher, recoverer and monitor
-// stop first; the sink then drains what is left in the stream (bounded);
+// sink, finisher, rules watcher. Stop order (Run): the finisher, recoverer,
+// monitor and rules watcher stop first; the sink then drains what is left in the stream (bounded);
 // MySQL and Redis connections close last.
 package masterd
 
@@ -23,6 +23,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
 	"github.com/redcrawl/redcrawl/shared/retry"
+	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/store"
 )
 
@@ -89,12 +90,20 @@ func (m *Master) Run(ctx context.Context) error {
 	fin := &finisher{front: m.front, quiescence: m.cfg.Master.Quiescence, log: m.log, rl: m.rl,
 		progressEvery: m.opt.ProgressEvery, finished: make(chan struct{})}
 
-	var comps, sinkWG sync.WaitGroup
+	comps := []interface{ run(context.Context) }{rec, mon, fin}
+	if m.cfg.Rules.Dir != "" {
+		rw := &rulesWatcher{dir: m.cfg.Rules.Dir, every: m.cfg.Rules.Poll, crawl: m.cfg.Crawl.Name,
+			opt: rules.LoadOptions{ProxyPools: m.cfg.ProxyPoolNames()}, front: m.front, log: m.log, rl: m.rl}
+		rw.check(ctx) // publish before the slaves claim much
+		comps = append(comps, rw)
+	}
+
+	var compWG, sinkWG sync.WaitGroup
 	sinkWG.Add(1)
 	go func() { defer sinkWG.Done(); snk.run(sinkCtx) }()
-	for _, c := range []interface{ run(context.Context) }{rec, mon, fin} {
-		comps.Add(1)
-		go func() { defer comps.Done(); c.run(compCtx) }()
+	for _, c := range comps {
+		compWG.Add(1)
+		go func() { defer compWG.Done(); c.run(compCtx) }()
 	}
 	m.log.Info("master running", "redis", m.cfg.Redis.URL, "exit_when_done", m.opt.ExitWhenDone)
 
@@ -106,7 +115,7 @@ func (m *Master) Run(ctx context.Context) error {
 		}
 	}
 	stopComps()
-	comps.Wait()
+	compWG.Wait()
 	// let the sink store what is left, then stop it
 	if err := snk.drain(ctx, 30*time.Second); err != nil {
 		m.log.Warn("event stream not fully drained; the next master run stores the rest", "err", err)

@@ -50,6 +50,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"regexp"
 	"strconv"
 	"sync"
@@ -215,6 +216,20 @@ func (s *Session) ID() string { return s.id }
 // Proxy is the session's proxy URL with the password redacted, or
 // "direct".
 func (s *Session) Proxy() string { return s.px.spec.display }
+
+// ProxyURL is the session's proxy URL with its credentials, or nil for a
+// direct session: for handing the route to another client (a headless
+// browser). Never log it; Proxy is the printable form.
+func (s *Session) ProxyURL() *url.URL {
+	if s.px.spec.u == nil {
+		return nil
+	}
+	u := *s.px.spec.u
+	return &u
+}
+
+// Jar is the session's cookie jar, nil when cookies are off.
+func (s *Session) Jar() http.CookieJar { return s.jar }
 
 // UserAgent is the User-Agent the session sends ("" keeps the request's).
 func (s *Session) UserAgent() string { return s.ua }

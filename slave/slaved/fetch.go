@@ -13,18 +13,27 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/content"
 	"github.com/redcrawl/redcrawl/shared/dnscache"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/netguard"
+	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/session"
 )
 
 // Fetcher fetches one URL without following redirects.
 type Fetcher interface {
-	Fetch(ctx context.Context, rawURL string) (*Response, error)
+	Fetch(ctx context.Context, req FetchRequest) (*Response, error)
+}
+
+// FetchRequest is one URL to fetch and the session options of its rule
+// set (the zero value: the default pool).
+type FetchRequest struct {
+	URL     string
+	Session rules.Session
 }
 
 // Response is a fetched page. A redirect is a response like any other:
@@ -40,6 +49,10 @@ type Response struct {
 	Proxy string
 	// Request is the request header block as sent (for WARC).
 	Request []byte
+	// Rendered is set for a page rendered in headless Chromium; FinalURL
+	// is then where the browser ended (it follows redirects).
+	Rendered bool
+	FinalURL string
 }
 
 // Truncated reports that the body was larger than fetch.max_body_bytes.
@@ -57,33 +70,57 @@ type FetchError struct {
 	Kind      string // one of the events.Kind* values
 	Retryable bool
 	Err       error
+	Snapshot  string // path of an HTML snapshot of a failed render
 }
 
 func (e *FetchError) Error() string { return e.Kind + ": " + e.Err.Error() }
 func (e *FetchError) Unwrap() error { return e.Err }
 
-// httpFetcher sends each request through a session of the pool (its proxy's
+// httpFetcher sends each request through a session of a pool (its proxy's
 // transport, its user agent and cookie jar) over the caching resolver and
 // the private-network guard, and reads the body into a document input
 // stream, decompressed and capped. Redirects are not followed: a redirect
 // target goes through the frontier like a discovered link.
+//
+// The default pool uses fetch.proxies and fetch.proxy_file; a rule set may
+// ask for direct connections, a named pool of fetch.proxy_pools or its own
+// cookie setting, and gets a pool of its own for that combination, made on
+// first use and run until the fetcher closes.
 type httpFetcher struct {
-	pool    *session.Pool
+	s       *Slave
 	timeout time.Duration
 	bodyOpt content.BodyOptions
-	// proxied is true when the pool has proxies: bans then retry the page
-	// through another proxy; a direct connection has nowhere else to go.
-	proxied     bool
-	banStatuses []int
+	base    session.Options
 	// checkTarget refuses, before a request goes to a proxy, a target
 	// host that resolves to a non-public address (a proxy resolves and
 	// connects on its own, out of reach of the dial guard).
 	checkTarget func(ctx context.Context, host string) error
+	banStatuses []int
+
+	runCtx context.Context // the pools' background work
+	mu     sync.Mutex
+	pools  map[poolKey]*fetchPool
+	wg     sync.WaitGroup
 }
 
-// newHTTPFetcher builds the fetcher and its session pool; the pool's
-// background work (file reloads, cooldowns) runs until ctx ends.
-func (s *Slave) newHTTPFetcher(dns *dnscache.Resolver) (*httpFetcher, error) {
+// poolKey names a session pool variant.
+type poolKey struct {
+	direct  bool
+	pool    string // a fetch.proxy_pools name; "" = default
+	cookies int8   // -1 off, 0 config, 1 on
+}
+
+type fetchPool struct {
+	*session.Pool
+	// proxied is true when the pool has proxies: bans then retry the page
+	// through another proxy; a direct connection has nowhere else to go.
+	proxied bool
+}
+
+// newHTTPFetcher builds the fetcher and its default session pool; the
+// pools' background work (file reloads, cooldowns) runs until runCtx ends,
+// and close waits for it.
+func (s *Slave) newHTTPFetcher(runCtx context.Context, dns *dnscache.Resolver) (*httpFetcher, error) {
 	cfg := s.cfg
 	guarded := netguard.Dialer(cfg.Fetch.Timeout, cfg.Fetch.AllowPrivateNetworks)
 	direct := dns.DialContext(guarded.DialContext)
@@ -98,33 +135,33 @@ func (s *Slave) newHTTPFetcher(dns *dnscache.Resolver) (*httpFetcher, error) {
 			ForceAttemptHTTP2:     true,
 		}
 	}
-	pool, err := session.New(session.Options{
-		Proxies:           cfg.Fetch.Proxies,
-		ProxyFile:         cfg.Fetch.ProxyFile,
-		UserAgents:        cfg.Fetch.UserAgents,
-		UserAgentFile:     cfg.Fetch.UserAgentFile,
-		DefaultUserAgent:  cfg.Fetch.UserAgent,
-		Cookies:           cfg.Fetch.Cookies,
-		PoolSize:          cfg.Fetch.SessionsPerProxy,
-		StickyRequests:    offIfZero(cfg.Fetch.StickyRequests),
-		BanStatuses:       cfg.Fetch.BanStatuses,
-		BanBodyPattern:    cfg.Fetch.BanBodyRegex,
-		CooldownBase:      cfg.Fetch.ProxyCooldown,
-		CooldownMax:       cfg.Fetch.ProxyCooldownMax,
-		MaxErrors:         cfg.Fetch.ProxyMaxErrors,
-		MaxUses:           offIfZero(cfg.Fetch.SessionMaxUses),
-		DialContext:       direct,
-		TransportTemplate: template,
-		OnEvent:           s.proxyEvent,
-		Logger:            s.log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("session pool: %w", err)
-	}
-	f := &httpFetcher{pool: pool, timeout: cfg.Fetch.Timeout,
-		proxied: len(cfg.Fetch.Proxies) > 0 || cfg.Fetch.ProxyFile != "", banStatuses: cfg.Fetch.BanStatuses,
+	f := &httpFetcher{s: s, timeout: cfg.Fetch.Timeout, banStatuses: cfg.Fetch.BanStatuses, runCtx: runCtx,
+		pools: map[poolKey]*fetchPool{},
 		bodyOpt: content.BodyOptions{MemLimit: int(cfg.Fetch.MemoryBodyBytes),
-			MaxBytes: cfg.Fetch.MaxBodyBytes, TempDir: cfg.Fetch.TempDir}}
+			MaxBytes: cfg.Fetch.MaxBodyBytes, TempDir: cfg.Fetch.TempDir},
+		base: session.Options{
+			Proxies:           cfg.Fetch.Proxies,
+			ProxyFile:         cfg.Fetch.ProxyFile,
+			UserAgents:        cfg.Fetch.UserAgents,
+			UserAgentFile:     cfg.Fetch.UserAgentFile,
+			DefaultUserAgent:  cfg.Fetch.UserAgent,
+			Cookies:           cfg.Fetch.Cookies,
+			PoolSize:          cfg.Fetch.SessionsPerProxy,
+			StickyRequests:    offIfZero(cfg.Fetch.StickyRequests),
+			BanStatuses:       cfg.Fetch.BanStatuses,
+			BanBodyPattern:    cfg.Fetch.BanBodyRegex,
+			CooldownBase:      cfg.Fetch.ProxyCooldown,
+			CooldownMax:       cfg.Fetch.ProxyCooldownMax,
+			MaxErrors:         cfg.Fetch.ProxyMaxErrors,
+			MaxUses:           offIfZero(cfg.Fetch.SessionMaxUses),
+			DialContext:       direct,
+			TransportTemplate: template,
+			OnEvent:           s.proxyEvent,
+			Logger:            s.log,
+		}}
+	if _, err := f.poolFor(rules.Session{}); err != nil {
+		return nil, err
+	}
 	if !cfg.Fetch.AllowPrivateNetworks {
 		f.checkTarget = func(ctx context.Context, host string) error {
 			ips, err := dns.LookupIP(ctx, host)
@@ -142,6 +179,59 @@ func (s *Slave) newHTTPFetcher(dns *dnscache.Resolver) (*httpFetcher, error) {
 	return f, nil
 }
 
+// poolFor returns the session pool for a rule set's session options.
+func (f *httpFetcher) poolFor(so rules.Session) (*fetchPool, error) {
+	k := poolKey{direct: so.Proxies != nil && !*so.Proxies, pool: so.ProxyPool}
+	if k.direct {
+		k.pool = ""
+	}
+	if so.Cookies != nil {
+		k.cookies = -1
+		if *so.Cookies {
+			k.cookies = 1
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.pools[k]; ok {
+		return p, nil
+	}
+	opt := f.base
+	switch {
+	case k.direct:
+		opt.Proxies, opt.ProxyFile = nil, ""
+	case k.pool != "":
+		list, ok := f.s.cfg.Fetch.ProxyPools[k.pool]
+		if !ok {
+			return nil, fmt.Errorf("session pool: unknown proxy pool %q", k.pool)
+		}
+		opt.Proxies, opt.ProxyFile = list, ""
+	}
+	if k.cookies != 0 {
+		opt.Cookies = k.cookies > 0
+	}
+	sp, err := session.New(opt)
+	if err != nil {
+		return nil, fmt.Errorf("session pool: %w", err)
+	}
+	p := &fetchPool{Pool: sp, proxied: len(opt.Proxies) > 0 || opt.ProxyFile != ""}
+	f.pools[k] = p
+	f.wg.Add(1)
+	go func() { defer f.wg.Done(); sp.Run(f.runCtx) }()
+	return p, nil
+}
+
+// session acquires a session for a host from the pool of a rule set's
+// session options.
+func (f *httpFetcher) session(ctx context.Context, host string, so rules.Session) (*fetchPool, *session.Session, error) {
+	p, err := f.poolFor(so)
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, err := p.Acquire(ctx, host)
+	return p, sess, err
+}
+
 // offIfZero maps the config's 0 (= off) to the session pool's negative
 // (its 0 means the default).
 func offIfZero(n int) int {
@@ -156,7 +246,7 @@ func offIfZero(n int) int {
 // (a site's error or 403 must not stop the whole slave; it is recorded
 // as the page's status), and through a proxy only connection failures,
 // ban statuses and ban bodies count, not a slow target.
-func (f *httpFetcher) report(sess *session.Session, r session.Result) session.Verdict {
+func (f *httpFetcher) report(p *fetchPool, sess *session.Session, r session.Result) session.Verdict {
 	if sess.Proxy() == "direct" {
 		if r.Err != nil || f.banned(r.Status) {
 			return session.Verdict{}
@@ -165,7 +255,7 @@ func (f *httpFetcher) report(sess *session.Session, r session.Result) session.Ve
 	} else if r.Err != nil && classify(r.Err).Kind != events.KindConnect {
 		r.Err = nil
 	}
-	return f.pool.Report(sess, r)
+	return p.Report(sess, r)
 }
 
 func (f *httpFetcher) banned(status int) bool {
@@ -178,10 +268,11 @@ func (f *httpFetcher) banned(status int) bool {
 }
 
 // Fetch implements Fetcher.
-func (f *httpFetcher) Fetch(ctx context.Context, rawURL string) (*Response, error) {
+func (f *httpFetcher) Fetch(ctx context.Context, fr FetchRequest) (*Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	rawURL := fr.URL
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, &FetchError{Kind: events.KindParse, Err: err}
@@ -189,8 +280,11 @@ func (f *httpFetcher) Fetch(ctx context.Context, rawURL string) (*Response, erro
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, &FetchError{Kind: events.KindOther, Err: fmt.Errorf("unsupported protocol scheme %q", u.Scheme)}
 	}
-	sess, err := f.pool.Acquire(ctx, u.Host)
+	pool, sess, err := f.session(ctx, u.Host, fr.Session)
 	if err != nil {
+		if ctx.Err() == nil {
+			return nil, &FetchError{Kind: events.KindProxy, Err: err}
+		}
 		return nil, err // ctx ended while every proxy was down
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
@@ -208,7 +302,7 @@ func (f *httpFetcher) Fetch(ctx context.Context, rawURL string) (*Response, erro
 	start := time.Now()
 	res, err := sess.RoundTripper().RoundTrip(req)
 	if err != nil {
-		f.report(sess, session.Result{Err: err})
+		f.report(pool, sess, session.Result{Err: err})
 		fe := classify(err)
 		if sess.Proxy() != "direct" && fe.Kind == events.KindConnect {
 			fe = &FetchError{Kind: events.KindProxy, Retryable: true, Err: fmt.Errorf("via %s: %w", sess.Proxy(), err)}
@@ -218,11 +312,11 @@ func (f *httpFetcher) Fetch(ctx context.Context, rawURL string) (*Response, erro
 	body, err := f.readBody(res)
 	if err != nil {
 		// the headers came: the proxy works, the site is slow or broken
-		f.report(sess, session.Result{Status: res.StatusCode})
+		f.report(pool, sess, session.Result{Status: res.StatusCode})
 		return nil, classify(err)
 	}
-	v := f.report(sess, session.Result{Status: res.StatusCode, Body: body.Prefix(session.BodyPrefix)})
-	if v.Banned && f.proxied {
+	v := f.report(pool, sess, session.Result{Status: res.StatusCode, Body: body.Prefix(session.BodyPrefix)})
+	if v.Banned && pool.proxied {
 		body.Close()
 		return nil, &FetchError{Kind: events.KindProxy, Retryable: true,
 			Err: fmt.Errorf("banned via %s: %s", sess.Proxy(), v.Reason)}
@@ -277,8 +371,16 @@ func requestBlock(req *http.Request, ua string) []byte {
 	return b.Bytes()
 }
 
-// close stops the pool's connections.
-func (f *httpFetcher) close() { f.pool.CloseIdleConnections() }
+// close waits for the pools' background work (its context must be
+// cancelled first) and closes their idle connections.
+func (f *httpFetcher) close() {
+	f.wg.Wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.pools {
+		p.CloseIdleConnections()
+	}
+}
 
 // classify turns a transport error into a typed, retryable-or-not error.
 func classify(err error) *FetchError {

@@ -60,11 +60,13 @@ func newTestFetcher(t *testing.T, cfg *config.Config) *httpFetcher {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
-	f, err := s.newHTTPFetcher(r)
+	ctx, cancel := context.WithCancel(context.Background())
+	f, err := s.newHTTPFetcher(ctx, r)
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	t.Cleanup(f.close)
+	t.Cleanup(func() { cancel(); f.close() })
 	return f
 }
 
@@ -86,7 +88,7 @@ func TestFetchThroughDNSCache(t *testing.T) {
 	cfg.Fetch.AllowPrivateNetworks = true
 	f := newTestFetcher(t, &cfg)
 	for range 5 {
-		res, err := f.Fetch(context.Background(), "http://site.test:"+port+"/")
+		res, err := f.Fetch(context.Background(), FetchRequest{URL: "http://site.test:" + port + "/"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,13 +104,13 @@ func TestFetchThroughDNSCache(t *testing.T) {
 
 	cfg.Fetch.AllowPrivateNetworks = false
 	f = newTestFetcher(t, &cfg)
-	_, err := f.Fetch(context.Background(), "http://site.test:"+port+"/")
+	_, err := f.Fetch(context.Background(), FetchRequest{URL: "http://site.test:" + port + "/"})
 	var fe *FetchError
 	var be *netguard.BlockedError
 	if !errors.As(err, &fe) || fe.Kind != events.KindBlocked || !errors.As(err, &be) {
 		t.Errorf("fetch of a name resolving to loopback: %v, want a blocked error", err)
 	}
-	_, err = f.Fetch(context.Background(), "http://nowhere.invalid:"+port+"/")
+	_, err = f.Fetch(context.Background(), FetchRequest{URL: "http://nowhere.invalid:" + port + "/"})
 	if !errors.As(err, &fe) || fe.Kind != events.KindDNS {
 		t.Errorf("fetch of an unknown name: %v, want a dns error", err)
 	}
@@ -139,7 +141,7 @@ func TestFetchBodyBounds(t *testing.T) {
 	cfg.Fetch.MaxBodyBytes = 1000
 	cfg.Fetch.Timeout = 300 * time.Millisecond
 	f := newTestFetcher(t, &cfg)
-	res, err := f.Fetch(context.Background(), srv.URL+"/big")
+	res, err := f.Fetch(context.Background(), FetchRequest{URL: srv.URL + "/big"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func TestFetchBodyBounds(t *testing.T) {
 		t.Errorf("big body: truncated %v, %d bytes kept", res.Truncated(), res.Body.Size())
 	}
 	res.Close()
-	_, err = f.Fetch(context.Background(), srv.URL+"/slow")
+	_, err = f.Fetch(context.Background(), FetchRequest{URL: srv.URL + "/slow"})
 	var fe *FetchError
 	if !errors.As(err, &fe) || fe.Kind != events.KindTimeout || !fe.Retryable {
 		t.Errorf("slow body: %v, want a retryable timeout", err)

@@ -25,6 +25,7 @@ type Doc struct {
 	Body      *content.Body
 
 	// Set by the handler.
+	Text     []byte     // the document decoded to UTF-8, when the handler decoded it
 	Charset  string     // the encoding the document was decoded from
 	Links    []*url.URL // canonical absolute links to follow
 	NoFollow bool       // the page asked not to be followed
@@ -138,6 +139,7 @@ func (h htmlHandler) Handle(_ context.Context, d *Doc) error {
 	if err != nil {
 		return fmt.Errorf("read html: %w", err)
 	}
+	d.Text = body
 	links := h.s.canon.ExtractLinks(d.URL, body, maxLinksPerPage)
 	d.NoFollow = links.NoFollow
 	d.Links = links.URLs

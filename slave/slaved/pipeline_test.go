@@ -22,19 +22,26 @@ import (
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
-// crawl runs the given slaves against a seeded frontier until the crawl is
-// finished (bounded by limit) and returns every event of the stream.
+// harness is a seeded crawl of a test site that slaves are run against in
+// phases.
+type harness struct {
+	t   *testing.T
+	rdb *redis.Client
+	f   *frontier.Redis
+	st  *frontier.Stream
+}
+
 type crawlResult struct {
 	stats  frontier.Stats
 	events []events.Envelope
 }
 
-func crawl(t *testing.T, cfg *config.Config, site *testsite.Site, slaves int, limit time.Duration) crawlResult {
+func newHarness(t *testing.T, cfg *config.Config, site *testsite.Site) *harness {
 	t.Helper()
 	ctx := context.Background()
 	ropt, _ := cfg.RedisOptions()
 	rdb := redis.NewClient(ropt)
-	defer rdb.Close()
+	t.Cleanup(func() { rdb.Close() })
 	f, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -51,38 +58,53 @@ func crawl(t *testing.T, cfg *config.Config, site *testsite.Site, slaves int, li
 	if _, err := f.Seed(ctx, seeds); err != nil {
 		t.Fatal(err)
 	}
+	return &harness{t: t, rdb: rdb, f: f, st: st}
+}
+
+// run runs slaves with cfg until done says so (nil: the crawl is
+// finished), bounded by limit, and returns the stats and the events
+// written meanwhile.
+func (h *harness) run(cfg *config.Config, slaves int, done func(frontier.Stats) bool, limit time.Duration) crawlResult {
+	t := h.t
+	t.Helper()
+	ctx := context.Background()
 	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, slaves)
+	errs := make(chan error, slaves)
 	for i := range slaves {
 		s, err := slaved.New(cfg, slaved.Options{ID: "pipe-" + string(rune('a'+i))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		go func() { done <- s.Run(runCtx) }()
+		go func() { errs <- s.Run(runCtx) }()
 	}
-	finished := false
+	ok := false
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if ok, err := f.CheckFinished(ctx, time.Second); err == nil && ok {
-			finished = true
+		if done == nil {
+			if fin, err := h.f.CheckFinished(ctx, time.Second); err == nil && fin {
+				ok = true
+				break
+			}
+		} else if st, err := h.f.Stats(ctx); err == nil && done(st) {
+			ok = true
 			break
 		}
 	}
 	stop()
 	for range slaves {
-		if err := <-done; err != nil {
+		if err := <-errs; err != nil {
 			t.Errorf("slave run: %v", err)
 		}
 	}
-	res := crawlResult{}
-	res.stats, err = f.Stats(ctx)
-	if err != nil {
+	var res crawlResult
+	var err error
+	if res.stats, err = h.f.Stats(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !finished {
-		t.Fatalf("crawl not finished after %v: %+v", limit, res.stats)
+	if !ok {
+		t.Fatalf("crawl phase not done after %v: %+v", limit, res.stats)
 	}
 	for {
-		es, err := st.Read(ctx, "c", 1000, -1, false)
+		es, err := h.st.Read(ctx, "c", 1000, -1, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,9 +120,15 @@ func crawl(t *testing.T, cfg *config.Config, site *testsite.Site, slaves int, li
 			res.events = append(res.events, env)
 			ids[i] = e.ID
 		}
-		st.Ack(ctx, ids...)
+		h.st.Ack(ctx, ids...)
 	}
 	return res
+}
+
+// crawl seeds the site and runs slaves until the crawl is finished.
+func crawl(t *testing.T, cfg *config.Config, site *testsite.Site, slaves int, limit time.Duration) crawlResult {
+	t.Helper()
+	return newHarness(t, cfg, site).run(cfg, slaves, nil, limit)
 }
 
 // startSite starts the test site and n recording proxies; stop closes
@@ -111,10 +139,12 @@ func startSite(t *testing.T, opt testsite.Options, n int) (*testsite.Site, []*te
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxies, err := testsite.StartProxies(n)
-	if err != nil {
-		site.Close()
-		t.Fatal(err)
+	var proxies []*testsite.Proxy
+	if n > 0 {
+		if proxies, err = testsite.StartProxies(n); err != nil {
+			site.Close()
+			t.Fatal(err)
+		}
 	}
 	return site, proxies, func() {
 		for _, p := range proxies {

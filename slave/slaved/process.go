@@ -17,6 +17,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/robots"
+	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
@@ -33,8 +34,9 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 		c.Outcome, c.Reason = frontier.Fail, "bad url"
 		return c
 	}
+	rs := s.ruleFor(u)
 	if s.cfg.Politeness.ObeyRobots {
-		rules, err := s.robotsFor(ctx, u, &c)
+		rules, err := s.robotsFor(ctx, u, &c, rs)
 		if errors.Is(err, errShutdown) {
 			c.Outcome = frontier.Release
 			return c
@@ -51,7 +53,7 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 			return c
 		}
 	}
-	res, err := s.fetcher.Fetch(ctx, l.URL)
+	res, err := s.fetchOrRender(ctx, l, u, rs)
 	if err != nil {
 		if ctx.Err() != nil {
 			c.Outcome = frontier.Release
@@ -61,7 +63,7 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 		if !errors.As(err, &fe) {
 			fe = classify(err)
 		}
-		s.exception(&c, fe.Kind, 0, fe.Err.Error())
+		s.exceptionSnapshot(&c, fe.Kind, 0, fe.Err.Error(), fe.Snapshot)
 		if fe.Retryable {
 			c.Outcome, c.Reason, c.RetryIn = frontier.Retry, fe.Kind, s.backoff(l.Attempt, 0)
 		} else {
@@ -74,6 +76,30 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	return s.handle(ctx, c, u, res)
 }
 
+// fetchOrRender fetches a task, rendering it in headless Chromium when it
+// is a render task and its rule still says so (a rule edited since the URL
+// was queued falls back to a static fetch), with its resources granted by
+// the governor.
+func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL, rs *rules.RuleSet) (*Response, error) {
+	var rr *rules.Render
+	if l.Render && rs != nil && s.canRender.Load() {
+		rr = rs.RenderFor(u)
+	}
+	release, err := s.acquire(ctx, rr != nil)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if rr != nil {
+		return s.renderFetch(ctx, l, rs, rr)
+	}
+	fr := FetchRequest{URL: l.URL}
+	if rs != nil {
+		fr.Session = rs.Session
+	}
+	return s.fetcher.Fetch(ctx, fr)
+}
+
 // handle turns a response into a completion: it stores the response in
 // WARC, classifies the status, runs the content handler of 2xx bodies and
 // scopes and trap-checks the links found.
@@ -82,7 +108,17 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	page := &events.Page{Crawl: s.cfg.Crawl.Name, URL: l.URL, FinalURL: l.URL, Status: res.Status,
 		ContentType: res.Header.Get("Content-Type"), Bytes: res.Body.Size(), Depth: l.Depth,
 		FetchedAt: time.Now().UnixMilli(), Slave: s.id, DurationMS: res.Duration.Milliseconds(), Attempt: l.Attempt,
-		Proxy: res.Proxy}
+		Proxy: res.Proxy, Rendered: res.Rendered}
+	rs := s.ruleFor(u)
+	if rs != nil {
+		page.RuleSet = rs.Name
+	}
+	if res.FinalURL != "" && res.FinalURL != l.URL {
+		if fu, err := url.Parse(res.FinalURL); err == nil {
+			page.FinalURL = res.FinalURL
+			u = fu // links resolve against where the browser ended
+		}
+	}
 	if res.Body.Size() > 0 {
 		page.Checksum = events.FormatChecksum(res.Body.Checksum())
 		sha := res.Body.SHA1()
@@ -122,7 +158,7 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 		}
 		if target != nil {
 			page.FinalURL = target.String()
-			if t, ok := s.linkTask(target, l.Depth, l.Hops+1); ok {
+			if t, ok := s.linkTask(&c, target, l.Depth, l.Hops+1); ok {
 				c.Links = append(c.Links, t)
 			}
 		}
@@ -161,6 +197,9 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 			}
 			s.exception(&c, kind, st, h.Name()+": "+err.Error())
 		}
+		if rs != nil {
+			s.extractItems(&c, rs, doc, page.FetchedAt)
+		}
 	}
 	page.Charset = doc.Charset
 	if !doc.NoFollow {
@@ -185,7 +224,7 @@ func (s *Slave) addLinks(c *frontier.Completion, links []*url.URL, depth int) {
 			trapped[why]++
 			return
 		}
-		t, ok := s.linkTask(lu, depth, 0)
+		t, ok := s.linkTask(c, lu, depth, 0)
 		if !ok {
 			return
 		}
@@ -231,8 +270,10 @@ func (s *Slave) addLinks(c *frontier.Completion, links []*url.URL, depth int) {
 // maxLinksPerPage bounds what one page can add to the frontier.
 const maxLinksPerPage = 5000
 
-// linkTask scopes and builds a task for a discovered URL.
-func (s *Slave) linkTask(u *url.URL, depth, hops int) (frontier.Task, bool) {
+// linkTask scopes and builds a task for a discovered URL: the crawl's scope
+// and its rule set's, whether it must be rendered, its per-site queue
+// order, and its host's politeness policy (carried in c).
+func (s *Slave) linkTask(c *frontier.Completion, u *url.URL, depth, hops int) (frontier.Task, bool) {
 	if ok, _ := s.scope.Check(u, depth); !ok {
 		return frontier.Task{}, false
 	}
@@ -241,7 +282,41 @@ func (s *Slave) linkTask(u *url.URL, depth, hops int) (frontier.Task, bool) {
 		t.PathKey = urlx.PathKey(u)
 	}
 	t.Score = urlImportance(u)
+	if rs := s.ruleFor(u); rs != nil {
+		if ok, _ := rs.InScope(u, depth); !ok {
+			return frontier.Task{}, false
+		}
+		t.Render = rs.RenderFor(u) != nil
+		if rs.Strategy == "dfs" && (s.cfg.Crawl.Strategy == "bfs" || s.cfg.Crawl.Strategy == "dfs") {
+			t.Priority = -int64(depth) // deepest first within the site's queue
+		}
+		if p, ok := hostPolicy(rs); ok {
+			if c.Policies == nil {
+				c.Policies = map[string]frontier.HostPolicy{}
+			}
+			c.Policies[t.Host] = p
+		}
+	}
 	return t, true
+}
+
+// hostPolicy is a rule set's politeness for its hosts, if it sets any.
+func hostPolicy(rs *rules.RuleSet) (frontier.HostPolicy, bool) {
+	p := rs.Politeness
+	if p.Delay == nil && p.Jitter == nil && p.Concurrency == nil {
+		return frontier.HostPolicy{}, false
+	}
+	hp := frontier.HostPolicy{Jitter: -1}
+	if p.Delay != nil {
+		hp.Delay = *p.Delay
+	}
+	if p.Jitter != nil {
+		hp.Jitter = *p.Jitter
+	}
+	if p.Concurrency != nil {
+		hp.Concurrency = *p.Concurrency
+	}
+	return hp, true
 }
 
 // urlImportance is IL(P), the URL-string importance of the priority
@@ -303,20 +378,27 @@ func (s *Slave) addEvent(c *frontier.Completion, rec any) {
 }
 
 func (s *Slave) exception(c *frontier.Completion, kind string, status int, msg string) {
+	s.exceptionSnapshot(c, kind, status, msg, "")
+}
+
+// exceptionSnapshot records an exception with the path of an HTML snapshot
+// (a failed render).
+func (s *Slave) exceptionSnapshot(c *frontier.Completion, kind string, status int, msg, snapshot string) {
 	s.errors.Add(1)
 	host := c.Lease.Host
 	if u, err := url.Parse(c.Lease.URL); err == nil {
 		host = u.Hostname()
 	}
 	s.addEvent(c, &events.Exception{Crawl: s.cfg.Crawl.Name, Kind: kind, URL: c.Lease.URL, Host: host,
-		Slave: s.id, Attempt: c.Lease.Attempt, Status: status, Message: msg, At: time.Now().UnixMilli()})
+		Slave: s.id, Attempt: c.Lease.Attempt, Status: status, Message: msg, At: time.Now().UnixMilli(),
+		Snapshot: snapshot})
 }
 
 // robotsFor returns the robots.txt rules for a URL's host, fetching them
 // while this slave holds the host's politeness slot; after such a fetch it
 // waits the politeness delay before the page request, so the site never
 // sees two requests closer than the delay.
-func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completion) (*robots.Robots, error) {
+func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completion, rs *rules.RuleSet) (*robots.Robots, error) {
 	host := c.Lease.Host
 	rules, status, ok, err := s.robots.lookup(ctx, host)
 	if err != nil {
@@ -326,7 +408,7 @@ func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completio
 		return nil, fmt.Errorf("robots.txt of %s: status %d (cached)", host, status)
 	}
 	if !ok {
-		rules, err = s.fetchRobots(ctx, u, host)
+		rules, err = s.fetchRobots(ctx, u, host, rs)
 		if err != nil {
 			return nil, err
 		}
@@ -345,11 +427,16 @@ func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completio
 
 // fetchRobots fetches robots.txt, following up to five redirects
 // (RFC 9309 §2.3.1.2) and stores the result for every slave.
-func (s *Slave) fetchRobots(ctx context.Context, u *url.URL, host string) (*robots.Robots, error) {
+func (s *Slave) fetchRobots(ctx context.Context, u *url.URL, host string, rs *rules.RuleSet) (*robots.Robots, error) {
+	fr := FetchRequest{}
+	if rs != nil {
+		fr.Session = rs.Session
+	}
 	target := robotsURL(u)
 	rec := frontier.RobotsRecord{FetchedAt: time.Now()}
 	for hop := 0; ; hop++ {
-		res, err := s.fetcher.Fetch(ctx, target)
+		fr.URL = target
+		res, err := s.fetcher.Fetch(ctx, fr)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, errShutdown

@@ -36,12 +36,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/shared/banker"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/dnscache"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
+	"github.com/redcrawl/redcrawl/shared/render"
 	"github.com/redcrawl/redcrawl/shared/retry"
+	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 	"github.com/redcrawl/redcrawl/shared/warc"
 )
@@ -56,8 +59,12 @@ type Backend interface {
 	frontier.Frontier
 	frontier.Registry
 	frontier.Publisher
+	frontier.RenderClaimer
+	frontier.RulesStore
 	robotsStore
-	ClaimWait(ctx context.Context, slave string, max int) ([]frontier.Lease, time.Duration, error)
+	// SubscribeRules delivers the versions of rule sets as the master
+	// publishes them.
+	SubscribeRules(ctx context.Context) (<-chan string, func(), error)
 }
 
 // Options tune a slave beyond the config file.
@@ -75,25 +82,33 @@ type Options struct {
 
 // Slave is one crawling process.
 type Slave struct {
-	cfg      *config.Config
-	opt      Options
-	id       string
-	host     string
-	log      *slog.Logger
-	rl       *ratelog.Logger
-	canon    *urlx.Canonicalizer
-	scope    *urlx.Scope
-	traps    *urlx.Traps
-	handlers *Handlers
-	throttle *throttle // nil unless politeness.autothrottle
-	dups     *dupCache
-	fetcher  Fetcher
-	robots   *robotsCache
-	front    Backend
-	rdb      redis.UniversalClient
-	dns      *dnscache.Resolver // nil with Options.Fetcher
-	warc     *warc.Writer       // nil unless storage.warc_dir
-	pub      *batcher[frontier.Event]
+	cfg       *config.Config
+	opt       Options
+	id        string
+	host      string
+	log       *slog.Logger
+	rl        *ratelog.Logger
+	canon     *urlx.Canonicalizer
+	scope     *urlx.Scope
+	traps     *urlx.Traps
+	handlers  *Handlers
+	throttle  *throttle // nil unless politeness.autothrottle
+	dups      *dupCache
+	fetcher   Fetcher
+	robots    *robotsCache
+	front     Backend
+	rdb       redis.UniversalClient
+	dns       *dnscache.Resolver // nil with Options.Fetcher
+	warc      *warc.Writer       // nil unless storage.warc_dir
+	canRender atomic.Bool        // rendering on and Chromium present: render tasks are claimed
+	renderMu  sync.Mutex
+	renderer  *render.Renderer // started with the first render task
+	governor  *banker.Governor // grants connections, tabs and memory (banker's algorithm)
+
+	ruleSet       atomic.Pointer[rules.Set] // the rule set in force, nil = none
+	rulesReload   chan struct{}
+	rulesRejected atomic.Value // version that could not be loaded (string)
+	pub           *batcher[frontier.Event]
 
 	started  time.Time
 	pages    atomic.Int64
@@ -133,7 +148,11 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 	s := &Slave{cfg: cfg, opt: opt, id: opt.ID, host: host, log: log,
 		rl: ratelog.New(log, 30*time.Second), canon: canon, scope: scope, traps: traps,
 		handlers: NewHandlers(), dups: newDupCache(1 << 16),
-		leases: map[string]frontier.Lease{}}
+		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1)}
+	s.rulesRejected.Store("")
+	if s.governor, err = newGovernor(cfg.Slave.Concurrency, cfg.Render.Tabs, cfg.Render.MemoryBytes); err != nil {
+		return nil, fmt.Errorf("new slave: %w", err)
+	}
 	s.pub = newPublisher(s)
 	html := htmlHandler{s: s}
 	for _, mt := range []string{"text/html", "application/xhtml+xml"} {
@@ -192,7 +211,6 @@ func (s *Slave) Run(ctx context.Context) error {
 		s.front = f
 	}
 	s.fetcher = s.opt.Fetcher
-	var sessionsWG sync.WaitGroup
 	var hf *httpFetcher
 	if s.fetcher == nil {
 		var err error
@@ -204,15 +222,24 @@ func (s *Slave) Run(ctx context.Context) error {
 			return fmt.Errorf("slave: dns cache: %w", err)
 		}
 		defer s.dns.Close()
-		if hf, err = s.newHTTPFetcher(s.dns); err != nil {
+		sessCtx, stopSessions := context.WithCancel(bg)
+		defer stopSessions()
+		if hf, err = s.newHTTPFetcher(sessCtx, s.dns); err != nil {
 			return fmt.Errorf("slave: %w", err)
 		}
 		s.fetcher = hf
-		sessCtx, stopSessions := context.WithCancel(bg)
-		defer func() { stopSessions(); sessionsWG.Wait() }()
-		sessionsWG.Add(1)
-		go func() { defer sessionsWG.Done(); hf.pool.Run(sessCtx) }()
+		defer func() { stopSessions(); hf.close() }()
 	}
+	s.checkRenderer()
+	defer s.closeRenderer()
+	if err := s.loadRules(ctx); err != nil {
+		s.log.Warn("load rules", "err", err)
+	}
+	rulesCtx, stopRules := context.WithCancel(bg)
+	var rulesWG sync.WaitGroup
+	rulesWG.Add(1)
+	go func() { defer rulesWG.Done(); s.rulesLoop(rulesCtx) }()
+	defer func() { stopRules(); rulesWG.Wait() }()
 	if s.cfg.Storage.WARCDir != "" {
 		w, err := warc.NewWriter(warc.Options{Dir: s.cfg.Storage.WARCDir, Prefix: s.id,
 			MaxFileBytes: s.cfg.Storage.WARCMaxFileBytes, Software: "redcrawl"})
@@ -299,9 +326,7 @@ func (s *Slave) Run(ctx context.Context) error {
 	}
 	stopBG()
 	hbWG.Wait()
-	if hf != nil {
-		hf.close()
-	}
+	stopRules()
 	s.log.Info("slave left", "pages", s.pages.Load(), "errors", s.errors.Load(), "lost_acks", s.lostAcks.Load())
 	return nil
 }
@@ -332,7 +357,8 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				break more
 			}
 		}
-		leases, wait, err := s.front.ClaimWait(ctx, s.id, n)
+		res, err := s.front.ClaimWaitOpts(ctx, s.id, n, frontier.ClaimOptions{Render: s.canRender.Load()})
+		leases, wait := res.Leases, res.Wait
 		if err != nil {
 			for range n {
 				free <- struct{}{}
@@ -349,6 +375,9 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			s.log.Info("claiming again", "after_failures", fail)
 			s.rl.Reset("claim")
 			fail = 0
+		}
+		if res.RulesVersion != "" {
+			s.rulesSeen(res.RulesVersion)
 		}
 		for range n - len(leases) {
 			free <- struct{}{}
@@ -472,7 +501,8 @@ func (s *Slave) heartbeater(ctx context.Context) {
 		hb := events.Heartbeat{Crawl: s.cfg.Crawl.Name, Slave: s.id, Host: s.host, PID: os.Getpid(),
 			At: now.UnixMilli(), StartedAt: s.started.UnixMilli(), Pages: pages, Errors: s.errors.Load(),
 			InFlight: s.inFlight(), Bytes: s.bytes.Load(), RSS: rss(), PagesPerSec: rate,
-			Concurrency: s.cfg.Slave.Concurrency, State: state}
+			Concurrency: s.cfg.Slave.Concurrency, State: state,
+			Render: s.canRender.Load(), RulesVersion: s.rulesVersion()}
 		if err := s.front.Heartbeat(ctx, hb); err != nil {
 			if ctx.Err() != nil {
 				return

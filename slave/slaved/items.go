@@ -1,0 +1,47 @@
+package slaved
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/extract"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/rules"
+)
+
+// extractItems runs the item rules of a page's rule set on the document
+// (its UTF-8 text when a handler decoded it) and adds an item record per
+// item rule, and an extract exception per field that failed, naming rule
+// set, item and field so the admin can fix the rule.
+func (s *Slave) extractItems(c *frontier.Completion, rs *rules.RuleSet, d *Doc, fetchedAt int64) {
+	its := rs.ItemsFor(d.URL)
+	if len(its) == 0 {
+		return
+	}
+	body := d.Text
+	if body == nil {
+		var err error
+		if body, err = d.Body.Bytes(); err != nil {
+			s.exception(c, events.KindExtract, 0, fmt.Sprintf("rule %s: read body: %v", rs.Name, err))
+			return
+		}
+	}
+	doc := extract.Document{URL: d.URL, ContentType: d.Header.Get("Content-Type"), Body: body}
+	for _, it := range its {
+		item, ferrs := it.Extractor.Extract(doc)
+		for _, fe := range ferrs {
+			s.exception(c, events.KindExtract, 0, fmt.Sprintf("rule %s item %s field %s: %s", rs.Name, it.Name, fe.Field, fe.Reason))
+		}
+		if len(item) == 0 {
+			continue
+		}
+		data, err := json.Marshal(item)
+		if err != nil {
+			s.exception(c, events.KindExtract, 0, fmt.Sprintf("rule %s item %s: encode: %v", rs.Name, it.Name, err))
+			continue
+		}
+		s.addEvent(c, &events.Item{Crawl: s.cfg.Crawl.Name, Rule: rs.Name, Item: it.Name, URL: c.Lease.URL,
+			Data: data, Slave: s.id, FetchedAt: fetchedAt})
+	}
+}
