@@ -11,6 +11,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/urlx"
+	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
 // SeedResult says what became of seeds.
@@ -31,7 +32,12 @@ func Seed(ctx context.Context, cfg *config.Config, rawURLs []string) (SeedResult
 	if err != nil {
 		return res, fmt.Errorf("seed: %w", err)
 	}
+	set, err := LoadRules(cfg)
+	if err != nil {
+		return res, fmt.Errorf("seed: the rule files are invalid (fix them, or empty rules.dir): %w", err)
+	}
 	var tasks []frontier.Task
+	policies := map[string]frontier.HostPolicy{}
 	for _, raw := range rawURLs {
 		raw = strings.TrimSpace(raw)
 		if raw == "" || strings.HasPrefix(raw, "#") {
@@ -46,27 +52,49 @@ func Seed(ctx context.Context, cfg *config.Config, rawURLs []string) (SeedResult
 			res.Rejected = append(res.Rejected, fmt.Sprintf("%s: out of scope (%s)", raw, why))
 			continue
 		}
-		tasks = append(tasks, frontier.NewTask(u, 0, 0))
+		t := frontier.NewTask(u, 0, 0)
+		if rs := set.Match(u); rs != nil {
+			if ok, why := rs.InScope(u, 0); !ok {
+				res.Rejected = append(res.Rejected, fmt.Sprintf("%s: out of the scope of rule set %s (%s)", raw, rs.Name, why))
+				continue
+			}
+			t.Render = rs.RenderFor(u) != nil
+			if p, ok := slaved.HostPolicy(rs); ok {
+				policies[t.Host] = p
+			}
+		}
+		tasks = append(tasks, t)
 	}
 	f, closeFn, err := open(ctx, cfg)
 	if err != nil {
 		return res, err
 	}
 	defer closeFn()
-	n, err := f.Seed(ctx, tasks)
+	n, err := f.SeedWithPolicies(ctx, tasks, policies)
 	res.Added = n
 	res.Seen = len(tasks) - n
 	return res, err
 }
 
+// StatusReport is a crawl's snapshot with the rule set in force.
+type StatusReport struct {
+	frontier.Stats
+	RulesVersion string `json:"rules_version"`
+}
+
 // Status returns a crawl's snapshot.
-func Status(ctx context.Context, cfg *config.Config) (frontier.Stats, error) {
+func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 	f, closeFn, err := open(ctx, cfg)
 	if err != nil {
-		return frontier.Stats{}, err
+		return StatusReport{}, err
 	}
 	defer closeFn()
-	return f.Stats(ctx)
+	st, err := f.Stats(ctx)
+	if err != nil {
+		return StatusReport{}, err
+	}
+	v, _, _, err := f.GetRules(ctx)
+	return StatusReport{Stats: st, RulesVersion: v}, err
 }
 
 func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), error) {

@@ -290,7 +290,7 @@ func (s *Slave) linkTask(c *frontier.Completion, u *url.URL, depth, hops int) (f
 		if rs.Strategy == "dfs" && (s.cfg.Crawl.Strategy == "bfs" || s.cfg.Crawl.Strategy == "dfs") {
 			t.Priority = -int64(depth) // deepest first within the site's queue
 		}
-		if p, ok := hostPolicy(rs); ok {
+		if p, ok := HostPolicy(rs); ok {
 			if c.Policies == nil {
 				c.Policies = map[string]frontier.HostPolicy{}
 			}
@@ -300,8 +300,9 @@ func (s *Slave) linkTask(c *frontier.Completion, u *url.URL, depth, hops int) (f
 	return t, true
 }
 
-// hostPolicy is a rule set's politeness for its hosts, if it sets any.
-func hostPolicy(rs *rules.RuleSet) (frontier.HostPolicy, bool) {
+// HostPolicy is a rule set's politeness for its hosts, if it sets any
+// (for the frontier, with links or seeds).
+func HostPolicy(rs *rules.RuleSet) (frontier.HostPolicy, bool) {
 	p := rs.Politeness
 	if p.Delay == nil && p.Jitter == nil && p.Concurrency == nil {
 		return frontier.HostPolicy{}, false
