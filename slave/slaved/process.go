@@ -197,6 +197,12 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 			}
 			s.exception(&c, kind, st, h.Name()+": "+err.Error())
 		}
+		if rs != nil && !res.Rendered && h.Name() == "html" {
+			if rd := s.maybeDynamic(ctx, &c, rs, doc); rd != nil {
+				doc = rd
+				page.Rendered = true
+			}
+		}
 		if rs != nil {
 			s.extractItems(&c, rs, doc, page.FetchedAt)
 		}

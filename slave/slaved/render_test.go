@@ -178,3 +178,48 @@ func TestRenderRulesExtractItems(t *testing.T) {
 	}
 	t.Logf("%d items extracted from %d rendered pages", len(got), rendered)
 }
+
+// TestMaybeDynamic marks the shop's catalogue "maybe dynamic": fetched
+// statically it has too few links, so it is rendered once; rendering finds
+// the first products, the outcome is reported for the admin, and the
+// products found are crawled (statically: no render rule covers them).
+func TestMaybeDynamic(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	site, _, stop := startSite(t, testsite.Options{Hosts: 2, PagesPerHost: 10, Dynamic: true, Seed: 5}, 0)
+	defer stop()
+	shop := site.Shop()
+	cu, _ := url.Parse(shop.Catalogue)
+	cfg := testConfig(t, site)
+	cfg.Politeness.ObeyRobots = false
+	chromeOrSkip(t, cfg)
+	dir := t.TempDir()
+	rule := "name: shop\nhosts: [" + cu.Hostname() + "]\nrender:\n  - maybe_dynamic: {match: ['/shop/$'], min_links: 3}\n    wait_selector: a.product\n"
+	if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(rule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	publishRules(t, cfg, dir)
+	res := crawl(t, cfg, site, 1, 2*time.Minute)
+	hits := site.HitCounts()
+	found := 0
+	for _, p := range shop.Products {
+		if hits[p.URL] > 0 {
+			found++
+		}
+	}
+	if found != testsite.ShopPageSize {
+		t.Errorf("%d products crawled, want the %d of the first page the render found", found, testsite.ShopPageSize)
+	}
+	reported := false
+	for _, e := range res.events {
+		if x := e.Exception; x != nil && x.Kind == "render" && strings.Contains(x.Message, "maybe_dynamic") &&
+			strings.Contains(x.Message, "more links") {
+			reported = true
+		}
+		if p := e.Page; p != nil && p.URL == shop.Catalogue && !p.Rendered {
+			t.Errorf("the catalogue's page record is not marked rendered")
+		}
+	}
+	if !reported {
+		t.Error("the learned pattern was not reported for the admin")
+	}
+}

@@ -108,6 +108,7 @@ type Slave struct {
 	ruleSet       atomic.Pointer[rules.Set] // the rule set in force, nil = none
 	rulesReload   chan struct{}
 	rulesRejected atomic.Value // version that could not be loaded (string)
+	dyn           dynLearner   // "maybe dynamic" outcomes per URL pattern
 	pub           *batcher[frontier.Event]
 
 	started  time.Time
