@@ -35,7 +35,7 @@ type DemoOptions struct {
 // site saw it, and what landed in MySQL.
 func Demo(ctx context.Context, base *config.Config, opt DemoOptions) error {
 	site, err := testsite.Start(testsite.Options{Hosts: opt.Hosts, PagesPerHost: opt.PagesPerHost,
-		Robots: true, Specials: true, Hostile: true, Seed: 1})
+		Robots: true, Specials: true, Hostile: true, Dynamic: opt.Hosts >= 2, Seed: 1})
 	if err != nil {
 		return fmt.Errorf("start demo site: %w", err)
 	}
@@ -65,6 +65,25 @@ func Demo(ctx context.Context, base *config.Config, opt DemoOptions) error {
 	if cfg.Crawl.MaxQueryVariants == 0 || cfg.Crawl.MaxQueryVariants > 10 {
 		cfg.Crawl.MaxQueryVariants = 10
 	}
+	rendering := ""
+	if shop := site.Shop(); shop.Catalogue != "" {
+		if _, err := os.Stat(cfg.Render.ChromePath); err == nil && cfg.Render.Enabled {
+			dir, err := os.MkdirTemp("", "redcrawl-demo-rules-")
+			if err != nil {
+				return fmt.Errorf("demo rules dir: %w", err)
+			}
+			defer os.RemoveAll(dir)
+			u, _ := url.Parse(shop.Catalogue)
+			if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(strings.ReplaceAll(demoShopRules, "HOST", u.Hostname())), 0o644); err != nil {
+				return fmt.Errorf("demo rules: %w", err)
+			}
+			cfg.Rules.Dir, cfg.Rules.Poll = dir, 500*time.Millisecond
+			rendering = fmt.Sprintf("rendering the shop at %s in headless Chromium (rule file %s)", shop.Catalogue, filepath.Join(dir, "shop.yaml"))
+		} else {
+			cfg.Rules.Dir = ""
+			rendering = "rendering off: no Chromium at " + cfg.Render.ChromePath + " (apt-get install chromium)"
+		}
+	}
 	if cfg.Storage.WARCDir == "" {
 		dir, err := os.MkdirTemp("", "redcrawl-demo-warc-")
 		if err != nil {
@@ -77,6 +96,9 @@ func Demo(ctx context.Context, base *config.Config, opt DemoOptions) error {
 	}
 	fmt.Fprintf(opt.Out, "demo: %d hosts × %d pages on %s…, crawl %q, %d slaves, politeness delay %v\n",
 		opt.Hosts, opt.PagesPerHost, site.HostURLs()[0], cfg.Crawl.Name, opt.Slaves, cfg.Politeness.Delay)
+	if rendering != "" {
+		fmt.Fprintf(opt.Out, "demo: %s\n", rendering)
+	}
 
 	if _, err := Seed(ctx, &cfg, site.Seeds()); err != nil {
 		return fmt.Errorf("seed: %w", err)
@@ -107,6 +129,36 @@ func Demo(ctx context.Context, base *config.Config, opt DemoOptions) error {
 	return demoSummary(ctx, &cfg, site, elapsed, opt.Out)
 }
 
+// demoShopRules is the demo's rule file for the test site's shop: the
+// catalogue and product pages are rendered, products carry an item.
+const demoShopRules = `name: demo-shop
+hosts: [HOST]
+render:
+  - match: ['/shop/$']
+    wait_selector: a.product
+    click: {selector: button.more, times: 5}
+    block: [image, font, media]
+  - match: ['/shop/product/\d+$']
+    wait_selector: '#price:not(:empty)'
+    block: [image, font, media]
+items:
+  - name: product
+    match: ['/shop/product/\d+$']
+    fields:
+      - {name: title, css: h1, required: true}
+      - {name: sku, css: 'meta[itemprop=sku]', attr: content}
+      - {name: price, css: '#price', transform: [number], type: number}
+      - {name: availability, json: '$.offers.availability'}
+      - {name: images, css: img.gallery, attr: src, list: true, type: url}
+`
+
+// browserRequest tells the requests a rendering browser makes by itself
+// (the page's scripts, its favicon) from the crawler's own.
+func browserRequest(pathOrURL string) bool {
+	return strings.Contains(pathOrURL, "/shop/api/") || strings.Contains(pathOrURL, "/shop/img/") ||
+		strings.HasSuffix(pathOrURL, "/favicon.ico")
+}
+
 func demoSummary(ctx context.Context, cfg *config.Config, site *testsite.Site, elapsed time.Duration, out io.Writer) error {
 	st, err := Status(ctx, cfg)
 	if err != nil {
@@ -134,6 +186,7 @@ func demoSummary(ctx context.Context, cfg *config.Config, site *testsite.Site, e
 	hits := site.HitCounts()
 	expected := site.Expected()
 	missing, extra, private := 0, 0, 0
+	var extraURLs []string
 	for u, want := range expected {
 		if hits[u] < want {
 			missing++
@@ -143,9 +196,11 @@ func demoSummary(ctx context.Context, cfg *config.Config, site *testsite.Site, e
 		switch {
 		case strings.Contains(u, "/private/"):
 			private += n
-		case strings.HasSuffix(u, "/robots.txt"), strings.Contains(u, "/hostile/"):
+		case strings.HasSuffix(u, "/robots.txt"), strings.Contains(u, "/hostile/"), strings.Contains(u, "/shop/"),
+			browserRequest(u):
 		case n > expected[u]:
 			extra += n - expected[u]
+			extraURLs = append(extraURLs, fmt.Sprintf("%s (%d)", u, n))
 		}
 	}
 	hostile, hostileHits := 0, 0
@@ -157,17 +212,23 @@ func demoSummary(ctx context.Context, cfg *config.Config, site *testsite.Site, e
 	}
 	warcFiles, _ := filepath.Glob(filepath.Join(cfg.Storage.WARCDir, "*.warc.gz"))
 	minGap := time.Duration(-1)
-	byHost := map[string][]time.Time{}
+	minPair := ""
+	byHost := map[string][]testsite.Hit{}
 	for _, h := range site.Hits() {
+		if browserRequest(h.Path) {
+			continue // requested by a rendered page itself, not by the crawler
+		}
 		// wall clock, as Redis stamps next-allowed times; Go's monotonic
 		// clock may run at another rate while NTP slews the wall clock
-		byHost[h.Host] = append(byHost[h.Host], h.At.Round(0))
+		h.At = h.At.Round(0)
+		byHost[h.Host] = append(byHost[h.Host], h)
 	}
-	for _, ts := range byHost {
-		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
-		for i := 1; i < len(ts); i++ {
-			if g := ts[i].Sub(ts[i-1]); minGap < 0 || g < minGap {
+	for _, hs := range byHost {
+		sort.Slice(hs, func(i, j int) bool { return hs[i].At.Before(hs[j].At) })
+		for i := 1; i < len(hs); i++ {
+			if g := hs[i].At.Sub(hs[i-1].At); minGap < 0 || g < minGap {
 				minGap = g
+				minPair = hs[i-1].Path + " then " + hs[i].Path
 			}
 		}
 	}
@@ -178,13 +239,25 @@ func demoSummary(ctx context.Context, cfg *config.Config, site *testsite.Site, e
 	fmt.Fprintf(tw, "pages done\t%d (%.1f pages/s)\n", st.Done, float64(st.Done)/elapsed.Seconds())
 	fmt.Fprintf(tw, "failed / lost leases\t%d / %d\n", st.Failed, st.Lost)
 	fmt.Fprintf(tw, "expected URLs fetched\t%d of %d\n", len(expected)-missing, len(expected))
-	fmt.Fprintf(tw, "extra fetches\t%d\n", extra)
+	sort.Strings(extraURLs)
+	fmt.Fprintf(tw, "extra fetches\t%d %s\n", extra, strings.Join(extraURLs[:min(3, len(extraURLs))], " "))
 	fmt.Fprintf(tw, "robots-disallowed fetches\t%d\n", private)
-	fmt.Fprintf(tw, "closest two requests to one host\t%v (delay %v)\n", minGap.Round(time.Millisecond), cfg.Politeness.Delay)
+	fmt.Fprintf(tw, "closest two crawler requests to one host\t%v (delay %v): %s\n",
+		minGap.Round(time.Millisecond), cfg.Politeness.Delay, minPair)
 	fmt.Fprintf(tw, "hostile pages (traps, bombs, charsets)\t%d URLs, %d fetches; %d trap links dropped by the frontier\n",
 		hostile, hostileHits, st.TrapDropped)
 	fmt.Fprintf(tw, "duplicate content\t%d pages (links not followed again)\n", st.Duplicates)
 	fmt.Fprintf(tw, "warc\t%d files in %s\n", len(warcFiles), cfg.Storage.WARCDir)
+	if shop := site.Shop(); shop.Catalogue != "" && cfg.Rules.Dir != "" {
+		found := 0
+		for _, p := range shop.Products {
+			if hits[p.URL] > 0 {
+				found++
+			}
+		}
+		fmt.Fprintf(tw, "rendered shop\t%d of %d products found behind JavaScript; %d items in MySQL (master export --crawl %s --format jsonl)\n",
+			found, len(shop.Products), counts.Items, cfg.Crawl.Name)
+	}
 	fmt.Fprintf(tw, "mysql rows\tpages %d, exceptions %d, slave events %d, lost tasks %d, duplicates %d\n",
 		counts.Pages, counts.Exceptions, counts.SlaveEvents, counts.Lost, counts.Duplicates)
 	var ks []string
