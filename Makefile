@@ -29,7 +29,7 @@ test-race: services
 ## bench: crawl throughput and Redis cost per page, Redis memory per URL, hot paths
 bench: services
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./shared/frontier/
-	$(GO) test -run '^$$' -bench . -benchmem ./shared/robots/ ./shared/urlx/ ./shared/content/ ./shared/dnscache/ ./shared/warc/ ./shared/session/
+	$(GO) test -run '^$$' -bench . -benchmem ./shared/robots/ ./shared/urlx/ ./shared/content/ ./shared/dnscache/ ./shared/warc/ ./shared/session/ ./shared/banker/ ./shared/rules/ ./shared/extract/ ./shared/render/
 
 ## demo: crawl a built-in demo site on loopback with a master and two slaves
 demo: services build
