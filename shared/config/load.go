@@ -17,6 +17,8 @@ import (
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
+
+	"github.com/redcrawl/redcrawl/shared/suggest"
 )
 
 // EnvPrefix starts the name of every environment variable that overrides a
@@ -365,7 +367,7 @@ func applyEnv(v *viper.Viper, environ []string) (map[string]string, error) {
 func closest(name string, candidates []string) string {
 	best, bestD := "", 3 // at most 2 edits
 	for _, c := range candidates {
-		if d := editDistance(name, c); d < bestD {
+		if d := suggest.Distance(name, c); d < bestD {
 			best, bestD = c, d
 		}
 	}
@@ -379,27 +381,6 @@ func closestEnv(name string) string {
 	}
 	sort.Strings(names)
 	return closest(name, names)
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // decodeError turns a mapstructure error into an *Error naming the key of

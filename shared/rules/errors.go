@@ -3,6 +3,8 @@ package rules
 import (
 	"fmt"
 	"strings"
+
+	"github.com/redcrawl/redcrawl/shared/suggest"
 )
 
 // Error is one problem in a rule file, at a position. Line and Col are
@@ -49,11 +51,11 @@ func (es Errors) Unwrap() []error {
 	return out
 }
 
-// suggest returns a did-you-mean hint for an unknown key, or "".
-func suggest(key string, known []string) string {
+// didYouMean returns a did-you-mean hint for an unknown key, or "".
+func didYouMean(key string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
-		d := editDistance(strings.ToLower(key), k)
+		d := suggest.Distance(strings.ToLower(key), k)
 		if d < bestD && d <= len(k)/2 {
 			best, bestD = k, d
 		}
@@ -62,28 +64,4 @@ func suggest(key string, known []string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 30
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

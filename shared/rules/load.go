@@ -465,7 +465,7 @@ func (p *fileParser) mapping(n *yaml.Node, what string, known []string) []keyVal
 		}
 		key := k.Value
 		if !contains(known, key) {
-			p.errorf(k, "unknown key %q in %s%s", key, what, suggest(key, known))
+			p.errorf(k, "unknown key %q in %s%s", key, what, didYouMean(key, known))
 			continue
 		}
 		if seen[key] {
@@ -670,7 +670,7 @@ func (p *fileParser) session(n *yaml.Node, s *Session) {
 						}
 					}
 					sort.Strings(known)
-					p.errorf(kv.v, "unknown proxy pool %q (known: %s)%s", v, strings.Join(known, ", "), suggest(v, known))
+					p.errorf(kv.v, "unknown proxy pool %q (known: %s)%s", v, strings.Join(known, ", "), didYouMean(v, known))
 				} else {
 					s.ProxyPool = v
 				}
@@ -732,7 +732,7 @@ func (p *fileParser) render(n *yaml.Node) *Render {
 			for _, e := range p.seq(v) {
 				if s, ok := p.str(e); ok {
 					if !contains(blockTypes, s) {
-						p.errorf(e, "unknown resource type %q (want one of %s)%s", s, strings.Join(blockTypes, ", "), suggest(s, blockTypes))
+						p.errorf(e, "unknown resource type %q (want one of %s)%s", s, strings.Join(blockTypes, ", "), didYouMean(s, blockTypes))
 						continue
 					}
 					r.Block = append(r.Block, s)

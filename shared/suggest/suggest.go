@@ -1,0 +1,28 @@
+// Package suggest finds the known name nearest to a mistyped one, for
+// "did you mean ...?" hints in config and rule file errors.
+package suggest
+
+// Distance is the Levenshtein distance between a and b. Strings longer
+// than 64 bytes are far from everything (hints are for short names).
+func Distance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 1 << 30
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
