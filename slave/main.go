@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/redcrawl/redcrawl/shared/config"
@@ -65,6 +66,9 @@ func run(args []string, stderr io.Writer) int {
 	}
 	log := cfg.NewLogger(stderr)
 	slog.SetDefault(log)
+	if cfg.Slave.Profile == "small" && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(config.SmallMemoryLimit)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s, err := slaved.New(cfg, slaved.Options{ID: *id, Logger: log})

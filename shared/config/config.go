@@ -141,6 +141,11 @@ type Slave struct {
 	// IdlePoll is how long a slave waits before claiming again when no
 	// host is ready.
 	IdlePoll time.Duration `mapstructure:"idle_poll"`
+	// Profile is a preset for small machines: "small" (a Raspberry Pi)
+	// caps concurrency at 16, keeps bodies over 32 KiB on disk, turns
+	// rendering off, and (bin/slave) sets a Go memory limit of 64 MiB unless
+	// GOMEMLIMIT is set; "" = none. See SlaveProfile.
+	Profile string `mapstructure:"profile"`
 }
 
 // Fetch tunes HTTP fetching.
@@ -270,6 +275,13 @@ type Dedup struct {
 	// ExpectedURLs sizes the number of fingerprint buckets when a crawl
 	// starts; it is fixed for the crawl's life.
 	ExpectedURLs int64 `mapstructure:"expected_urls"`
+	// Mode is exact (64-bit fingerprints, ~14 bytes per URL) or bloom (a
+	// Bloom filter on Redis bitmaps sized from ExpectedURLs and
+	// FalsePositiveRate, ~4 bytes per URL; a false positive silently skips
+	// a page). Fixed for the crawl's life.
+	Mode string `mapstructure:"mode"`
+	// FalsePositiveRate is the Bloom filter's target rate at ExpectedURLs.
+	FalsePositiveRate float64 `mapstructure:"false_positive_rate"`
 }
 
 // Log sets up log/slog.

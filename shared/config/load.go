@@ -87,6 +87,7 @@ func Default() Config {
 			HeartbeatInterval: 2 * time.Second,
 			ShutdownTimeout:   15 * time.Second,
 			IdlePoll:          200 * time.Millisecond,
+			Profile:           "",
 		},
 		Fetch: Fetch{
 			Timeout:              30 * time.Second,
@@ -131,7 +132,7 @@ func Default() Config {
 		Rules:   Rules{Dir: "rules", Poll: 2 * time.Second},
 		Render: Render{Enabled: true, ChromePath: "/usr/bin/chromium", Tabs: 4, SnapshotDir: "",
 			MemoryBytes: 256 << 20},
-		Dedup: Dedup{ExpectedURLs: 10_000_000},
+		Dedup: Dedup{ExpectedURLs: 10_000_000, Mode: "exact", FalsePositiveRate: 1e-6},
 		Log:   Log{Level: "info", Format: "text"},
 	}
 }

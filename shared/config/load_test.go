@@ -605,3 +605,20 @@ func TestEditDistanceSuggestions(t *testing.T) {
 		t.Errorf("closest(nothinglikeit) = %q, want none", got)
 	}
 }
+
+func TestSlaveProfile(t *testing.T) {
+	c := Default()
+	c.Slave.Profile = "small"
+	c.Slave.Concurrency = 64
+	p := c.SlaveProfile()
+	if p.Slave.Concurrency != 16 || p.Render.Enabled || p.Fetch.MemoryBodyBytes != 32<<10 {
+		t.Errorf("small profile: concurrency %d, render %v, memory body %d", p.Slave.Concurrency, p.Render.Enabled, p.Fetch.MemoryBodyBytes)
+	}
+	if c.Slave.Concurrency != 64 || !c.Render.Enabled {
+		t.Error("SlaveProfile changed its receiver")
+	}
+	c.Slave.Profile = ""
+	if p := c.SlaveProfile(); p.Slave.Concurrency != 64 || !p.Render.Enabled {
+		t.Error("no profile changed the config")
+	}
+}

@@ -226,6 +226,11 @@ func (c *Config) validateSlave() error {
 	if s.IdlePoll <= 0 {
 		return errorf("slave.idle_poll", "%v must be > 0", s.IdlePoll)
 	}
+	switch s.Profile {
+	case "", "small":
+	default:
+		return errorf("slave.profile", "%q must be small or empty", s.Profile)
+	}
 	return nil
 }
 
@@ -313,6 +318,22 @@ func (c *Config) validateSessions() error {
 		}
 	}
 	return nil
+}
+
+// SmallMemoryLimit is the Go memory limit of the "small" slave profile.
+const SmallMemoryLimit = 64 << 20
+
+// SlaveProfile returns the config a slave runs with: c with slave.profile
+// applied ("small": at most 16 fetches in flight, bodies over 32 KiB on
+// disk, rendering off). c itself is not changed.
+func (c *Config) SlaveProfile() *Config {
+	out := *c
+	if c.Slave.Profile == "small" {
+		out.Slave.Concurrency = min(out.Slave.Concurrency, 16)
+		out.Fetch.MemoryBodyBytes = min(out.Fetch.MemoryBodyBytes, 32<<10)
+		out.Render.Enabled = false
+	}
+	return &out
 }
 
 // ProxyPoolNames lists the names of fetch.proxy_pools, sorted.
@@ -421,6 +442,14 @@ func (c *Config) validateMaster() error {
 func (c *Config) validateRest() error {
 	if c.Dedup.ExpectedURLs < 1000 {
 		return errorf("dedup.expected_urls", "%d must be >= 1000", c.Dedup.ExpectedURLs)
+	}
+	switch c.Dedup.Mode {
+	case "exact", "bloom":
+	default:
+		return errorf("dedup.mode", "%q must be exact or bloom", c.Dedup.Mode)
+	}
+	if !(c.Dedup.FalsePositiveRate >= 1e-12 && c.Dedup.FalsePositiveRate <= 0.1) {
+		return errorf("dedup.false_positive_rate", "%v must be in [1e-12, 0.1]", c.Dedup.FalsePositiveRate)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -124,6 +124,7 @@ type Slave struct {
 
 // New builds a slave from a validated config. It does not connect yet.
 func New(cfg *config.Config, opt Options) (*Slave, error) {
+	cfg = cfg.SlaveProfile()
 	canon, err := urlx.NewCanonicalizer(cfg.Crawl.StripParams)
 	if err != nil {
 		return nil, fmt.Errorf("new slave: crawl.strip_params: %w", err)
