@@ -36,8 +36,9 @@ type Options struct {
 	// ProgressEvery is how often Run logs a progress line; 0 = 10s.
 	ProgressEvery time.Duration
 	// Redis, when set, is used instead of a client dialled from redis.url
-	// (embedding, instrumentation); the caller closes it.
-	Redis *redis.Client
+	// (embedding, instrumentation, a Redis Cluster client); the caller
+	// closes it.
+	Redis redis.UniversalClient
 }
 
 // Master is the crawl's supervisor.
@@ -46,7 +47,7 @@ type Master struct {
 	opt   Options
 	log   *slog.Logger
 	rl    *ratelog.Logger
-	rdb   *redis.Client
+	rdb   redis.UniversalClient
 	front *frontier.Redis
 	store *store.Store
 }
