@@ -106,7 +106,7 @@ func (m *Master) Run(ctx context.Context) error {
 		compWG.Add(1)
 		go func() { defer compWG.Done(); c.run(compCtx) }()
 	}
-	m.log.Info("master running", "redis", m.cfg.Redis.URL, "exit_when_done", m.opt.ExitWhenDone)
+	m.log.Info("master running", "redis", redactURL(m.cfg.Redis.URL), "exit_when_done", m.opt.ExitWhenDone)
 
 	select {
 	case <-ctx.Done():
@@ -132,16 +132,16 @@ func (m *Master) Run(ctx context.Context) error {
 
 // connect opens Redis and MySQL, waiting for them to be reachable.
 func (m *Master) connect(ctx context.Context) error {
-	ropt, err := m.cfg.RedisOptions()
-	if err != nil {
-		return fmt.Errorf("master: %w", err)
-	}
 	if m.opt.Redis != nil {
 		m.rdb = m.opt.Redis
 	} else {
-		m.rdb = redis.NewClient(ropt)
+		rdb, err := m.cfg.NewRedisClient()
+		if err != nil {
+			return fmt.Errorf("master: %w", err)
+		}
+		m.rdb = rdb
 	}
-	err = retry.Until(ctx, m.rl, "redis", func() error {
+	err := retry.Until(ctx, m.rl, "redis", func() error {
 		f, err := frontier.NewRedis(ctx, m.rdb, frontier.OptionsFromConfig(m.cfg))
 		m.front = f
 		return err

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"net/url"
 
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -97,17 +97,25 @@ func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 	return StatusReport{Stats: st, RulesVersion: v}, err
 }
 
+// redactURL hides the password of a URL for messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "redis.url"
+	}
+	return u.Redacted()
+}
+
 func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), error) {
-	ropt, err := cfg.RedisOptions()
+	rdb, err := cfg.NewRedisClient()
 	if err != nil {
 		return nil, nil, err
 	}
-	rdb := redis.NewClient(ropt)
 	f, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(cfg))
 	if err != nil {
 		rdb.Close()
 		if errors.Is(err, frontier.ErrUnavailable) {
-			return nil, nil, fmt.Errorf("redis at %s is unreachable: %w", cfg.Redis.URL, err)
+			return nil, nil, fmt.Errorf("redis at %s is unreachable: %w", redactURL(cfg.Redis.URL), err)
 		}
 		return nil, nil, err
 	}

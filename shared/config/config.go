@@ -29,6 +29,9 @@ type Config struct {
 type Redis struct {
 	// URL is a redis:// or rediss:// URL (redis://user:pass@host:port/db).
 	URL string `mapstructure:"url"`
+	// Cluster makes URL name Redis Cluster seed nodes:
+	// redis://user:pass@host1:port?addr=host2:port&addr=host3:port.
+	Cluster bool `mapstructure:"cluster"`
 }
 
 // MySQL is where the master writes its logs.

@@ -34,7 +34,7 @@ const EnvConfigFile = EnvPrefix + "CONFIG"
 // nor the environment sets. Each call returns fresh slices.
 func Default() Config {
 	return Config{
-		Redis: Redis{URL: "redis://127.0.0.1:6379/0"},
+		Redis: Redis{URL: "redis://127.0.0.1:6379/0", Cluster: false},
 		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/crawler?parseTime=true"},
 		Crawl: Crawl{
 			Name:       "default",

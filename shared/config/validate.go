@@ -479,11 +479,38 @@ func (c *Config) RedisOptions() (*redis.Options, error) {
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return nil, &Error{Key: "redis.url", Msg: fmt.Sprintf("scheme %q must be redis or rediss (redis://[user:pass@]host:port/db)", u.Scheme)}
 	}
+	if c.Redis.Cluster {
+		if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+			return nil, &Error{Key: "redis.url", Msg: "a Redis Cluster has only database 0 (drop /" + p + ")"}
+		}
+		if _, err := redis.ParseClusterURL(c.Redis.URL); err != nil {
+			return nil, &Error{Key: "redis.url", Msg: "invalid redis cluster url (redis://host1:port?addr=host2:port&addr=...)", Err: err}
+		}
+		return &redis.Options{}, nil
+	}
 	opt, err := redis.ParseURL(c.Redis.URL)
 	if err != nil {
 		return nil, &Error{Key: "redis.url", Msg: "invalid redis url", Err: err}
 	}
 	return opt, nil
+}
+
+// NewRedisClient returns a client for redis.url: a single node, or a Redis
+// Cluster client with redis.cluster (every crawl's keys share one hash
+// tag, so a crawl lives in one slot). The caller closes it.
+func (c *Config) NewRedisClient() (redis.UniversalClient, error) {
+	if c.Redis.Cluster {
+		opt, err := redis.ParseClusterURL(c.Redis.URL)
+		if err != nil {
+			return nil, &Error{Key: "redis.url", Msg: "invalid redis cluster url", Err: err}
+		}
+		return redis.NewClusterClient(opt), nil
+	}
+	opt, err := c.RedisOptions()
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewClient(opt), nil
 }
 
 // SlogLevel is log.level as a slog.Level (info for an unknown level, which

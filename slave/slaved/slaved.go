@@ -194,11 +194,11 @@ func (s *Slave) Run(ctx context.Context) error {
 		if s.opt.Redis != nil {
 			s.rdb = s.opt.Redis
 		} else {
-			ropt, err := s.cfg.RedisOptions()
+			rdb, err := s.cfg.NewRedisClient()
 			if err != nil {
 				return fmt.Errorf("slave: %w", err)
 			}
-			s.rdb = redis.NewClient(ropt)
+			s.rdb = rdb
 			defer s.rdb.Close()
 		}
 		var f *frontier.Redis
