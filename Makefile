@@ -4,7 +4,7 @@ BIN     := bin
 PKGS    := ./...
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test test-race bench demo services vet fmt clean
+.PHONY: all build test test-race bench demo services vet fmt clean release test-pi
 
 all: build
 
@@ -34,6 +34,23 @@ bench: services
 ## demo: crawl a built-in demo site on loopback with a master and two slaves
 demo: services build
 	$(BIN)/master demo --config config.yaml --slaves 2
+
+## release: pure-Go static binaries for amd64, arm64 and armv7 (Raspberry Pi) in bin/release
+RELEASE_FLAGS := -trimpath -ldflags "-s -w"
+release:
+	@mkdir -p $(BIN)/release
+	@set -e; for t in amd64:amd64: arm64:arm64: armv7:arm:7; do \
+		name=$${t%%:*}; rest=$${t#*:}; arch=$${rest%%:*}; arm=$${rest#*:}; \
+		for cmd in slave master; do \
+			echo "release: $(BIN)/release/$$cmd-linux-$$name"; \
+			CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=$$arm \
+				$(GO) build $(RELEASE_FLAGS) -o $(BIN)/release/$$cmd-linux-$$name ./$$cmd; \
+		done; \
+	done
+
+## test-pi: the arm64 slave under qemu-user-static crawls the demo site (slave/pi)
+test-pi: services
+	$(GO) test -count=1 -v -timeout 10m ./slave/pi/
 
 fmt:
 	gofmt -w master slave shared migrations
