@@ -4,6 +4,7 @@
 //	master seed   [--config config.yaml] [--crawl NAME] URL... | --file FILE
 //	master status [--config config.yaml] [--crawl NAME] [--json]
 //	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N]
+//	master bench  [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results]
 //	master rules check [--config config.yaml] [DIR]
 //	master export [--config config.yaml] --crawl NAME [--rule R] [--item I] --format jsonl|csv [--out FILE]
 //
@@ -21,10 +22,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/shared/benchsuite"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/rules"
 )
@@ -36,6 +40,8 @@ commands:
   seed    add seed URLs (arguments, or --file FILE with one URL a line, - for stdin)
   status  show the crawl's counters (--json for machine-readable output)
   demo    crawl a built-in demo site on loopback with a master and slaves, then summarize
+  bench   crawl a synthetic site with 1, 2 and 4 slaves and with plain colly; write a
+          Markdown table and an SVG chart under results/
   rules check [DIR]
           validate the rule files (default rules.dir) without running anything;
           exit 2 with file:line errors
@@ -83,10 +89,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rule         = fs.String("rule", "", "export: only items of this rule set")
 		item         = fs.String("item", "", "export: only items of this item rule")
 		format       = fs.String("format", "jsonl", "export: jsonl or csv")
-		out          = fs.String("out", "", "export: write to FILE instead of stdout")
+		out          = fs.String("out", "", "export: write to FILE instead of stdout; bench: results directory")
+		slaveCounts  = fs.String("slave-counts", "1,2,4", "bench: slave counts to run")
+		slaveBinary  = fs.String("slave-binary", "", "bench: run slaves as processes of this binary (their own RSS and CPU)")
+		linksPerPage = fs.Int("links", 8, "bench: links per page")
+		pageBytes    = fs.Int("page-bytes", 15000, "bench: page size")
+		conc         = fs.Int("concurrency", 64, "bench: fetches in flight per slave (and colly's total)")
+		hostConc     = fs.Int("host-concurrency", 4, "bench: requests in flight per host, both crawlers")
 	)
 	switch cmd {
-	case "run", "seed", "status", "demo", "rules check", "export":
+	case "run", "seed", "status", "demo", "rules check", "export", "bench":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -202,6 +214,36 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "exported %d items\n", n)
 		return 0
+	case "bench":
+		var counts []int
+		for _, f := range strings.Split(*slaveCounts, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				fmt.Fprintf(stderr, "master bench: --slave-counts %q: want numbers like 1,2,4\n", *slaveCounts)
+				return 2
+			}
+			counts = append(counts, n)
+		}
+		dir := *out
+		if dir == "" {
+			dir = "results"
+		}
+		bh, bp := *hosts, *pages
+		if !flagSet(fs, "hosts") {
+			bh = 20
+		}
+		if !flagSet(fs, "pages") {
+			bp = 1000
+		}
+		rep, err := benchsuite.Run(ctx, benchsuite.Options{Hosts: bh, PagesPerHost: bp, PageBytes: *pageBytes,
+			LinksPerPage: *linksPerPage, Slaves: counts, Concurrency: *conc, HostConcurrency: *hostConc,
+			OutDir: dir, Config: cfg, SlaveBinary: *slaveBinary, Logger: log, Out: stdout})
+		if err != nil {
+			fmt.Fprintf(stderr, "master bench: %v\n", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, rep.Markdown())
+		return 0
 	case "demo":
 		opt := masterd.DemoOptions{Hosts: *hosts, PagesPerHost: *pages, Slaves: *slaves, Logger: log, Out: stdout}
 		if err := masterd.Demo(ctx, cfg, opt); err != nil {
@@ -211,6 +253,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	}
 	return 2
+}
+
+// flagSet reports whether a flag was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
 }
 
 // rulesCheck validates a rule directory: exit 0 when valid, 2 with every

@@ -19,6 +19,10 @@ func newAcker(s *Slave) *batcher[frontier.Completion] {
 		if err != nil {
 			return err
 		}
+		select {
+		case s.acked <- struct{}{}:
+		default:
+		}
 		for i, c := range batch {
 			s.track(c.Lease, false)
 			if !acked[i] {

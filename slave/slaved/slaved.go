@@ -107,6 +107,7 @@ type Slave struct {
 
 	ruleSet       atomic.Pointer[rules.Set] // the rule set in force, nil = none
 	rulesReload   chan struct{}
+	acked         chan struct{} // signalled after each acknowledged batch: host slots were freed
 	rulesRejected atomic.Value // version that could not be loaded (string)
 	dyn           dynLearner   // "maybe dynamic" outcomes per URL pattern
 	pub           *batcher[frontier.Event]
@@ -150,7 +151,7 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 	s := &Slave{cfg: cfg, opt: opt, id: opt.ID, host: host, log: log,
 		rl: ratelog.New(log, 30*time.Second), canon: canon, scope: scope, traps: traps,
 		handlers: NewHandlers(), dups: newDupCache(1 << 16),
-		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1)}
+		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1)}
 	s.rulesRejected.Store("")
 	if s.governor, err = newGovernor(cfg.Slave.Concurrency, cfg.Render.Tabs, cfg.Render.MemoryBytes); err != nil {
 		return nil, fmt.Errorf("new slave: %w", err)
@@ -415,7 +416,14 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				d = wait
 			}
 			d += time.Duration(rand.Int64N(int64(d)/4 + int64(time.Millisecond)))
-			retry.Sleep(ctx, d)
+			// ... or until one of this slave's acks frees a host slot
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			case <-s.acked:
+			}
+			t.Stop()
 		}
 	}
 }

@@ -1,0 +1,359 @@
+// Package benchsuite is the crawl benchmark of `make bench`: it serves the
+// synthetic site of shared/testsite on loopback addresses, crawls it with
+// the real master and 1, 2, 4… slaves against the configured Redis and
+// MySQL, crawls it again with a plain colly crawler for reference, and
+// writes a Markdown report and an SVG chart of pages/s over time.
+//
+// What is measured, and how, is written in the report's notes (notes in
+// report.go).
+package benchsuite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/url"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/testsite"
+)
+
+// Defaults of Options.
+const (
+	DefaultHosts           = 20
+	DefaultPagesPerHost    = 1000
+	DefaultPageBytes       = 15_000
+	DefaultLinksPerPage    = 8
+	DefaultConcurrency     = 64
+	DefaultHostConcurrency = 4
+	DefaultOutDir          = "results"
+)
+
+// DefaultSlaves are the slave counts run by default.
+var DefaultSlaves = []int{1, 2, 4}
+
+// Measurement constants.
+const (
+	// SampleEvery is the period of the pages-done samples (the chart).
+	SampleEvery = 500 * time.Millisecond
+	// RedisSampleEvery is the period of the INFO samples (Redis CPU share).
+	RedisSampleEvery = time.Second
+	// ChartWindow is the number of samples a chart point's rate spans.
+	ChartWindow = 2
+	// MaxSeenSample is the number of seen-URL buckets measured with
+	// MEMORY USAGE; the total is scaled to all buckets.
+	MaxSeenSample = 256
+	// MaxQueueProbes bounds the measurements of the queue lists per crawl;
+	// a new one is taken when the queue has grown by QueueProbeGrowth
+	// since the last.
+	MaxQueueProbes   = 24
+	QueueProbeGrowth = 1.2
+	// RunTimeout bounds each crawl (redcrawl or colly).
+	RunTimeout = 30 * time.Minute
+	// Quiescence is the master's finish window in the benchmark; it is
+	// taken off the measured time.
+	Quiescence = time.Second
+	// SlaveStopTimeout bounds a subprocess slave's graceful exit before
+	// it is killed.
+	SlaveStopTimeout = 20 * time.Second
+	// SiteSeed selects the site's link graph.
+	SiteSeed = 11
+	// maxSamples bounds a sample series.
+	maxSamples = int(RunTimeout/SampleEvery) + 16
+)
+
+// Options size and tune the benchmark. Zero fields take the defaults.
+type Options struct {
+	Hosts        int // site hosts, default 20
+	PagesPerHost int // pages per host, default 1000
+	PageBytes    int // approximate page size, default 15 KB
+	LinksPerPage int // default 8
+	// Slaves are the slave counts crawled in turn; default 1, 2, 4.
+	Slaves []int
+	// Concurrency is the fetches in flight per slave (and colly's total);
+	// default 64.
+	Concurrency int
+	// HostConcurrency is the requests in flight per host, for both
+	// crawlers; default 4.
+	HostConcurrency int
+	// OutDir receives bench-<stamp>.md, bench-<stamp>.svg and latest.md;
+	// default "results".
+	OutDir string
+	// Config is the base config (redis, mysql, fetch…); nil = the
+	// defaults. The suite sets the crawl name, scope, politeness (delay
+	// 0, no jitter, HostConcurrency, robots off), private networks on,
+	// content dedup on, rendering, rules and WARC off.
+	Config *config.Config
+	// SlaveBinary is a built bin/slave run as each slave's process; "" =
+	// slaves run in this process.
+	SlaveBinary string
+	Logger      *slog.Logger // the master's and in-process slaves' logs; default discard
+	Out         io.Writer    // progress lines; default discard
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.Hosts, DefaultHosts)
+	def(&o.PagesPerHost, DefaultPagesPerHost)
+	def(&o.PageBytes, DefaultPageBytes)
+	def(&o.LinksPerPage, DefaultLinksPerPage)
+	def(&o.Concurrency, DefaultConcurrency)
+	def(&o.HostConcurrency, DefaultHostConcurrency)
+	if len(o.Slaves) == 0 {
+		o.Slaves = DefaultSlaves
+	}
+	if o.OutDir == "" {
+		o.OutDir = DefaultOutDir
+	}
+	if o.Config == nil {
+		c := config.Default()
+		o.Config = &c
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	return o
+}
+
+// Point is one sample: seconds since the crawl started and pages done.
+type Point struct {
+	T    float64
+	Done int64
+}
+
+// RunResult is one redcrawl crawl. Values that were not measured are -1
+// (counts, bytes) or NaN (rates); the report prints them as n/a.
+type RunResult struct {
+	Slaves     int
+	Subprocess bool
+	Crawl      string
+
+	Pages       int64
+	Seconds     float64
+	PagesPerSec float64
+	VsColly     float64 // PagesPerSec / colly's
+
+	SlaveCPUPer1k   float64 // CPU seconds per 1,000 pages of the slave processes (subprocesses only)
+	ProcessCPUPer1k float64 // of this process: site, master, sampler (+ slaves when in-process)
+	SlavePeakRSS    int64   // bytes, max VmHWM over the slave processes (subprocesses only)
+
+	RedisCallsPerPage float64 // server: commandstats calls, commands inside scripts included
+	RoundTripsPerPage float64 // client: commands and scripts sent
+	ScriptsPerPage    float64
+	RedisCPUPer1k     float64 // Redis CPU seconds per 1,000 pages
+	RedisPeakCore     float64 // max over 1 s samples of Redis CPU / wall time
+
+	SeenBytesPerURL    float64 // MEMORY USAGE of the seen buckets / URLs seen
+	QueuedBytesPerURL  float64 // MEMORY USAGE of the queue lists / their length, at the largest probe
+	QueuedGrowthPerURL float64 // (used_memory − before seeding) / queued, at the largest probe
+	PeakQueued         int64
+
+	MySQLRows       int64 // pages + exceptions rows of the crawl
+	MySQLRowsPerSec float64
+
+	Missing, Extra int // expected fetches not made, fetches beyond exactly once
+	Failed, Lost   int64
+
+	Series []Point
+}
+
+// CollyResult is the colly crawl of the same site.
+type CollyResult struct {
+	Pages       int64
+	Errors      int64
+	Seconds     float64
+	PagesPerSec float64
+	CPUPer1k    float64 // this process, site included
+	RSSGrowth   int64   // bytes: peak VmRSS sampled during the crawl − VmRSS before
+	Missing     int
+	Extra       int
+	Series      []Point
+}
+
+// Report is the whole benchmark.
+type Report struct {
+	Date         time.Time
+	CPUModel     string
+	NumCPU       int
+	GoVersion    string
+	Options      Options
+	ExpectedURLs int
+	RedisVersion string
+
+	Colly *CollyResult
+	Runs  []*RunResult
+	// TwoToOne is the 2-slave / 1-slave throughput ratio; NaN when one
+	// of them was not run.
+	TwoToOne float64
+
+	MarkdownPath, SVGPath, LatestPath string
+}
+
+// bench holds what every crawl of a Run shares.
+type bench struct {
+	opt      Options
+	site     *testsite.Site
+	expected map[string]int
+	hostIPs  []string // 127.0.0.2…
+	hostKeys []string // frontier host keys, ip:port
+	mon      *redis.Client
+	monHook  *countHook
+	tmp      string
+	stamp    string
+}
+
+// Run runs the benchmark and writes its files.
+func Run(ctx context.Context, opt Options) (*Report, error) {
+	opt = opt.withDefaults()
+	for _, n := range opt.Slaves {
+		if n < 1 || n > 64 {
+			return nil, fmt.Errorf("benchsuite: slave count %d out of range 1..64", n)
+		}
+	}
+	if opt.SlaveBinary != "" {
+		if _, err := os.Stat(opt.SlaveBinary); err != nil {
+			return nil, fmt.Errorf("benchsuite: slave binary: %w", err)
+		}
+	}
+	site, err := testsite.Start(testsite.Options{Hosts: opt.Hosts, PagesPerHost: opt.PagesPerHost,
+		LinksPerPage: opt.LinksPerPage, PageBytes: opt.PageBytes, Seed: SiteSeed})
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: %w", err)
+	}
+	defer site.Close()
+	ropt, err := opt.Config.RedisOptions()
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: %w", err)
+	}
+	b := &bench{opt: opt, site: site, expected: site.Expected(), hostKeys: hostKeys(site.HostURLs()),
+		mon: redis.NewClient(ropt), monHook: &countHook{}}
+	defer b.mon.Close()
+	b.mon.AddHook(b.monHook)
+	for _, raw := range site.HostURLs() {
+		if u, err := url.Parse(raw); err == nil {
+			b.hostIPs = append(b.hostIPs, u.Hostname())
+		}
+	}
+	if b.tmp, err = os.MkdirTemp("", "redcrawl-bench-"); err != nil {
+		return nil, fmt.Errorf("benchsuite: %w", err)
+	}
+	defer os.RemoveAll(b.tmp)
+
+	now := time.Now()
+	b.stamp = now.Format("20060102-150405")
+	rep := &Report{Date: now, CPUModel: cpuModel(), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
+		Options: opt, ExpectedURLs: len(b.expected), TwoToOne: math.NaN()}
+	if s, err := b.mon.Info(ctx, "server").Result(); err == nil {
+		rep.RedisVersion = infoField(s, "redis_version")
+	} else {
+		return nil, fmt.Errorf("benchsuite: redis at %s: %w", opt.Config.Redis.URL, err)
+	}
+	mode := "in-process"
+	if opt.SlaveBinary != "" {
+		mode = "subprocesses of " + opt.SlaveBinary
+	}
+	fmt.Fprintf(opt.Out, "bench: site %d hosts × %d pages (%d URLs, ~%d bytes each); slaves %v (%s); colly for reference\n",
+		opt.Hosts, opt.PagesPerHost, len(b.expected), opt.PageBytes, opt.Slaves, mode)
+
+	if _, err := b.crawlConfig(0); err != nil { // fail before crawling anything
+		return nil, err
+	}
+	if rep.Colly, err = b.runColly(ctx); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(opt.Out, "bench: colly: %d pages in %.1fs, %.0f pages/s\n", rep.Colly.Pages, rep.Colly.Seconds, rep.Colly.PagesPerSec)
+	freeMemory()
+	var one, two float64
+	for _, n := range opt.Slaves {
+		r, err := b.runCrawl(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		r.VsColly = ratio(r.PagesPerSec, rep.Colly.PagesPerSec)
+		rep.Runs = append(rep.Runs, r)
+		fmt.Fprintf(opt.Out, "bench: %d slave(s): %d pages in %.1fs, %.0f pages/s (%.2f× colly)\n",
+			n, r.Pages, r.Seconds, r.PagesPerSec, r.VsColly)
+		switch n {
+		case 1:
+			one = r.PagesPerSec
+		case 2:
+			two = r.PagesPerSec
+		}
+		freeMemory()
+	}
+	if one > 0 && two > 0 {
+		rep.TwoToOne = two / one
+	}
+	if err := rep.write(opt.OutDir, b.stamp); err != nil {
+		return rep, err
+	}
+	fmt.Fprintf(opt.Out, "bench: wrote %s, %s and %s\n", rep.MarkdownPath, rep.SVGPath, rep.LatestPath)
+	return rep, nil
+}
+
+// exactlyOnce compares the site's hits with its expected fetches.
+func (b *bench) exactlyOnce() (missing, extra int) {
+	hits := b.site.HitCounts()
+	for u, want := range b.expected {
+		if hits[u] < want {
+			missing += want - hits[u]
+		}
+	}
+	for u, n := range hits {
+		if n > b.expected[u] {
+			extra += n - b.expected[u]
+		}
+	}
+	return missing, extra
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return math.NaN()
+	}
+	return a / b
+}
+
+func per1k(d time.Duration, pages int64) float64 {
+	if pages <= 0 || d < 0 {
+		return math.NaN()
+	}
+	return d.Seconds() * 1000 / float64(pages)
+}
+
+func perPage(n, pages int64) float64 {
+	if pages <= 0 || n < 0 {
+		return math.NaN()
+	}
+	return float64(n) / float64(pages)
+}
+
+func freeMemory() { debug.FreeOSMemory() }
+
+func infoField(info, key string) string {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+var errIncomplete = errors.New("crawl incomplete")

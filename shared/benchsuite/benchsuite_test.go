@@ -1,0 +1,163 @@
+package benchsuite
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/store/storetest"
+)
+
+// TestRunSmoke runs a small benchmark: 2 hosts × 50 pages, one slave in
+// this process (or a subprocess of REDCRAWL_BENCH_SLAVE when set), and
+// checks that the report is complete and its files are written.
+func TestRunSmoke(t *testing.T) {
+	cfg := config.Default()
+	cfg.MySQL.DSN = storetest.DSN(t)
+	if u := os.Getenv("REDCRAWL_TEST_REDIS"); u != "" {
+		cfg.Redis.URL = u
+	}
+	dir := t.TempDir()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Hosts: 2, PagesPerHost: 50, PageBytes: 2000, Slaves: []int{1},
+		Concurrency: 8, OutDir: dir, Config: &cfg, SlaveBinary: os.Getenv("REDCRAWL_BENCH_SLAVE"), Out: &out})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	if rep.ExpectedURLs != 100 {
+		t.Errorf("expected URLs %d, want 100", rep.ExpectedURLs)
+	}
+	if rep.Colly == nil || rep.Colly.Pages == 0 || rep.Colly.PagesPerSec <= 0 || len(rep.Colly.Series) == 0 {
+		t.Errorf("colly result incomplete: %+v", rep.Colly)
+	}
+	if len(rep.Runs) != 1 {
+		t.Fatalf("%d runs, want 1", len(rep.Runs))
+	}
+	r := rep.Runs[0]
+	if r.Pages != 100 || r.Missing != 0 || r.Extra != 0 {
+		t.Errorf("crawl: %d pages, %d missing, %d extra; want 100, 0, 0", r.Pages, r.Missing, r.Extra)
+	}
+	for name, v := range map[string]float64{"seconds": r.Seconds, "pages/s": r.PagesPerSec, "vs colly": r.VsColly,
+		"process cpu": r.ProcessCPUPer1k, "round trips": r.RoundTripsPerPage, "scripts": r.ScriptsPerPage,
+		"redis calls": r.RedisCallsPerPage, "seen bytes": r.SeenBytesPerURL, "mysql rows/s": r.MySQLRowsPerSec} {
+		if !(v > 0) || math.IsInf(v, 0) {
+			t.Errorf("%s = %v, want > 0", name, v)
+		}
+	}
+	if r.MySQLRows < 100 {
+		t.Errorf("mysql rows %d, want >= 100", r.MySQLRows)
+	}
+	if len(r.Series) == 0 {
+		t.Error("no samples")
+	}
+	if r.Subprocess && (!(r.SlaveCPUPer1k > 0) || r.SlavePeakRSS <= 0) {
+		t.Errorf("subprocess slave usage not measured: cpu %v rss %d", r.SlaveCPUPer1k, r.SlavePeakRSS)
+	}
+	md, err := os.ReadFile(rep.MarkdownPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, err := os.ReadFile(filepath.Join(dir, "latest.md"))
+	if err != nil || !bytes.Equal(md, latest) {
+		t.Errorf("latest.md differs from %s (%v)", rep.MarkdownPath, err)
+	}
+	for _, want := range []string{"| metric | colly | 1 slave |", "| pages/s |", "Redis bytes / seen URL", "2-slave / 1-slave throughput: n/a", "runtime.NumCPU"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	svg, err := os.ReadFile(rep.SVGPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(svg), "<polyline") < 1 || !strings.Contains(string(svg), "pages/s") {
+		t.Errorf("chart lacks its lines or labels:\n%s", svg)
+	}
+	if !strings.HasPrefix(filepath.Base(rep.MarkdownPath), "bench-") {
+		t.Errorf("report name %s", rep.MarkdownPath)
+	}
+}
+
+// TestConfigFileRoundTrip checks that the config file written for
+// subprocess slaves loads back to the same config.
+func TestConfigFileRoundTrip(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, config.EnvPrefix) && k != config.EnvConfigFile {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+	cfg := config.Default()
+	cfg.Crawl.Name = "bench-roundtrip"
+	cfg.Crawl.AllowHosts = []string{"127.0.0.2", "127.0.0.3"}
+	cfg.Politeness.Delay = 0
+	cfg.Politeness.HostConcurrency = 4
+	cfg.Fetch.AllowPrivateNetworks = true
+	cfg.Fetch.MaxBodyBytes = 3 << 20
+	cfg.Master.Quiescence = 1500 * time.Millisecond
+	cfg.Fetch.ProxyPools = map[string][]string{"eu": {"http://127.0.0.1:3128"}}
+	path, err := writeConfigFile(t.TempDir(), &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := config.Load(path)
+	if err != nil {
+		b, _ := os.ReadFile(path)
+		t.Fatalf("load: %v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(*got, cfg) {
+		t.Errorf("round trip differs:\n got %+v\nwant %+v", *got, cfg)
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for _, c := range []struct{ in, want float64 }{{0, 1}, {0.3, 0.5}, {1, 1}, {1.1, 2}, {37, 50}, {1234, 2000}, {9000, 10000}} {
+		if got := niceCeil(c.in); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("niceCeil(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+// TestFullBench runs the default benchmark when REDCRAWL_BENCH_FULL=1
+// (minutes): slaves from REDCRAWL_BENCH_SLAVE (a built bin/slave; unset =
+// in-process), files into REDCRAWL_BENCH_OUT (default results/ here),
+// MySQL in a temporary database. REDCRAWL_BENCH_HOSTS and
+// REDCRAWL_BENCH_PAGES shrink the site.
+//
+//	REDCRAWL_BENCH_FULL=1 go test -run FullBench -timeout 60m -v ./shared/benchsuite/
+func TestFullBench(t *testing.T) {
+	if os.Getenv("REDCRAWL_BENCH_FULL") != "1" {
+		t.Skip("set REDCRAWL_BENCH_FULL=1 to run the full benchmark")
+	}
+	cfg := config.Default()
+	cfg.MySQL.DSN = storetest.DSN(t)
+	if u := os.Getenv("REDCRAWL_TEST_REDIS"); u != "" {
+		cfg.Redis.URL = u
+	}
+	atoi := func(k string) int { n, _ := strconv.Atoi(os.Getenv(k)); return n }
+	rep, err := Run(context.Background(), Options{Hosts: atoi("REDCRAWL_BENCH_HOSTS"),
+		PagesPerHost: atoi("REDCRAWL_BENCH_PAGES"), OutDir: os.Getenv("REDCRAWL_BENCH_OUT"), Config: &cfg,
+		SlaveBinary: os.Getenv("REDCRAWL_BENCH_SLAVE"), Out: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + rep.Markdown())
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

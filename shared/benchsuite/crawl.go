@@ -1,0 +1,325 @@
+package benchsuite
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/store"
+	"github.com/redcrawl/redcrawl/slave/slaved"
+)
+
+// minExpectedURLs is the smallest dedup.expected_urls the config accepts.
+const minExpectedURLs = 1000
+
+// crawlConfig derives one crawl's config from the base.
+func (b *bench) crawlConfig(slaves int) (config.Config, error) {
+	cfg := *b.opt.Config
+	r := make([]byte, 3)
+	rand.Read(r)
+	cfg.Crawl.Name = fmt.Sprintf("bench-%s-n%d-%s", b.stamp, slaves, hex.EncodeToString(r))
+	cfg.Crawl.AllowHosts = append([]string(nil), b.hostIPs...)
+	cfg.Crawl.Allow, cfg.Crawl.Deny = nil, nil
+	cfg.Crawl.MaxDepth = 0
+	cfg.Crawl.Strategy = "bfs"
+	cfg.Crawl.ContentDedup = true
+	cfg.Crawl.MaxPagesPerHost = max(cfg.Crawl.MaxPagesPerHost, int64(b.opt.PagesPerHost)+100)
+	cfg.Crawl.MaxQueryVariants = 0
+	cfg.Politeness.Delay = 0
+	cfg.Politeness.Jitter = 0
+	cfg.Politeness.JitterDist = "none"
+	cfg.Politeness.HostConcurrency = b.opt.HostConcurrency
+	cfg.Politeness.ObeyRobots = false
+	cfg.Politeness.AutoThrottle = false
+	cfg.Fetch.AllowPrivateNetworks = true
+	cfg.Fetch.Proxies, cfg.Fetch.ProxyFile = nil, ""
+	cfg.Slave.Concurrency = b.opt.Concurrency
+	cfg.Slave.Profile = ""
+	cfg.Render.Enabled = false
+	cfg.Rules.Dir = ""
+	cfg.Storage.WARCDir = ""
+	cfg.Master.Quiescence = Quiescence
+	cfg.Dedup.ExpectedURLs = max(minExpectedURLs, int64(len(b.expected)))
+	cfg.Dedup.Mode = "exact"
+	cfg.Log.Level = "warn"
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("benchsuite: crawl config: %w", err)
+	}
+	return cfg, nil
+}
+
+// slaveSet is the slaves of one crawl.
+type slaveSet struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	procs  []*exec.Cmd
+	logs   []string
+	mu     sync.Mutex
+	exits  []error
+}
+
+// startSlaves starts n slaves, in this process or as subprocesses. died is
+// called when a subprocess exits before it was stopped.
+func (b *bench) startSlaves(cfg *config.Config, n int, newClient func() *redis.Client, died func(error)) (*slaveSet, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ss := &slaveSet{cancel: cancel}
+	var cfgPath string
+	if b.opt.SlaveBinary != "" {
+		var err error
+		if cfgPath, err = writeConfigFile(b.tmp, cfg); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	for i := range n {
+		id := fmt.Sprintf("%s-s%d", cfg.Crawl.Name, i+1)
+		if b.opt.SlaveBinary == "" {
+			s, err := slaved.New(cfg, slaved.Options{ID: id, Logger: b.opt.Logger, Redis: newClient()})
+			if err != nil {
+				ss.stop()
+				return nil, fmt.Errorf("benchsuite: slave: %w", err)
+			}
+			ss.wg.Add(1)
+			go func() { defer ss.wg.Done(); s.Run(ctx) }()
+			continue
+		}
+		logPath := filepath.Join(b.tmp, id+".log")
+		logf, err := os.Create(logPath)
+		if err != nil {
+			ss.stop()
+			return nil, fmt.Errorf("benchsuite: slave log: %w", err)
+		}
+		cmd := exec.CommandContext(ctx, b.opt.SlaveBinary, "run", "--config", cfgPath, "--id", id)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.Env = slaveEnv()
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+		cmd.WaitDelay = SlaveStopTimeout
+		if err := cmd.Start(); err != nil {
+			logf.Close()
+			ss.stop()
+			return nil, fmt.Errorf("benchsuite: start slave: %w", err)
+		}
+		ss.procs = append(ss.procs, cmd)
+		ss.logs = append(ss.logs, logPath)
+		ss.wg.Add(1)
+		go func() {
+			defer ss.wg.Done()
+			err := cmd.Wait()
+			logf.Close()
+			if ctx.Err() == nil {
+				died(fmt.Errorf("slave %s exited early (%v): %s", id, err, tail(logPath)))
+			}
+		}()
+	}
+	return ss, nil
+}
+
+func (ss *slaveSet) stop() {
+	ss.cancel()
+	ss.wg.Wait()
+}
+
+// usage returns the subprocesses' CPU and their largest peak RSS, or -1s.
+func (ss *slaveSet) usage() (cpu time.Duration, peak int64) {
+	if len(ss.procs) == 0 {
+		return -1, -1
+	}
+	peak = -1
+	for _, c := range ss.procs {
+		if d := procCPU(c.Process.Pid); d >= 0 {
+			cpu += d
+		} else {
+			return -1, -1
+		}
+		peak = max(peak, procStatusKB(c.Process.Pid, "VmHWM"))
+	}
+	return cpu, peak
+}
+
+// slaveEnv is this process's environment without CRAWLER_ variables, which
+// would override the slave's config file.
+func slaveEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, config.EnvPrefix) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// tail returns the end of a log file.
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// runCrawl crawls the site with the master and n slaves.
+func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error) {
+	cfg, err := b.crawlConfig(n)
+	if err != nil {
+		return nil, err
+	}
+	res = &RunResult{Slaves: n, Subprocess: b.opt.SlaveBinary != "", Crawl: cfg.Crawl.Name,
+		SlaveCPUPer1k: math.NaN(), SlavePeakRSS: -1}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if derr := deleteCrawl(cctx, b.mon, cfg.Crawl.Name); derr != nil && err == nil {
+			err = fmt.Errorf("benchsuite: delete crawl keys: %w", derr)
+		}
+	}()
+	b.site.ResetHits()
+	fmt.Fprintf(b.opt.Out, "bench: crawl %s with %d slave(s)…\n", cfg.Crawl.Name, n)
+
+	ropt, err := cfg.RedisOptions()
+	if err != nil {
+		return nil, err
+	}
+	hook := &countHook{}
+	var clients []*redis.Client
+	newClient := func() *redis.Client {
+		c := redis.NewClient(ropt)
+		c.AddHook(hook)
+		clients = append(clients, c)
+		return c
+	}
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+
+	info0, err := readInfo(ctx, b.mon)
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: redis info: %w", err)
+	}
+	mon0 := b.monHook.cmds.Load()
+	cpu0 := selfCPU()
+	start := time.Now()
+	if _, err := masterd.Seed(ctx, &cfg, b.site.Seeds()); err != nil {
+		return nil, fmt.Errorf("benchsuite: seed: %w", err)
+	}
+
+	runCtx, cancelRun := context.WithTimeoutCause(ctx, RunTimeout, fmt.Errorf("crawl took over %v", RunTimeout))
+	defer cancelRun()
+	mctx, cancelMaster := context.WithCancelCause(runCtx)
+	defer cancelMaster(nil)
+	masterClient := newClient() // before the slaves: in-process ones append theirs
+	ss, err := b.startSlaves(&cfg, n, newClient, func(err error) { cancelMaster(err) })
+	if err != nil {
+		return nil, err
+	}
+	defer ss.stop()
+
+	smp := &sampler{start: start, done: redisDone(b.mon, cfg.Crawl.Name), rdb: b.mon, crawl: cfg.Crawl.Name,
+		hosts: b.hostKeys, baseMem: info0.usedMemory}
+	sctx, stopSampler := context.WithCancel(runCtx)
+	var swg sync.WaitGroup
+	swg.Add(1)
+	go func() { defer swg.Done(); smp.run(sctx) }()
+	defer func() { stopSampler(); swg.Wait() }()
+
+	merr := masterd.New(&cfg, masterd.Options{ExitWhenDone: true, Logger: b.opt.Logger,
+		ProgressEvery: time.Hour, Redis: masterClient}).Run(mctx)
+	masterEnd := time.Now()
+	slaveCPU, slaveRSS := ss.usage()
+	cpu1 := selfCPU()
+	stopSampler()
+	swg.Wait()
+	info1, ierr := readInfo(ctx, b.mon)
+	mon1 := b.monHook.cmds.Load()
+	ss.stop()
+	if merr != nil {
+		return nil, fmt.Errorf("benchsuite: master: %w", merr)
+	}
+	if cause := context.Cause(mctx); cause != nil {
+		return nil, fmt.Errorf("benchsuite: %d-slave crawl: %w", n, cause)
+	}
+	if ierr != nil {
+		return nil, fmt.Errorf("benchsuite: redis info: %w", ierr)
+	}
+	st, err := masterd.Status(ctx, &cfg)
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: status: %w", err)
+	}
+	if !st.Finished {
+		return nil, fmt.Errorf("benchsuite: %d-slave crawl: %w: %+v", n, errIncomplete, st.Stats)
+	}
+
+	elapsed := masterEnd.Sub(start) - cfg.Master.Quiescence
+	if st.FinishedAt > 0 {
+		if e := time.UnixMilli(st.FinishedAt).Sub(start) - cfg.Master.Quiescence; e > 0 && e < elapsed {
+			elapsed = e
+		}
+	}
+	pages := st.Done
+	res.Pages, res.Failed, res.Lost = pages, st.Failed, st.Lost
+	res.Seconds = elapsed.Seconds()
+	res.PagesPerSec = float64(pages) / elapsed.Seconds()
+	res.ProcessCPUPer1k = per1k(cpu1-cpu0, pages)
+	if slaveCPU >= 0 {
+		res.SlaveCPUPer1k = per1k(slaveCPU, pages)
+		res.SlavePeakRSS = slaveRSS
+	}
+
+	// Redis: the server's counts less this suite's own monitoring commands
+	calls := info1.calls - info0.calls - (mon1 - mon0)
+	res.RedisCallsPerPage = perPage(calls, pages)
+	if b.opt.SlaveBinary == "" {
+		res.RoundTripsPerPage = perPage(hook.cmds.Load(), pages)
+		res.ScriptsPerPage = perPage(hook.scripts.Load(), pages)
+	} else {
+		// the slaves' scripts from the server, the master's commands from its hook
+		scripts := info1.scripts - info0.scripts
+		res.ScriptsPerPage = perPage(scripts, pages)
+		res.RoundTripsPerPage = perPage(scripts-hook.scripts.Load()+hook.cmds.Load(), pages)
+	}
+	res.RedisCPUPer1k = per1k(time.Duration((info1.cpu-info0.cpu)*float64(time.Second)), pages)
+	smp.mu.Lock()
+	res.RedisPeakCore = smp.peakCore
+	res.Series = smp.series
+	res.PeakQueued = smp.peakQueued
+	if smp.probeQueued > 0 {
+		res.QueuedBytesPerURL = float64(smp.probeBytes) / float64(smp.probeQueued)
+		res.QueuedGrowthPerURL = float64(smp.probeGrowth) / float64(smp.probeQueued)
+	} else {
+		res.QueuedBytesPerURL, res.QueuedGrowthPerURL = math.NaN(), math.NaN()
+	}
+	smp.mu.Unlock()
+	if seenBytes, _, err := seenMemory(ctx, b.mon, cfg.Crawl.Name); err == nil && st.Seen > 0 {
+		res.SeenBytesPerURL = float64(seenBytes) / float64(st.Seen)
+	} else {
+		res.SeenBytesPerURL = math.NaN()
+	}
+
+	db, err := store.Open(ctx, cfg.MySQL.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: mysql: %w", err)
+	}
+	counts, err := db.Counts(ctx, cfg.Crawl.Name)
+	db.Close()
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: mysql: %w", err)
+	}
+	res.MySQLRows = counts.Pages + counts.Exceptions
+	res.MySQLRowsPerSec = float64(res.MySQLRows) / elapsed.Seconds()
+	res.Missing, res.Extra = b.exactlyOnce()
+	return res, nil
+}

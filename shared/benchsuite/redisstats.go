@@ -1,0 +1,171 @@
+package benchsuite
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/urlx"
+)
+
+// countHook counts what a client sends: every command (a pipeline counts
+// each command it carries) and, among them, the scripts. A NOSCRIPT
+// evalsha retried as eval is one round trip.
+type countHook struct{ cmds, scripts atomic.Int64 }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.count(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (h *countHook) count(c redis.Cmder) {
+	name := c.Name()
+	if name == "evalsha" || name == "eval" {
+		h.scripts.Add(1)
+	}
+	if name != "eval" {
+		h.cmds.Add(1)
+	}
+}
+
+// redisInfo is what the suite reads from INFO.
+type redisInfo struct {
+	calls      int64 // sum of commandstats calls (commands run inside scripts included)
+	scripts    int64 // evalsha + eval calls
+	cpu        float64
+	usedMemory int64
+}
+
+func readInfo(ctx context.Context, rdb redis.UniversalClient) (redisInfo, error) {
+	var ri redisInfo
+	s, err := rdb.Info(ctx, "commandstats", "cpu", "memory").Result()
+	if err != nil {
+		return ri, err
+	}
+	for line := range strings.SplitSeq(s, "\n") {
+		line = strings.TrimSpace(line)
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(k, "cmdstat_"):
+			for f := range strings.SplitSeq(v, ",") {
+				if n, ok := strings.CutPrefix(f, "calls="); ok {
+					c, _ := strconv.ParseInt(n, 10, 64)
+					ri.calls += c
+					if k == "cmdstat_evalsha" || k == "cmdstat_eval" {
+						ri.scripts += c
+					}
+				}
+			}
+		case k == "used_cpu_sys" || k == "used_cpu_user":
+			f, _ := strconv.ParseFloat(v, 64)
+			ri.cpu += f
+		case k == "used_memory":
+			ri.usedMemory, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return ri, nil
+}
+
+// seenMemory estimates the bytes of the crawl's seen-URL buckets: the
+// MEMORY USAGE of up to MaxSeenSample bucket keys, scaled to all of them.
+func seenMemory(ctx context.Context, rdb redis.UniversalClient, crawl string) (bytes int64, buckets int, err error) {
+	keys := frontier.NewKeys(crawl)
+	iter := rdb.Scan(ctx, 0, keys.Prefix+"seen:*", 1000).Iterator()
+	var sampled, sum int64
+	for iter.Next(ctx) {
+		buckets++
+		if sampled < MaxSeenSample {
+			n, err := rdb.MemoryUsage(ctx, iter.Val(), 0).Result()
+			if err != nil {
+				return 0, 0, err
+			}
+			sum += n
+			sampled++
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return 0, 0, err
+	}
+	if sampled == 0 {
+		return 0, 0, nil
+	}
+	return sum * int64(buckets) / sampled, buckets, nil
+}
+
+// queueMemory sums the MEMORY USAGE and length of the crawl's per-host
+// queue lists (bfs and dfs strategies).
+func queueMemory(ctx context.Context, rdb redis.UniversalClient, crawl string, hosts []string) (bytes, tasks int64, err error) {
+	keys := frontier.NewKeys(crawl)
+	for _, h := range hosts {
+		prios, err := rdb.ZRange(ctx, keys.Prios(h), 0, -1).Result()
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, p := range prios {
+			prio, _ := strconv.ParseInt(p, 10, 64)
+			k := keys.Queue(h, prio)
+			n, err := rdb.MemoryUsage(ctx, k, 0).Result()
+			if err != nil && err != redis.Nil {
+				return 0, 0, err
+			}
+			l, err := rdb.LLen(ctx, k).Result()
+			if err != nil {
+				return 0, 0, err
+			}
+			bytes += n
+			tasks += l
+		}
+	}
+	return bytes, tasks, nil
+}
+
+// hostKeys returns the frontier's host keys of the site's hosts.
+func hostKeys(hostURLs []string) []string {
+	var out []string
+	for _, raw := range hostURLs {
+		if u, err := url.Parse(raw); err == nil {
+			out = append(out, urlx.HostKey(u))
+		}
+	}
+	return out
+}
+
+// deleteCrawl deletes every Redis key of a crawl (crawl:{name}:*).
+func deleteCrawl(ctx context.Context, rdb redis.UniversalClient, crawl string) error {
+	iter := rdb.Scan(ctx, 0, frontier.NewKeys(crawl).Prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+		if len(keys) == 500 {
+			if err := rdb.Del(ctx, keys...).Err(); err != nil {
+				return err
+			}
+			keys = keys[:0]
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	if len(keys) > 0 {
+		return rdb.Del(ctx, keys...).Err()
+	}
+	return nil
+}
