@@ -151,7 +151,7 @@ for c = 1, n do
           local j = links_at + TUPLE * l
           local lhost, lscope = ARGV[j + 2], ARGV[j + 3]
           if (not scope_by_seeds) or redis.call('SISMEMBER', K_SCOPE, lscope) == 1 then
-            if redis.call('HSETNX', k_seen(ARGV[j]), ARGV[j + 1], '') == 1 then
+            if seen_add(ARGV[j], ARGV[j + 1]) then
               local ok, why = admit(lhost, ARGV[j + 6], true)
               if not ok then
                 trap_drop(lhost, ARGV[j + 5], why, crawl, slave, now)

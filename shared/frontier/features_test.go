@@ -291,17 +291,26 @@ func TestAOPICCashConserved(t *testing.T) {
 
 // BenchmarkClaimComplete measures a fetch's frontier cost under each
 // strategy: its share of a batched claim (32 tasks) and of a batched
-// complete, each page adding 5 links of which 2 are new.
+// complete, each page adding 5 links of which 2 are new; bfs-bloom is bfs
+// with Bloom-filter dedup.
 //
 //	go test -run '^$' -bench ClaimComplete ./shared/frontier/
 func BenchmarkClaimComplete(b *testing.B) {
-	for _, strat := range []string{frontier.StrategyBFS, frontier.StrategyDFS, frontier.StrategyPriority, frontier.StrategyAOPIC} {
-		b.Run(strat, func(b *testing.B) {
+	for _, bc := range []struct{ name, strat, dedup string }{
+		{frontier.StrategyBFS, frontier.StrategyBFS, ""},
+		{frontier.StrategyDFS, frontier.StrategyDFS, ""},
+		{frontier.StrategyPriority, frontier.StrategyPriority, ""},
+		{frontier.StrategyAOPIC, frontier.StrategyAOPIC, ""},
+		{"bfs-bloom", frontier.StrategyBFS, frontier.DedupBloom},
+	} {
+		strat := bc.strat
+		b.Run(bc.name, func(b *testing.B) {
 			rdb := testRedis(b)
 			ctx := context.Background()
-			f := newFrontier(b, rdb, "bench-"+strat, func(o *frontier.Options) {
+			f := newFrontier(b, rdb, "bench-"+bc.name, func(o *frontier.Options) {
 				o.Strategy, o.HostConcurrency, o.ExpectedURLs = strat, 1000, int64(b.N)*3+100
 				o.MaxPagesPerHost, o.MaxQueryVariants = 1<<40, 1000
+				o.DedupMode = bc.dedup
 			})
 			var seeds []frontier.Task
 			for h := range 32 {

@@ -11,10 +11,15 @@ import (
 // per-host and per-bucket keys with the suffixes below (luaPrelude), so the
 // formats are defined in this file only.
 //
-//	crawl:{name}:meta          hash   seen_bits, leaseseq, idle_since, finished
+//	crawl:{name}:meta          hash   seen_bits, leaseseq, idle_since, finished; dedup
+//	                                  (exact or bloom) and with bloom bloom_m, bloom_k,
+//	                                  bloom_seg, all fixed when the crawl is created
 //	crawl:{name}:stats         hash   queued, done, failed, seen, lost, retried, ...
 //	crawl:{name}:seen:<b>      hash   fingerprint buckets: field = low bytes of the
 //	                                  64-bit fingerprint, value "" (listpack-encoded)
+//	crawl:{name}:bloom:<s>     string Bloom filter segment s (decimal), bloom dedup mode
+//	                                  only (instead of seen): bits s·bloom_seg ..
+//	                                  (s+1)·bloom_seg-1 of the filter (bloom.go)
 //	crawl:{name}:q:<host>:<p>  list   tasks of one host at priority p, FIFO
 //	crawl:{name}:qp:<host>     zset   priorities with a non-empty queue for host
 //	crawl:{name}:ready         zset   hosts with queued tasks and a free slot,
@@ -113,6 +118,7 @@ const (
 	sfxRQueue  = "rq:"
 	sfxRPrios  = "rqp:"
 	sfxRPQ     = "rpq:"
+	sfxBloom   = "bloom:"
 )
 
 // NewKeys returns the keys of a crawl.
@@ -151,6 +157,11 @@ func NewKeys(crawl string) Keys {
 // Seen returns the key of a fingerprint bucket.
 func (k Keys) Seen(bucket uint32) string {
 	return k.Prefix + sfxSeen + strconv.FormatUint(uint64(bucket), 16)
+}
+
+// Bloom returns the key of a Bloom filter segment.
+func (k Keys) Bloom(segment uint64) string {
+	return k.Prefix + sfxBloom + strconv.FormatUint(segment, 10)
 }
 
 // Queue returns the key of a host's queue at one priority.
@@ -199,13 +210,16 @@ func (k Keys) all() []string {
 //
 //	strategy \t jitter_dist \t prio_x \t aopic_tax \t aopic_lambda_min \t
 //	max_pages_per_host \t max_query_variants \t host_concurrency \t
-//	delay_ms \t jitter
+//	delay_ms \t jitter \t dedup \t bloom_m \t bloom_k \t bloom_seg
 //
+// (bloom_m, bloom_k and bloom_seg are 0 with exact dedup).
 // host_concurrency, delay_ms and jitter are the crawl's defaults: scripts
 // read a host's own values through host_conc, host_delay and host_jitter.
 //
 // A link or seed tuple is tupleLen ARGV: bucket, field, host, scope_host,
-// prio, task, qvar (the 8-byte path-key fingerprint, "" for none). prio is
+// prio, task, qvar (the 8-byte path-key fingerprint, "" for none); with
+// bloom dedup bucket and field are the URL's a and b (bloom.go), and
+// seen_add checks and sets either structure. prio is
 // the list priority with bfs and dfs, and the pq score (-importance) with
 // priority and aopic; lease data, retry and failed entries carry it the same
 // way, so every requeue (push) goes back into the strategy's structure.
@@ -225,6 +239,7 @@ local function k_content(b) return P .. %q .. b end
 local function k_rqueue(host, prio) return P .. %q .. host .. ':' .. prio end
 local function k_rprios(host) return P .. %q .. host end
 local function k_rpq(host) return P .. %q .. host end
+local function k_bloom(seg) return P .. %q .. seg end
 
 -- the keys of a host's queues of one class: render (r true) or static
 local function kq_queue(r, host, prio) if r then return k_rqueue(host, prio) end return k_queue(host, prio) end
@@ -261,7 +276,7 @@ local function splitn(s, n)
   return out
 end
 
-local CFG = splitn(ARGV[#ARGV], 10)
+local CFG = splitn(ARGV[#ARGV], 14)
 local STRATEGY, JITTER_DIST = CFG[1], CFG[2]
 local PRIO_X, AOPIC_TAX, LAMBDA_MIN = tonumber(CFG[3]), tonumber(CFG[4]), tonumber(CFG[5])
 local MAX_HOST_PAGES, MAX_QVAR = tonumber(CFG[6]), tonumber(CFG[7])
@@ -270,6 +285,60 @@ local PQ = STRATEGY == 'priority' or STRATEGY == 'aopic'
 local AOPIC = STRATEGY == 'aopic'
 -- new tasks go to the front of their list with dfs (LIFO within a depth)
 local NEW_FRONT = STRATEGY == 'dfs'
+local BLOOM = CFG[11] == 'bloom'
+local BLOOM_M, BLOOM_K, BLOOM_SEG = tonumber(CFG[12]), tonumber(CFG[13]), tonumber(CFG[14])
+
+-- a URL's k Bloom bits are g = a, a+b, a+2b, ... (mod m), bit g being bit
+-- g mod BLOOM_SEG of segment floor(g / BLOOM_SEG); a and b are below m, so
+-- every sum is exact (bloom.go). Segment key names are built once per script
+local bloom_keys = {}
+local function bloom_key(seg)
+  local key = bloom_keys[seg]
+  if not key then
+    key = k_bloom(seg)
+    bloom_keys[seg] = key
+  end
+  return key
+end
+
+-- bloom_add sets a URL's k bits and reports whether one was 0 (the URL is
+-- new): GETBIT up to the first 0, then SETBIT from there, so a seen URL
+-- writes nothing and a new one costs at most k+1 calls
+local function bloom_add(a, b)
+  local g, new = a, false
+  for _ = 1, BLOOM_K do
+    local seg = math.floor(g / BLOOM_SEG)
+    local key, off = bloom_key(seg), g - seg * BLOOM_SEG
+    if new then
+      redis.call('SETBIT', key, off, 1)
+    elseif redis.call('GETBIT', key, off) == 0 then
+      new = true
+      redis.call('SETBIT', key, off, 1)
+    end
+    g = g + b
+    if g >= BLOOM_M then g = g - BLOOM_M end
+  end
+  return new
+end
+
+-- bloom_has reports whether all of a URL's k bits are set, writing nothing
+local function bloom_has(a, b)
+  local g = a
+  for _ = 1, BLOOM_K do
+    local seg = math.floor(g / BLOOM_SEG)
+    if redis.call('GETBIT', bloom_key(seg), g - seg * BLOOM_SEG) == 0 then return false end
+    g = g + b
+    if g >= BLOOM_M then g = g - BLOOM_M end
+  end
+  return true
+end
+
+-- seen_add records a tuple's URL (bucket x, field y) as seen and reports
+-- whether it was new: a fingerprint bucket field, or the Bloom filter
+local function seen_add(x, y)
+  if BLOOM then return bloom_add(tonumber(x), tonumber(y)) end
+  return redis.call('HSETNX', k_seen(x), y, '') == 1
+end
 
 -- a host's politeness: its HostPolicy where set, else the crawl's; the
 -- delay is the larger of the slaves' (hdelay: Crawl-delay, autothrottle)
@@ -456,4 +525,4 @@ local function host_done(host)
   local infl = redis.call('HINCRBY', K_HINFL, host, -1)
   if infl <= 0 then redis.call('HDEL', K_HINFL, host) end
 end
-`, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ)
+`, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ, sfxBloom)

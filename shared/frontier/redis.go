@@ -73,7 +73,28 @@ type Options struct {
 	MaxQueryVariants int
 	// RobotsTTL is how long PutRobots keeps a robots.txt record; 0 = 24h.
 	RobotsTTL time.Duration
+
+	// DedupMode is how seen URLs are remembered; it is fixed when the crawl
+	// is created (NewRedis fails on a crawl created with another mode):
+	//   - "" or "exact": 64-bit fingerprints in hash buckets (~14 bytes per
+	//     URL); two URLs are confused only when their fingerprints collide;
+	//   - "bloom": a Bloom filter on Redis bitmaps sized for ExpectedURLs at
+	//     FalsePositiveRate (~3.6 bytes per URL at 1e-6); a false positive
+	//     takes a new URL for a seen one, so its page is silently skipped.
+	//     The filter's size (bits m, hash functions k) is fixed in meta when
+	//     the crawl is created; past ExpectedURLs its rate grows.
+	DedupMode string
+	// FalsePositiveRate is the Bloom filter's false-positive rate at
+	// ExpectedURLs URLs, in (0, 0.5); 0 means 1e-6. Only with "bloom", and
+	// only when the crawl is created.
+	FalsePositiveRate float64
 }
+
+// Dedup modes (Options.DedupMode).
+const (
+	DedupExact = "exact"
+	DedupBloom = "bloom"
+)
 
 // Crawl strategies (Options.Strategy).
 const (
@@ -111,6 +132,9 @@ func OptionsFromConfig(c *config.Config) Options {
 		MaxPagesPerHost:  c.Crawl.MaxPagesPerHost,
 		MaxQueryVariants: c.Crawl.MaxQueryVariants,
 		RobotsTTL:        c.Politeness.RobotsTTL,
+
+		DedupMode:         c.Dedup.Mode,
+		FalsePositiveRate: c.Dedup.FalsePositiveRate,
 	}
 }
 
@@ -129,9 +153,10 @@ type Redis struct {
 	rdb      redis.UniversalClient
 	opt      Options
 	keys     Keys
-	allKeys  []string // keys.all(), passed as KEYS to every script
-	seenBits uint     // number of bucket bits, fixed per crawl in meta
-	cfg      string   // strategy config, the last ARGV of every script (luaPrelude)
+	allKeys  []string  // keys.all(), passed as KEYS to every script
+	seenBits uint      // number of bucket bits, fixed per crawl in meta
+	bloom    bloomSize // the Bloom filter's size, fixed per crawl in meta (bloom mode)
+	cfg      string    // strategy config, the last ARGV of every script (luaPrelude)
 }
 
 var (
@@ -207,24 +232,60 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	if opt.RobotsTTL <= 0 {
 		opt.RobotsTTL = 24 * time.Hour
 	}
+	if opt.DedupMode == "" {
+		opt.DedupMode = DedupExact
+	}
+	var want bloomSize
+	switch opt.DedupMode {
+	case DedupExact:
+	case DedupBloom:
+		if opt.FalsePositiveRate == 0 {
+			opt.FalsePositiveRate = 1e-6
+		}
+		if !(opt.FalsePositiveRate > 0 && opt.FalsePositiveRate < 0.5) {
+			return nil, fmt.Errorf("new frontier: false positive rate %v must be in (0, 0.5)", opt.FalsePositiveRate)
+		}
+		var err error
+		if want, err = newBloomSize(opt.ExpectedURLs, opt.FalsePositiveRate); err != nil {
+			return nil, fmt.Errorf("new frontier: %w", err)
+		}
+	default:
+		return nil, fmt.Errorf("new frontier: unknown dedup mode %q", opt.DedupMode)
+	}
 	keys := NewKeys(opt.Crawl)
 	f := &Redis{rdb: rdb, opt: opt, keys: keys, allKeys: keys.all()}
+	res, err := initScript.Run(ctx, rdb, []string{keys.Meta}, bucketBits(opt.ExpectedURLs), opt.Strategy,
+		opt.DedupMode, want.M, want.K, want.Seg).Slice()
+	if err != nil || len(res) != 7 {
+		return nil, wrap("new frontier", cmpErr(err, fmt.Errorf("init script returned %d values", len(res))))
+	}
+	str := func(v any) string { s, _ := v.(string); return s }
+	got, err := strconv.Atoi(str(res[0]))
+	if err != nil || got < 8 || got > 24 {
+		return nil, fmt.Errorf("new frontier: crawl %q has invalid seen_bits %q", opt.Crawl, str(res[0]))
+	}
+	if str(res[1]) != opt.Strategy {
+		return nil, fmt.Errorf("new frontier: crawl %q was created with strategy %s, not %s", opt.Crawl, str(res[1]), opt.Strategy)
+	}
+	if str(res[2]) != opt.DedupMode {
+		return nil, fmt.Errorf("new frontier: crawl %q was created with dedup mode %s, not %s", opt.Crawl, str(res[2]), opt.DedupMode)
+	}
+	f.seenBits = uint(got)
+	if opt.DedupMode == DedupBloom {
+		if f.bloom, err = parseBloomSize(str(res[3]), str(res[4]), str(res[5])); err != nil {
+			return nil, fmt.Errorf("new frontier: crawl %q: %w", opt.Crawl, err)
+		}
+		if created, _ := toInt(res[6]); created == 1 {
+			if err := f.allocBloom(ctx); err != nil {
+				return nil, wrap("new frontier: allocate bloom filter", err)
+			}
+		}
+	}
 	f.cfg = strings.Join([]string{opt.Strategy, opt.JitterDist, fmtFloat(opt.PriorityX), fmtFloat(opt.AOPICTax),
 		fmtFloat(opt.AOPICLambdaMin), strconv.FormatInt(max(opt.MaxPagesPerHost, 0), 10),
 		strconv.Itoa(max(opt.MaxQueryVariants, 0)), strconv.Itoa(opt.HostConcurrency),
-		strconv.FormatInt(max(ms(opt.Delay), 0), 10), fmtFloat(max(opt.Jitter, 0))}, "\t")
-	res, err := initScript.Run(ctx, rdb, []string{keys.Meta}, bucketBits(opt.ExpectedURLs), opt.Strategy).StringSlice()
-	if err != nil || len(res) != 2 {
-		return nil, wrap("new frontier", cmpErr(err, fmt.Errorf("init script returned %d values", len(res))))
-	}
-	got, err := strconv.Atoi(res[0])
-	if err != nil || got < 8 || got > 24 {
-		return nil, fmt.Errorf("new frontier: crawl %q has invalid seen_bits %q", opt.Crawl, res[0])
-	}
-	if res[1] != opt.Strategy {
-		return nil, fmt.Errorf("new frontier: crawl %q was created with strategy %s, not %s", opt.Crawl, res[1], opt.Strategy)
-	}
-	f.seenBits = uint(got)
+		strconv.FormatInt(max(ms(opt.Delay), 0), 10), fmtFloat(max(opt.Jitter, 0)),
+		opt.DedupMode, strconv.FormatUint(f.bloom.M, 10), strconv.Itoa(f.bloom.K), strconv.FormatUint(f.bloom.Seg, 10)}, "\t")
 	return f, nil
 }
 
@@ -237,19 +298,30 @@ func cmpErr(err, alt error) error {
 
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
-// initScript fixes a crawl's seen-bucket bits and strategy the first time
-// any process opens it; a crawl created before strategies existed is bfs.
+// initScript fixes a crawl's seen-bucket bits, strategy and dedup mode
+// (with bloom, the filter's bloom_m, bloom_k and bloom_seg) the first time
+// any process opens it; a crawl created before strategies existed is bfs,
+// one created before dedup modes existed is exact.
 //
 // KEYS: meta.
-// ARGV: seen_bits, strategy.
-// Returns: the crawl's seen_bits and strategy.
+// ARGV: seen_bits, strategy, dedup, bloom_m, bloom_k, bloom_seg.
+// Returns: the crawl's seen_bits, strategy, dedup, bloom_m, bloom_k,
+// bloom_seg (false when not bloom) and 1 when this call created the crawl.
 var initScript = redis.NewScript(`
+local created = 0
 if redis.call('HSETNX', KEYS[1], 'seen_bits', ARGV[1]) == 1 then
-  redis.call('HSET', KEYS[1], 'strategy', ARGV[2])
+  created = 1
+  redis.call('HSET', KEYS[1], 'strategy', ARGV[2], 'dedup', ARGV[3])
+  if ARGV[3] == 'bloom' then
+    redis.call('HSET', KEYS[1], 'bloom_m', ARGV[4], 'bloom_k', ARGV[5], 'bloom_seg', ARGV[6])
+  end
 else
   redis.call('HSETNX', KEYS[1], 'strategy', 'bfs')
+  redis.call('HSETNX', KEYS[1], 'dedup', 'exact')
 end
-return redis.call('HMGET', KEYS[1], 'seen_bits', 'strategy')
+local r = redis.call('HMGET', KEYS[1], 'seen_bits', 'strategy', 'dedup', 'bloom_m', 'bloom_k', 'bloom_seg')
+r[7] = created
+return r
 `)
 
 // pq reports whether the strategy keeps importance-ordered queues.
@@ -296,12 +368,19 @@ func encodeTask(t Task) string {
 }
 
 // task tuples (links and seeds) are passed to scripts as tupleLen ARGV
-// each: bucket, field, host, scope_host, prio, task, qvar.
+// each: bucket, field, host, scope_host, prio, task, qvar. In bloom mode
+// bucket and field are the decimal a = h1 mod m and b = 1 + h2 mod (m-1)
+// of the URL's Bloom positions (bloom.go).
 const tupleLen = 7
 
 func (f *Redis) appendTuples(args []any, ts []Task) []any {
 	for _, t := range ts {
-		b, fld := f.seenSlot(t.URL)
+		var b, fld string
+		if f.bloom.M > 0 {
+			b, fld = f.bloom.args(t.URL)
+		} else {
+			b, fld = f.seenSlot(t.URL)
+		}
 		qv := ""
 		if t.PathKey != "" && f.opt.MaxQueryVariants > 0 {
 			var buf [8]byte

@@ -29,7 +29,7 @@ local added = 0
 for s = 0, n - 1 do
   local j = 5 + 4 * np + TUPLE * s
   if scope_by_seeds then redis.call('SADD', K_SCOPE, ARGV[j + 3]) end
-  if redis.call('HSETNX', k_seen(ARGV[j]), ARGV[j + 1], '') == 1 then
+  if seen_add(ARGV[j], ARGV[j + 1]) then
     admit(ARGV[j + 2], ARGV[j + 6], false)
     push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
     redis.call('HINCRBY', K_STATS, 'seen', 1)

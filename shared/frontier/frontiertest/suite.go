@@ -64,9 +64,29 @@ func Run(t *testing.T, newBackend Factory) {
 		{"RenderFinish", testRenderFinish},
 		{"HostPolicies", testHostPolicies},
 		{"HostPolicyDelayLargerWins", testPolicyDelayLargerWins},
+		// the seen-URL paths again with a Bloom filter (Options.DedupMode)
+		{"SeedDedupBloom", withBloom(testSeedDedup)},
+		{"DedupConcurrentPushersBloom", withBloom(testDedupConcurrent)},
+		{"CompleteEnqueuesLinksAndEventsBloom", withBloom(testCompleteLinks)},
+		{"ScopeBySeedsBloom", withBloom(testScopeBySeeds)},
+		{"PriorityBacklinksThenScoreBloom", withBloom(testPriority)},
+		{"AOPICTrapStarvesBloom", withBloom(testAOPICTrap)},
+		{"TrapCapsBloom", withBloom(testTrapCaps)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newBackend) })
+	}
+}
+
+// withBloom runs a test on crawls that dedup with a Bloom filter; sized
+// for opts' 10,000 URLs at 1e-6, a false positive among a test's few
+// hundred URLs has a chance of about 1e-4 (and the URLs are fixed).
+func withBloom(fn func(*testing.T, Factory)) func(*testing.T, Factory) {
+	return func(t *testing.T, nb Factory) {
+		fn(t, func(t *testing.T, opt frontier.Options) (Backend, func() []events.Envelope) {
+			opt.DedupMode = frontier.DedupBloom
+			return nb(t, opt)
+		})
 	}
 }
 
