@@ -78,8 +78,10 @@ end
 -- candidates: {host, render class}, by next allowed time
 local cands = {}
 local st = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'WITHSCORES', 'LIMIT', 0, maxn)
+for k = 1, #st, 2 do ready_seen(false, st[k], st[k + 1]) end
 if render then
   local rt = redis.call('ZRANGEBYSCORE', K_RREADY, '-inf', now, 'WITHSCORES', 'LIMIT', 0, maxn)
+  for k = 1, #rt, 2 do ready_seen(true, rt[k], rt[k + 1]) end
   local i, j = 1, 1
   local flip = math.random() < 0.5
   while i <= #st or j <= #rt do
@@ -111,18 +113,24 @@ end
 
 local out = {}
 local n = 0
+-- the leases' lease and leasedata entries, written at the end in one ZADD
+-- and one HSET: nothing in this script reads them
+local lease_z, lease_h = {}, {}
+-- leaseseq: read (incremented) at the first lease, counted here, and the
+-- rest added at the end, so tokens are as one HINCRBY per lease made them
+local seq, seq_first
 for _, c in ipairs(cands) do
   if n >= maxn then break end
   local host, r = c[1], c[2]
   local ok = true
   if render then
     -- the host's other class may have used its slots or moved its time
-    local sc = redis.call('ZSCORE', kq_ready(r), host)
-    ok = sc ~= false and tonumber(sc) <= now
+    local sc = ready_zscore(r, host)
+    ok = sc ~= false and sc <= now
   end
   if ok then
     local conc = host_conc(host)
-    local infl = tonumber(redis.call('HGET', K_HINFL, host) or '0')
+    local infl = host_infl(host)
     local hd = host_delay(host)
     local take = 1
     if hd == 0 then take = conc - infl end
@@ -130,6 +138,7 @@ for _, c in ipairs(cands) do
       local prio, task
       if PQ then
         local top = redis.call('ZPOPMIN', kq_pq(r, host))
+        forget_queue(r, host)
         if #top == 0 then break end
         prio = top[2]
         task = (redis.call('HGET', K_PQDATA, top[1]) or '0\t0\t0') .. '\t' .. top[1]
@@ -137,6 +146,7 @@ for _, c in ipairs(cands) do
       else
         local pk = kq_prios(r, host)
         local pr = redis.call('ZRANGE', pk, 0, 0)
+        forget_queue(r, host)
         if #pr == 0 then break end
         prio = pr[1]
         local q = kq_queue(r, host, prio)
@@ -145,12 +155,20 @@ for _, c in ipairs(cands) do
       end
       if task then
         local url = task_url(task)
-        local token = redis.call('HINCRBY', K_META, 'leaseseq', 1)
-        redis.call('HINCRBY', K_STATS, 'queued', -1)
-        if r then redis.call('HINCRBY', K_STATS, 'rqueued', -1) end
-        infl = redis.call('HINCRBY', K_HINFL, host, 1)
-        redis.call('ZADD', K_LEASE, now + lease_ms, url)
-        redis.call('HSET', K_LEASEDATA, url, slave .. '\t' .. token .. '\t' .. now .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
+        if seq then
+          seq = seq + 1
+        else
+          seq = redis.call('HINCRBY', K_META, 'leaseseq', 1)
+          seq_first = seq
+        end
+        local token = seq
+        stat('queued', -1)
+        if r then stat('rqueued', -1) end
+        infl = hincr(K_HINFL, host, 1)
+        lease_z[#lease_z + 1] = now + lease_ms
+        lease_z[#lease_z + 1] = url
+        lease_h[#lease_h + 1] = url
+        lease_h[#lease_h + 1] = slave .. '\t' .. token .. '\t' .. now .. '\t' .. host .. '\t' .. prio .. '\t' .. task
         out[#out + 1] = host
         out[#out + 1] = prio
         out[#out + 1] = task
@@ -162,11 +180,13 @@ for _, c in ipairs(cands) do
       take = take - 1
     end
     local nxt = after(now, jittered(hd, host_jitter(host)))
-    local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
-    if nxt > cur then redis.call('HSET', K_HNEXT, host, nxt) end
+    if nxt > host_next(host) then hset(K_HNEXT, host, nxt) end
     ready_host(host)
   end
 end
+if seq and seq > seq_first then redis.call('HINCRBY', K_META, 'leaseseq', seq - seq_first) end
+call_chunked('ZADD', K_LEASE, lease_z, 2)
+call_chunked('HSET', K_LEASEDATA, lease_h, 2)
 -- wait hint: ms until the earliest host is ready, -1 when none is queued
 local earliest
 for _, r in ipairs({false, true}) do
@@ -181,7 +201,7 @@ else
   out[#out + 1] = math.max(0, earliest - now)
 end
 out[#out + 1] = redis.call('HGET', K_RULES, 'version') or ''
-reopen()
+finish()
 return out
 `)
 

@@ -51,6 +51,26 @@ local now = now_ms()
 local i = 8
 local acks = {}
 local added = 0
+-- the leases' data, read in one HMGET up front; ended: the URLs whose
+-- lease this script ended (a URL twice in a batch is then lost the second
+-- time), whose lease and leasedata entries go in one ZREM and one HDEL at
+-- the end: nothing in this script reads them again
+local lease_urls, ended, ended_list = {}, {}, {}
+do
+  local j = 8
+  for c = 1, n do
+    lease_urls[c] = ARGV[j]
+    local nev, nlinks, npol = tonumber(ARGV[j + 10]), tonumber(ARGV[j + 11]), tonumber(ARGV[j + 12])
+    j = j + 13 + 2 * nev + 4 * npol + TUPLE * nlinks
+  end
+end
+local lease_data = {}
+for from = 1, n, 1000 do
+  local got = redis.call('HMGET', K_LEASEDATA, unpack(lease_urls, from, math.min(from + 999, n)))
+  for k = 1, #got do lease_data[from + k - 1] = got[k] end
+end
+-- in_scope caches SISMEMBER scopehosts (this script does not change it)
+local in_scope = {}
 
 -- aopic: pay a page's cash, the tax to lambda and the rest in equal shares
 -- to targets (positive: ARGV index of a new link's tuple; negative: minus
@@ -81,7 +101,8 @@ for c = 1, n do
   local links_at = pol_at + 4 * npol
   i = links_at + TUPLE * nlinks
 
-  local data = redis.call('HGET', K_LEASEDATA, url)
+  local data = lease_data[c]
+  if ended[url] then data = false end
   local held = false
   local d
   if data then
@@ -97,31 +118,31 @@ for c = 1, n do
       local j = pol_at + 4 * p
       set_policy(ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3])
     end
-    redis.call('ZREM', K_LEASE, url)
-    redis.call('HDEL', K_LEASEDATA, url)
+    ended[url] = true
+    ended_list[#ended_list + 1] = url
     host_done(host)
-    if slave_delay > 0 then redis.call('HSET', K_HDELAY, host, slave_delay) end
-    local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
+    if slave_delay > 0 then hset(K_HDELAY, host, slave_delay) end
+    local cur = host_next(host)
     local nxt = cur
     if outcome ~= 'release' and host_conc(host) == 1 then
       -- one request at a time: the next one starts a delay after this one ended
       nxt = math.max(nxt, after(now, jittered(host_delay(host), host_jitter(host))))
     end
     if backoff > 0 then nxt = math.max(nxt, after(now, backoff)) end
-    if nxt ~= cur then redis.call('HSET', K_HNEXT, host, nxt) end
+    if nxt ~= cur then hset(K_HNEXT, host, nxt) end
 
     if outcome == 'done' then
-      redis.call('HINCRBY', K_STATS, 'done', 1)
+      stat('done', 1)
     elseif outcome == 'retry' then
       local attempt, failed, nt = requeue_or_fail(host, prio, task, max_attempts, reason, now, crawl, slave)
       if not failed then
         redis.call('ZADD', K_RETRY, now + retry_in, host .. '\t' .. prio .. '\t' .. nt)
-        redis.call('HINCRBY', K_STATS, 'retried', 1)
+        stat('retried', 1)
         work_added = true
       end
     elseif outcome == 'fail' then
       redis.call('RPUSH', K_FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
-      redis.call('HINCRBY', K_STATS, 'failed', 1)
+      stat('failed', 1)
       to_lambda(-tonumber(prio))
     elseif outcome == 'release' then
       push(host, prio, task, true)
@@ -139,7 +160,7 @@ for c = 1, n do
           local first = redis.call('HGET', ck, cfield)
           if first ~= url then
             follow = false
-            redis.call('HINCRBY', K_STATS, 'duplicates', 1)
+            stat('duplicates', 1)
             emit('duplicate', cjson.encode({crawl = crawl, url = url, first_url = first,
               content_hash = chash, slave = slave, at = now}))
           end
@@ -150,7 +171,15 @@ for c = 1, n do
         for l = 0, nlinks - 1 do
           local j = links_at + TUPLE * l
           local lhost, lscope = ARGV[j + 2], ARGV[j + 3]
-          if (not scope_by_seeds) or redis.call('SISMEMBER', K_SCOPE, lscope) == 1 then
+          local ok_scope = not scope_by_seeds
+          if not ok_scope then
+            ok_scope = in_scope[lscope]
+            if ok_scope == nil then
+              ok_scope = redis.call('SISMEMBER', K_SCOPE, lscope) == 1
+              in_scope[lscope] = ok_scope
+            end
+          end
+          if ok_scope then
             if seen_add(ARGV[j], ARGV[j + 1]) then
               local ok, why = admit(lhost, ARGV[j + 6], true)
               if not ok then
@@ -161,7 +190,7 @@ for c = 1, n do
                 else
                   push(lhost, ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
                 end
-                redis.call('HINCRBY', K_STATS, 'seen', 1)
+                stat('seen', 1)
                 added = added + 1
               end
             elseif STRATEGY == 'priority' then
@@ -178,7 +207,9 @@ for c = 1, n do
   end
 end
 acks[#acks + 1] = added
-reopen()
+call_chunked('ZREM', K_LEASE, ended_list, 1)
+call_chunked('HDEL', K_LEASEDATA, ended_list, 1)
+finish()
 return acks
 `)
 

@@ -340,20 +340,168 @@ local function seen_add(x, y)
   return redis.call('HSETNX', k_seen(x), y, '') == 1
 end
 
+-- Per-script caches. A script runs atomically, so what it read stays true
+-- until it writes; every write to a cached structure goes through the
+-- helpers below, which keep the cache equal to Redis. They cut the commands
+-- a script runs per page (BenchmarkScriptCommands).
+
+-- hcache[key][host]: a host's field of the politeness hashes (hinfl, hnext,
+-- hdelay, hpdelay, hjitter, hconc), false when absent: read at most once
+-- per script (hget), written through (hset, hdel, hincr)
+local hcache = {}
+-- the policy hashes are empty in most crawls: one EXISTS per script tells,
+-- and then their fields are known absent until this script writes them
+local POLICY = {[K_HPDELAY] = true, [K_HJITTER] = true, [K_HCONC] = true}
+local policies_empty
+local function hcache_of(key)
+  local t = hcache[key]
+  if not t then
+    t = {}
+    hcache[key] = t
+  end
+  return t
+end
+local function hget(key, host)
+  local t = hcache_of(key)
+  local v = t[host]
+  if v == nil then
+    if POLICY[key] then
+      if policies_empty == nil then
+        policies_empty = redis.call('EXISTS', K_HPDELAY, K_HJITTER, K_HCONC) == 0
+      end
+      if policies_empty then v = false end
+    end
+    if v == nil then v = redis.call('HGET', key, host) end
+    t[host] = v
+  end
+  return v
+end
+local function hset(key, host, v)
+  redis.call('HSET', key, host, v)
+  hcache_of(key)[host] = v
+end
+local function hdel(key, host)
+  redis.call('HDEL', key, host)
+  hcache_of(key)[host] = false
+end
+local function hincr(key, host, d)
+  local v = redis.call('HINCRBY', key, host, d)
+  hcache_of(key)[host] = v
+  return v
+end
+
+-- stats: the script's changes to the stats hash, written once per field at
+-- its end (flush_stats, from finish): nothing in a script reads them
+local stat_delta, stat_order = {}, {}
+local function stat(field, d)
+  if stat_delta[field] == nil then
+    stat_delta[field] = 0
+    stat_order[#stat_order + 1] = field
+  end
+  stat_delta[field] = stat_delta[field] + d
+end
+local function flush_stats()
+  for _, field in ipairs(stat_order) do
+    redis.call('HINCRBY', K_STATS, field, stat_delta[field])
+  end
+  stat_delta, stat_order = {}, {}
+end
+
+-- in_ready[r][host]: the host's score in the ready set of its class (r:
+-- render), false when not in it; nil until this script read or wrote it
+local in_ready = {[false] = {}, [true] = {}}
+-- rready_empty: the render ready set was empty when first asked, so a host
+-- not written since is not in it (most crawls never render)
+local rready_empty
+local function ready_score(r, host)
+  local v = in_ready[r][host]
+  if v == nil and r then
+    if rready_empty == nil then rready_empty = redis.call('EXISTS', K_RREADY) == 0 end
+    if rready_empty then v = false end
+  end
+  return v
+end
+local function ready_add(r, host, score)
+  if ready_score(r, host) ~= score then
+    redis.call('ZADD', kq_ready(r), score, host)
+    in_ready[r][host] = score
+  end
+end
+local function ready_rem(r, host)
+  if ready_score(r, host) ~= false then
+    redis.call('ZREM', kq_ready(r), host)
+    in_ready[r][host] = false
+  end
+end
+-- ready_zscore returns host's score in the ready set of class r, false
+-- when it is not in it
+local function ready_zscore(r, host)
+  local v = ready_score(r, host)
+  if v == nil then
+    local sc = redis.call('ZSCORE', kq_ready(r), host)
+    if sc then v = tonumber(sc) else v = false end
+    in_ready[r][host] = v
+  end
+  return v
+end
+-- ready_seen records a score a script read from the ready set of class r
+local function ready_seen(r, host, score) in_ready[r][host] = tonumber(score) end
+-- in_ready_set reports whether host is in the ready set of class r
+local function in_ready_set(r, host) return ready_zscore(r, host) ~= false end
+
+-- call_chunked runs redis.call(cmd, key, args...) in chunks of at most 1000
+-- args (Lua's unpack limit), a multiple of step (the args of one item)
+local function call_chunked(cmd, key, args, step)
+  local size = 1000 - 1000 %% step
+  for from = 1, #args, size do
+    redis.call(cmd, key, unpack(args, from, math.min(from + size - 1, #args)))
+  end
+end
+
+-- has_queue[r][host]: whether the host has queued tasks of class r; push
+-- sets it, a claim's pop forgets it (nil: ask Redis)
+local has_queue = {[false] = {}, [true] = {}}
+-- no_render: no render task was queued when first asked (the stats'
+-- rqueued count, which finish relies on too), so a host this script did
+-- not push a render task to has no render queue
+local no_render
+local function queued(r, host)
+  local v = has_queue[r][host]
+  if v == nil and r then
+    if no_render == nil then
+      no_render = tonumber(redis.call('HGET', K_STATS, 'rqueued') or '0') <= 0
+    end
+    if no_render then v = false end
+  end
+  if v == nil or v == 'ask' then
+    v = redis.call('EXISTS', kq_prios(r, host), kq_pq(r, host)) == 1
+    has_queue[r][host] = v
+  end
+  return v
+end
+-- forget_queue: a claim took tasks from the host's queue of class r
+local function forget_queue(r, host) has_queue[r][host] = 'ask' end
+
 -- a host's politeness: its HostPolicy where set, else the crawl's; the
 -- delay is the larger of the slaves' (hdelay: Crawl-delay, autothrottle)
 -- and the policy's (hpdelay) when both are set
 local function host_conc(host)
-  return tonumber(redis.call('HGET', K_HCONC, host) or DEF_CONC)
+  return tonumber(hget(K_HCONC, host) or DEF_CONC)
 end
 local function host_jitter(host)
-  return tonumber(redis.call('HGET', K_HJITTER, host) or DEF_JITTER)
+  return tonumber(hget(K_HJITTER, host) or DEF_JITTER)
 end
 local function host_delay(host)
-  local d = redis.call('HGET', K_HDELAY, host)
-  local p = redis.call('HGET', K_HPDELAY, host)
+  local d = hget(K_HDELAY, host)
+  local p = hget(K_HPDELAY, host)
   if d and p then return math.max(tonumber(d), tonumber(p)) end
   return tonumber(d or p or DEF_DELAY)
+end
+local function host_infl(host)
+  return tonumber(hget(K_HINFL, host) or '0')
+end
+local function host_next(host)
+  return tonumber(hget(K_HNEXT, host) or '0')
 end
 
 -- jittered returns the politeness delay hd with its random extra wait:
@@ -385,23 +533,24 @@ end
 -- make host claimable in each class (ready, rready) where it has queued
 -- tasks and a free slot; the slots and next time are the host's, shared
 local function ready_host(host)
-  local free = tonumber(redis.call('HGET', K_HINFL, host) or '0') < host_conc(host)
-  local nxt
+  local free = host_infl(host) < host_conc(host)
   for _, r in ipairs({false, true}) do
-    if free and redis.call('EXISTS', kq_prios(r, host), kq_pq(r, host)) == 1 then
-      nxt = nxt or tonumber(redis.call('HGET', K_HNEXT, host) or '0')
-      redis.call('ZADD', kq_ready(r), nxt, host)
+    if free and queued(r, host) then
+      ready_add(r, host, host_next(host))
     else
-      redis.call('ZREM', kq_ready(r), host)
+      ready_rem(r, host)
     end
   end
 end
 
 -- work_added records that this script queued work (a task or a retry):
--- reopen() then restarts the finish window and clears a finished flag,
+-- finish() then restarts the finish window and clears a finished flag,
 -- once per script rather than once per task
 local work_added = false
-local function reopen()
+-- finish ends every script that changes the queues: it writes the stats
+-- and reopens the crawl when work was added
+local function finish()
+  flush_stats()
   if work_added then redis.call('HDEL', K_META, 'idle_since', 'finished') end
 end
 
@@ -417,35 +566,33 @@ local function push(host, prio, task, front)
     redis.call('HSET', K_PQDATA, url, f)
   else
     local q = kq_queue(r, host, prio)
-    if front then redis.call('LPUSH', q, task) else redis.call('RPUSH', q, task) end
-    redis.call('ZADD', kq_prios(r, host), prio, prio)
+    local len
+    if front then len = redis.call('LPUSH', q, task) else len = redis.call('RPUSH', q, task) end
+    -- a list that was not empty already has its priority in prios
+    if len == 1 then redis.call('ZADD', kq_prios(r, host), prio, prio) end
   end
-  redis.call('HINCRBY', K_STATS, 'queued', 1)
-  if r then redis.call('HINCRBY', K_STATS, 'rqueued', 1) end
+  has_queue[r][host] = true
+  stat('queued', 1)
+  if r then stat('rqueued', 1) end
   work_added = true
-  local set = kq_ready(r)
-  if redis.call('ZSCORE', set, host) == false then
-    local infl = tonumber(redis.call('HGET', K_HINFL, host) or '0')
-    if infl < host_conc(host) then
-      local nxt = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
-      redis.call('ZADD', set, nxt, host)
-    end
+  if not in_ready_set(r, host) and host_infl(host) < host_conc(host) then
+    ready_add(r, host, host_next(host))
   end
 end
 
 -- set_field sets a host's field of a policy hash to v, or deletes it when
 -- v is '' (the crawl's default), writing only when it changes
 local function set_field(key, host, v)
-  local cur = redis.call('HGET', key, host)
+  local cur = hget(key, host)
   if v == '' then
     if cur then
-      redis.call('HDEL', key, host)
+      hdel(key, host)
       return true
     end
     return false
   end
   if cur ~= v then
-    redis.call('HSET', key, host, v)
+    hset(key, host, v)
     return true
   end
   return false
@@ -492,7 +639,7 @@ end
 -- trap_drop counts a link dropped by a cap; the first drop by a host's page
 -- cap records one trap exception for the host
 local function trap_drop(host, task, why, crawl, slave, now)
-  redis.call('HINCRBY', K_STATS, 'trap_dropped', 1)
+  stat('trap_dropped', 1)
   if why == 'host' and redis.call('HSETNX', K_HPAGES, '\t' .. host, now) == 1 then
     emit('exception', cjson.encode({crawl = crawl, kind = 'trap', url = task_url(task), host = host,
       slave = slave, attempt = 0, status = 0,
@@ -510,7 +657,7 @@ local function requeue_or_fail(host, prio, task, max_attempts, reason, now, craw
   local nt = f[1] .. '\t' .. f[2] .. '\t' .. attempt .. '\t' .. url
   if attempt >= max_attempts then
     redis.call('RPUSH', K_FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. nt)
-    redis.call('HINCRBY', K_STATS, 'failed', 1)
+    stat('failed', 1)
     to_lambda(-tonumber(prio))
     emit('exception', cjson.encode({crawl = crawl, kind = 'failed', url = url, host = host,
       slave = slave, attempt = attempt, status = 0,
@@ -522,7 +669,7 @@ end
 
 -- release a host slot after a lease ends
 local function host_done(host)
-  local infl = redis.call('HINCRBY', K_HINFL, host, -1)
-  if infl <= 0 then redis.call('HDEL', K_HINFL, host) end
+  local infl = hincr(K_HINFL, host, -1)
+  if infl <= 0 then hdel(K_HINFL, host) end
 end
 `, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ, sfxBloom)

@@ -20,13 +20,13 @@ local function lose(url, data, reason, now, max_attempts, crawl)
   redis.call('ZREM', K_LEASE, url)
   redis.call('HDEL', K_LEASEDATA, url)
   host_done(host)
-  local cur = tonumber(redis.call('HGET', K_HNEXT, host) or '0')
+  local cur = host_next(host)
   local hd = host_delay(host)
-  if after(now, hd) > cur then redis.call('HSET', K_HNEXT, host, after(now, hd)) end
+  if after(now, hd) > cur then hset(K_HNEXT, host, after(now, hd)) end
   local attempt, failed, nt = requeue_or_fail(host, prio, task, max_attempts, 'lease lost: ' .. reason, now, crawl, slave)
   if not failed then push(host, prio, nt, true) end
   ready_host(host)
-  redis.call('HINCRBY', K_STATS, 'lost', 1)
+  stat('lost', 1)
   emit('lost', cjson.encode({crawl = crawl, url = url, slave = slave, leased_at = leased_at,
     detected_at = now, attempt = attempt, reason = reason}))
 end
@@ -49,7 +49,7 @@ for _, url in ipairs(urls) do
     redis.call('ZREM', K_LEASE, url)
   end
 end
-reopen()
+finish()
 return #urls
 `)
 
@@ -88,7 +88,7 @@ if removed == 1 or n > 0 then
   if n > 0 then detail = detail .. '; ' .. n .. ' leases taken back' end
   emit('slave', cjson.encode({crawl = crawl, slave = slave, kind = kind, host = host, at = now, detail = detail}))
 end
-reopen()
+finish()
 return n
 `)
 
@@ -122,7 +122,7 @@ func (f *Redis) retire(ctx context.Context, slave, kind, detail string) (int, er
 // finishScript decides whether the crawl is finished: nothing queued (the
 // queued count includes render tasks, and the render count is checked too),
 // in flight or waiting for retry, continuously for the quiescence window. Any
-// script that queues work clears idle_since (reopen), so the window
+// script that queues work clears idle_since (finish), so the window
 // restarts whenever work appears. Because leases, queues and retries only
 // change inside scripts, the check can never see "empty" while a slave
 // holds work.

@@ -32,11 +32,11 @@ for s = 0, n - 1 do
   if seen_add(ARGV[j], ARGV[j + 1]) then
     admit(ARGV[j + 2], ARGV[j + 6], false)
     push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
-    redis.call('HINCRBY', K_STATS, 'seen', 1)
+    stat('seen', 1)
     added = added + 1
   end
 end
-reopen()
+finish()
 return added
 `)
 

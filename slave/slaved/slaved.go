@@ -108,8 +108,8 @@ type Slave struct {
 	ruleSet       atomic.Pointer[rules.Set] // the rule set in force, nil = none
 	rulesReload   chan struct{}
 	acked         chan struct{} // signalled after each acknowledged batch: host slots were freed
-	rulesRejected atomic.Value // version that could not be loaded (string)
-	dyn           dynLearner   // "maybe dynamic" outcomes per URL pattern
+	rulesRejected atomic.Value  // version that could not be loaded (string)
+	dyn           dynLearner    // "maybe dynamic" outcomes per URL pattern
 	pub           *batcher[frontier.Event]
 
 	started  time.Time
