@@ -136,6 +136,9 @@ func (o Options) withDefaults() Options {
 type Point struct {
 	T    float64
 	Done int64
+	// SlaveRSS is the largest VmRSS of the slave processes at the sample,
+	// in bytes (subprocesses only; else 0).
+	SlaveRSS int64
 }
 
 // RunResult is one redcrawl crawl. Values that were not measured are -1
@@ -153,6 +156,11 @@ type RunResult struct {
 	SlaveCPUPer1k   float64 // CPU seconds per 1,000 pages of the slave processes (subprocesses only)
 	ProcessCPUPer1k float64 // of this process: site, master, sampler (+ slaves when in-process)
 	SlavePeakRSS    int64   // bytes, max VmHWM over the slave processes (subprocesses only)
+	// SlaveRSSFirst and SlaveRSSLast are the mean slave RSS over the
+	// samples of the first and the last 10% of the crawl (by pages done),
+	// in bytes; -1 when not measured. Their ratio shows whether memory
+	// stays flat as the crawl goes on.
+	SlaveRSSFirst, SlaveRSSLast int64
 
 	RedisCallsPerPage float64 // server: commandstats calls, commands inside scripts included
 	RoundTripsPerPage float64 // client: commands and scripts sent

@@ -161,3 +161,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+func TestRSSEnds(t *testing.T) {
+	series := []Point{{Done: 0, SlaveRSS: 100}, {Done: 5, SlaveRSS: 10}, {Done: 10, SlaveRSS: 20},
+		{Done: 50, SlaveRSS: 99}, {Done: 90, SlaveRSS: 30}, {Done: 95, SlaveRSS: 50}, {Done: 100, SlaveRSS: 100}}
+	if f, l := rssEnds(series, 100); f != 15 || l != 40 {
+		t.Errorf("rssEnds = %d, %d; want 15, 40", f, l)
+	}
+	if f, l := rssEnds(nil, 100); f != -1 || l != -1 {
+		t.Errorf("rssEnds(nil) = %d, %d", f, l)
+	}
+}

@@ -132,6 +132,15 @@ func (ss *slaveSet) stop() {
 	ss.wg.Wait()
 }
 
+// rss returns the largest VmRSS of the subprocesses now, or 0.
+func (ss *slaveSet) rss() int64 {
+	var m int64
+	for _, c := range ss.procs {
+		m = max(m, procStatusKB(c.Process.Pid, "VmRSS"))
+	}
+	return m
+}
+
 // usage returns the subprocesses' CPU and their largest peak RSS, or -1s.
 func (ss *slaveSet) usage() (cpu time.Duration, peak int64) {
 	if len(ss.procs) == 0 {
@@ -177,7 +186,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 		return nil, err
 	}
 	res = &RunResult{Slaves: n, Subprocess: b.opt.SlaveBinary != "", Crawl: cfg.Crawl.Name,
-		SlaveCPUPer1k: math.NaN(), SlavePeakRSS: -1}
+		SlaveCPUPer1k: math.NaN(), SlavePeakRSS: -1, SlaveRSSFirst: -1, SlaveRSSLast: -1}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -230,6 +239,9 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 
 	smp := &sampler{start: start, done: redisDone(b.mon, cfg.Crawl.Name), rdb: b.mon, crawl: cfg.Crawl.Name,
 		hosts: b.hostKeys, baseMem: info0.usedMemory}
+	if b.opt.SlaveBinary != "" {
+		smp.slaveRSS = ss.rss
+	}
 	sctx, stopSampler := context.WithCancel(runCtx)
 	var swg sync.WaitGroup
 	swg.Add(1)
@@ -295,6 +307,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 	smp.mu.Lock()
 	res.RedisPeakCore = smp.peakCore
 	res.Series = smp.series
+	res.SlaveRSSFirst, res.SlaveRSSLast = rssEnds(smp.series, pages)
 	res.PeakQueued = smp.peakQueued
 	if smp.probeQueued > 0 {
 		res.QueuedBytesPerURL = float64(smp.probeBytes) / float64(smp.probeQueued)

@@ -73,6 +73,13 @@ func (r *Report) Markdown() string {
 	row("CPU s / 1,000 pages, slaves' own", "n/a", func(x *RunResult) string { return fmtF(x.SlaveCPUPer1k, 2) })
 	row("CPU s / 1,000 pages, this process", fmtF(c.CPUPer1k, 2), func(x *RunResult) string { return fmtF(x.ProcessCPUPer1k, 2) })
 	row("slave peak RSS, MiB (max over slaves)", "n/a", func(x *RunResult) string { return fmtMiB(x.SlavePeakRSS) })
+	row("slave RSS, first → last 10% of the crawl, MiB", "n/a", func(x *RunResult) string {
+		if x.SlaveRSSFirst <= 0 || x.SlaveRSSLast <= 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%s → %s (%+.0f%%)", fmtMiB(x.SlaveRSSFirst), fmtMiB(x.SlaveRSSLast),
+			100*(float64(x.SlaveRSSLast)/float64(x.SlaveRSSFirst)-1))
+	})
 	row("RSS growth, MiB", fmtMiB(c.RSSGrowth), func(*RunResult) string { return "n/a" })
 	row("Redis calls / page (server, in scripts too)", "–", func(x *RunResult) string { return fmtF(x.RedisCallsPerPage, 1) })
 	row("Redis round trips / page (client)", "–", func(x *RunResult) string { return fmtF(x.RoundTripsPerPage, 2) })

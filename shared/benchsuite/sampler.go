@@ -18,6 +18,9 @@ type sampler struct {
 	start time.Time
 	// done returns pages done and URLs queued (colly: queued is 0).
 	done func(ctx context.Context) (done, queued int64, err error)
+	// slaveRSS, when set, returns the largest VmRSS of the slave
+	// processes in bytes.
+	slaveRSS func() int64
 	// rdb, crawl, hosts and baseMem are set for a redcrawl crawl.
 	rdb     redis.UniversalClient
 	crawl   string
@@ -56,9 +59,13 @@ func (s *sampler) sample(ctx context.Context, redisToo bool) {
 	done, queued, err := s.done(ctx)
 	now := time.Now()
 	rss := procStatusKB(0, "VmRSS")
+	var srss int64
+	if s.slaveRSS != nil {
+		srss = s.slaveRSS()
+	}
 	s.mu.Lock()
 	if err == nil {
-		s.series = append(s.series, Point{T: now.Sub(s.start).Seconds(), Done: done})
+		s.series = append(s.series, Point{T: now.Sub(s.start).Seconds(), Done: done, SlaveRSS: srss})
 	}
 	s.peakRSS = max(s.peakRSS, rss)
 	s.peakQueued = max(s.peakQueued, queued)
@@ -112,6 +119,31 @@ func toInt(v any) int64 {
 	s, _ := v.(string)
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
+}
+
+// rssEnds returns the mean slave RSS over the samples in the first and
+// the last 10% of the crawl by pages done (-1 when there are none).
+func rssEnds(series []Point, total int64) (first, last int64) {
+	var fs, ls, fn, ln int64
+	for _, p := range series {
+		if p.SlaveRSS <= 0 || total <= 0 {
+			continue
+		}
+		switch f := float64(p.Done) / float64(total); {
+		case f > 0 && f <= 0.1:
+			fs, fn = fs+p.SlaveRSS, fn+1
+		case f >= 0.9 && f < 1:
+			ls, ln = ls+p.SlaveRSS, ln+1
+		}
+	}
+	first, last = -1, -1
+	if fn > 0 {
+		first = fs / fn
+	}
+	if ln > 0 {
+		last = ls / ln
+	}
+	return first, last
 }
 
 // rates turns a series into pages/s over ChartWindow samples.
