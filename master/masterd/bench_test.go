@@ -7,47 +7,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/shared/benchsuite"
 	"github.com/redcrawl/redcrawl/shared/testsite"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
-
-// countHook counts the commands a client sends (a pipeline counts each
-// command it carries): the round-trip cost the frontier is designed to keep
-// low. Redis's own commandstats also count the commands that scripts call.
-type countHook struct{ cmds, scripts atomic.Int64 }
-
-func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			h.count(c)
-		}
-		return next(ctx, cmds)
-	}
-}
-func (h *countHook) count(c redis.Cmder) {
-	name := c.Name()
-	if name == "evalsha" || name == "eval" {
-		h.scripts.Add(1)
-	}
-	// a NOSCRIPT evalsha retried as eval is one logical call
-	if name != "eval" {
-		h.cmds.Add(1)
-	}
-}
 
 // BenchmarkClusterCrawl crawls the loopback site with the real master,
 // slaves, Redis and MySQL, politeness delay 0, and reports pages/s and
@@ -94,7 +63,7 @@ func clusterCrawl(b *testing.B, slaves int, delay time.Duration) {
 	if _, err := masterd.Seed(context.Background(), cfg, site.Seeds()); err != nil {
 		b.Fatal(err)
 	}
-	hook := &countHook{}
+	hook := &benchsuite.CountHook{}
 	ropt, _ := cfg.RedisOptions()
 	rdb := redis.NewClient(ropt)
 	defer rdb.Close()
@@ -129,7 +98,7 @@ func clusterCrawl(b *testing.B, slaves int, delay time.Duration) {
 	}
 	pages := float64(st.Done)
 	b.ReportMetric(pages/elapsed.Seconds(), "pages/s")
-	b.ReportMetric(float64(hook.cmds.Load())/pages, "redis-cmds/page")
-	b.ReportMetric(float64(hook.scripts.Load())/pages, "scripts/page")
+	b.ReportMetric(float64(hook.Cmds.Load())/pages, "redis-cmds/page")
+	b.ReportMetric(float64(hook.Scripts.Load())/pages, "scripts/page")
 	b.ReportMetric(pages, "pages")
 }

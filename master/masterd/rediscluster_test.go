@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/shared/benchsuite"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -384,7 +385,7 @@ type rcCrawl struct {
 	cfg   *config.Config
 	site  *testsite.Site
 	cc    *redis.ClusterClient
-	hook  *countHook
+	hook  *benchsuite.CountHook
 	err   error
 }
 
@@ -440,7 +441,7 @@ func runClusterCrawls(t testing.TB, rc *redisCluster, p clusterCrawlParams) clus
 		// one cluster client per crawl, so its commands are counted apart
 		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 		t.Cleanup(func() { cc.Close() })
-		hook := &countHook{}
+		hook := &benchsuite.CountHook{}
 		cc.AddHook(hook)
 		cc.AddHook(namer)
 		crawls = append(crawls, &rcCrawl{name: name, slot: slots[i], owner: owners[i],
@@ -493,8 +494,8 @@ func runClusterCrawls(t testing.TB, rc *redisCluster, p clusterCrawlParams) clus
 		before[nd.addr] = s
 	}
 	for _, c := range crawls {
-		c.hook.cmds.Store(0)
-		c.hook.scripts.Store(0)
+		c.hook.Cmds.Store(0)
+		c.hook.Scripts.Store(0)
 	}
 
 	start := time.Now()
@@ -564,11 +565,11 @@ func runClusterCrawls(t testing.TB, rc *redisCluster, p clusterCrawlParams) clus
 			checkClusterCrawl(t, c)
 		}
 		pages += float64(st.Done)
-		cmds += float64(c.hook.cmds.Load())
+		cmds += float64(c.hook.Cmds.Load())
 		cpu := after[c.owner].cpu - before[c.owner].cpu
 		cpuCrawl += cpu
 		t.Logf("crawl %s: %d pages, %.2f client commands/page (%.2f scripts/page), owner %s CPU %.0f ms = %.0f ms per 1,000 pages",
-			c.name, st.Done, float64(c.hook.cmds.Load())/float64(st.Done), float64(c.hook.scripts.Load())/float64(st.Done),
+			c.name, st.Done, float64(c.hook.Cmds.Load())/float64(st.Done), float64(c.hook.Scripts.Load())/float64(st.Done),
 			c.owner, cpu*1000, cpu*1e6/float64(st.Done))
 	}
 	// a node without a crawl gives the baseline: cluster bus, cron, INFO

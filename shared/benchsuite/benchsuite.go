@@ -222,7 +222,7 @@ type bench struct {
 	hostIPs  []string // 127.0.0.2…
 	hostKeys []string // frontier host keys, ip:port
 	mon      *redis.Client
-	monHook  *countHook
+	monHook  *CountHook
 	tmp      string
 	stamp    string
 }
@@ -251,7 +251,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		return nil, fmt.Errorf("benchsuite: %w", err)
 	}
 	b := &bench{opt: opt, site: site, expected: site.Expected(), hostKeys: hostKeys(site.HostURLs()),
-		mon: redis.NewClient(ropt), monHook: &countHook{}}
+		mon: redis.NewClient(ropt), monHook: &CountHook{}}
 	defer b.mon.Close()
 	b.mon.AddHook(b.monHook)
 	for _, raw := range site.HostURLs() {

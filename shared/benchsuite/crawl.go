@@ -18,6 +18,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/store"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
@@ -190,7 +191,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if derr := deleteCrawl(cctx, b.mon, cfg.Crawl.Name); derr != nil && err == nil {
+		if derr := frontier.DeleteCrawl(cctx, b.mon, cfg.Crawl.Name); derr != nil && err == nil {
 			err = fmt.Errorf("benchsuite: delete crawl keys: %w", derr)
 		}
 	}()
@@ -201,7 +202,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 	if err != nil {
 		return nil, err
 	}
-	hook := &countHook{}
+	hook := &CountHook{}
 	var clients []*redis.Client
 	newClient := func() *redis.Client {
 		c := redis.NewClient(ropt)
@@ -219,7 +220,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: redis info: %w", err)
 	}
-	mon0 := b.monHook.cmds.Load()
+	mon0 := b.monHook.Cmds.Load()
 	cpu0 := selfCPU()
 	start := time.Now()
 	if _, err := masterd.Seed(ctx, &cfg, b.site.Seeds()); err != nil {
@@ -256,7 +257,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 	stopSampler()
 	swg.Wait()
 	info1, ierr := readInfo(ctx, b.mon)
-	mon1 := b.monHook.cmds.Load()
+	mon1 := b.monHook.Cmds.Load()
 	ss.stop()
 	if merr != nil {
 		return nil, fmt.Errorf("benchsuite: master: %w", merr)
@@ -295,13 +296,13 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 	calls := info1.calls - info0.calls - (mon1 - mon0)
 	res.RedisCallsPerPage = perPage(calls, pages)
 	if b.opt.SlaveBinary == "" {
-		res.RoundTripsPerPage = perPage(hook.cmds.Load(), pages)
-		res.ScriptsPerPage = perPage(hook.scripts.Load(), pages)
+		res.RoundTripsPerPage = perPage(hook.Cmds.Load(), pages)
+		res.ScriptsPerPage = perPage(hook.Scripts.Load(), pages)
 	} else {
 		// the slaves' scripts from the server, the master's commands from its hook
 		scripts := info1.scripts - info0.scripts
 		res.ScriptsPerPage = perPage(scripts, pages)
-		res.RoundTripsPerPage = perPage(scripts-hook.scripts.Load()+hook.cmds.Load(), pages)
+		res.RoundTripsPerPage = perPage(scripts-hook.Scripts.Load()+hook.Cmds.Load(), pages)
 	}
 	res.RedisCPUPer1k = per1k(time.Duration((info1.cpu-info0.cpu)*float64(time.Second)), pages)
 	smp.mu.Lock()

@@ -13,19 +13,21 @@ import (
 	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
-// countHook counts what a client sends: every command (a pipeline counts
-// each command it carries) and, among them, the scripts. A NOSCRIPT
-// evalsha retried as eval is one round trip.
-type countHook struct{ cmds, scripts atomic.Int64 }
+// CountHook counts what a go-redis client sends: every command (a
+// pipeline counts each command it carries) and, among them, the scripts,
+// the round-trip cost the frontier is designed to keep low (Redis's own
+// commandstats also count the commands scripts call). A NOSCRIPT evalsha
+// retried as eval is one round trip. Add it with client.AddHook.
+type CountHook struct{ Cmds, Scripts atomic.Int64 }
 
-func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *CountHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *CountHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.count(cmd)
 		return next(ctx, cmd)
 	}
 }
-func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *CountHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, c := range cmds {
 			h.count(c)
@@ -33,13 +35,13 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		return next(ctx, cmds)
 	}
 }
-func (h *countHook) count(c redis.Cmder) {
+func (h *CountHook) count(c redis.Cmder) {
 	name := c.Name()
 	if name == "evalsha" || name == "eval" {
-		h.scripts.Add(1)
+		h.Scripts.Add(1)
 	}
 	if name != "eval" {
-		h.cmds.Add(1)
+		h.Cmds.Add(1)
 	}
 }
 
@@ -146,26 +148,4 @@ func hostKeys(hostURLs []string) []string {
 		}
 	}
 	return out
-}
-
-// deleteCrawl deletes every Redis key of a crawl (crawl:{name}:*).
-func deleteCrawl(ctx context.Context, rdb redis.UniversalClient, crawl string) error {
-	iter := rdb.Scan(ctx, 0, frontier.NewKeys(crawl).Prefix+"*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == 500 {
-			if err := rdb.Del(ctx, keys...).Err(); err != nil {
-				return err
-			}
-			keys = keys[:0]
-		}
-	}
-	if err := iter.Err(); err != nil {
-		return err
-	}
-	if len(keys) > 0 {
-		return rdb.Del(ctx, keys...).Err()
-	}
-	return nil
 }

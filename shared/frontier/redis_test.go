@@ -2,6 +2,7 @@ package frontier_test
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"testing"
 
@@ -79,4 +80,32 @@ func TestRedisFrontier(t *testing.T) {
 		}
 		return f, drain
 	})
+}
+
+func TestDeleteCrawl(t *testing.T) {
+	ctx := context.Background()
+	rdb := testRedis(t)
+	crawl := testutil.CrawlName("del")
+	f, err := frontier.NewRedis(ctx, rdb, frontier.Options{Crawl: crawl, ExpectedURLs: 1000, HostConcurrency: 1, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("http://a.test/")
+	if _, err := f.Seed(ctx, []frontier.Task{frontier.NewTask(u, 0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	other := testutil.CrawlName("keep")
+	if err := rdb.Set(ctx, frontier.NewKeys(other).Meta, "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Del(ctx, frontier.NewKeys(other).Meta)
+	if err := frontier.DeleteCrawl(ctx, rdb, crawl); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := rdb.Keys(ctx, frontier.NewKeys(crawl).Prefix+"*").Result(); len(keys) != 0 {
+		t.Errorf("keys left: %v", keys)
+	}
+	if n, _ := rdb.Exists(ctx, frontier.NewKeys(other).Meta).Result(); n != 1 {
+		t.Error("another crawl's key was deleted")
+	}
 }
