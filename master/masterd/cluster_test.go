@@ -151,19 +151,13 @@ func seed(t *testing.T, cfg *config.Config, site *testsite.Site) {
 	}
 }
 
-// checkCrawl checks coverage, exactly-once (re-fetches only for lost
-// leases), robots.txt, politeness as the site saw it, and what landed in
-// MySQL.
-func checkCrawl(t *testing.T, cfg *config.Config, site *testsite.Site, lost []events.Lost) {
+// checkHits checks, from the site's request log, coverage and exactly-once
+// (re-fetches only for lost leases), that robots.txt was fetched once per
+// host (again only after a lost lease) and that no disallowed or unknown URL
+// was requested. label prefixes the errors. It returns the expected URLs
+// and the lost leases by URL.
+func checkHits(t testing.TB, label string, site *testsite.Site, lost []events.Lost) (map[string]int, map[string]int) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := masterd.Status(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !st.Finished || st.Queued != 0 || st.InFlight != 0 || st.Retry != 0 {
-		t.Errorf("status %+v, want finished and empty", st)
-	}
 	expected := site.Expected()
 	hits := site.HitCounts()
 	lostBy := map[string]int{}
@@ -186,22 +180,39 @@ func checkCrawl(t *testing.T, cfg *config.Config, site *testsite.Site, lost []ev
 		case strings.HasSuffix(u, "/robots.txt"):
 			robots += n
 		case strings.Contains(u, "/private/"):
-			t.Errorf("robots.txt-disallowed URL fetched: %s", u)
+			t.Errorf("%srobots.txt-disallowed URL fetched: %s", label, u)
 		case expected[u] == 0:
-			t.Errorf("unexpected URL fetched %d times: %s", n, u)
+			t.Errorf("%sunexpected URL fetched %d times: %s", label, n, u)
 		}
 	}
 	sort.Strings(missing)
 	sort.Strings(extra)
 	if len(missing) > 0 {
-		t.Errorf("%d expected URLs not fetched, e.g. %v", len(missing), missing[:min(5, len(missing))])
+		t.Errorf("%s%d expected URLs not fetched, e.g. %v", label, len(missing), missing[:min(5, len(missing))])
 	}
 	if len(extra) > 0 {
-		t.Errorf("%d URLs fetched more than once without a lost lease, e.g. %v", len(extra), extra[:min(5, len(extra))])
+		t.Errorf("%s%d URLs fetched more than once without a lost lease, e.g. %v", label, len(extra), extra[:min(5, len(extra))])
 	}
-	if robots > 5+len(lost) { // once per host, shared through Redis
-		t.Errorf("robots.txt fetched %d times for 5 hosts", robots)
+	if hosts := len(site.HostURLs()); robots > hosts+len(lost) { // once per host, shared through Redis
+		t.Errorf("%srobots.txt fetched %d times for %d hosts", label, robots, hosts)
 	}
+	return expected, lostBy
+}
+
+// checkCrawl checks coverage, exactly-once (re-fetches only for lost
+// leases), robots.txt, politeness as the site saw it, and what landed in
+// MySQL.
+func checkCrawl(t *testing.T, cfg *config.Config, site *testsite.Site, lost []events.Lost) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := masterd.Status(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Finished || st.Queued != 0 || st.InFlight != 0 || st.Retry != 0 {
+		t.Errorf("status %+v, want finished and empty", st)
+	}
+	expected, lostBy := checkHits(t, "", site, lost)
 
 	// politeness across all slaves, as the site saw it
 	byHost := map[string][]time.Time{}

@@ -718,44 +718,7 @@ func checkClusterCrawl(t testing.TB, c *rcCrawl) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lostBy := map[string]int{}
-	for _, l := range lost {
-		lostBy[l.URL]++
-	}
-	expected := c.site.Expected()
-	hits := c.site.HitCounts()
-	var missing, extra []string
-	for u, want := range expected {
-		got := hits[u]
-		if got < want {
-			missing = append(missing, fmt.Sprintf("%s (%d of %d)", u, got, want))
-		}
-		if got > want+lostBy[u] {
-			extra = append(extra, fmt.Sprintf("%s (%d, want %d + %d lost)", u, got, want, lostBy[u]))
-		}
-	}
-	robots := 0
-	for u, n := range hits {
-		switch {
-		case strings.HasSuffix(u, "/robots.txt"):
-			robots += n
-		case strings.Contains(u, "/private/"):
-			t.Errorf("crawl %s: robots.txt-disallowed URL fetched: %s", c.name, u)
-		case expected[u] == 0:
-			t.Errorf("crawl %s: unexpected URL fetched %d times: %s", c.name, n, u)
-		}
-	}
-	sort.Strings(missing)
-	sort.Strings(extra)
-	if len(missing) > 0 {
-		t.Errorf("crawl %s: %d expected URLs not fetched, e.g. %v", c.name, len(missing), missing[:min(5, len(missing))])
-	}
-	if len(extra) > 0 {
-		t.Errorf("crawl %s: %d URLs fetched more than once without a lost lease, e.g. %v", c.name, len(extra), extra[:min(5, len(extra))])
-	}
-	if hosts := len(c.site.HostURLs()); robots > hosts+len(lost) {
-		t.Errorf("crawl %s: robots.txt fetched %d times for %d hosts", c.name, robots, hosts)
-	}
+	expected, lostBy := checkHits(t, "crawl "+c.name+": ", c.site, lost)
 	pages, err := db.PageURLs(ctx, c.name)
 	if err != nil {
 		t.Fatal(err)
@@ -779,6 +742,6 @@ func checkClusterCrawl(t testing.TB, c *rcCrawl) {
 	if denied == 0 {
 		t.Errorf("crawl %s: no robots_denied exceptions in MySQL", c.name)
 	}
-	t.Logf("crawl %s: %d expected URLs each fetched once, %d lost leases, %d robots.txt fetches, %d robots_denied",
-		c.name, len(expected), len(lost), robots, denied)
+	t.Logf("crawl %s: %d expected URLs each fetched once, %d lost leases, %d robots_denied",
+		c.name, len(expected), len(lost), denied)
 }

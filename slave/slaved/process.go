@@ -287,7 +287,9 @@ func (s *Slave) linkTask(c *frontier.Completion, u *url.URL, depth, hops int) (f
 	if u.RawQuery != "" {
 		t.PathKey = urlx.PathKey(u)
 	}
-	t.Score = urlImportance(u)
+	if s.cfg.Crawl.Strategy == "priority" {
+		t.Score = urlImportance(u) // only the priority strategy reads it
+	}
 	if rs := s.ruleFor(u); rs != nil {
 		if ok, _ := rs.InScope(u, depth); !ok {
 			return frontier.Task{}, false

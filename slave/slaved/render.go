@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"time"
@@ -183,10 +184,6 @@ func (s *Slave) renderFetch(ctx context.Context, l frontier.Lease, rs *rules.Rul
 		status = 200
 	}
 	return &Response{Status: status, Proto: "HTTP/1.1", Header: h, Body: body, Duration: res.Duration,
-		Proxy: proxyLabel, Request: requestLine(u, req.UserAgent), Rendered: true, FinalURL: res.FinalURL}, nil
-}
-
-// requestLine is the request block recorded in WARC for a rendered page.
-func requestLine(u *url.URL, ua string) []byte {
-	return []byte("GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nUser-Agent: " + ua + "\r\n\r\n")
+		Proxy: proxyLabel, Request: requestBlock(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}, req.UserAgent),
+		Rendered: true, FinalURL: res.FinalURL}, nil
 }
