@@ -23,6 +23,20 @@ type Config struct {
 	Render     Render     `mapstructure:"render"`
 	Dedup      Dedup      `mapstructure:"dedup"`
 	Log        Log        `mapstructure:"log"`
+	Admin      Admin      `mapstructure:"admin"`
+}
+
+// Admin is the master's HTTP server: dashboard, JSON API, /metrics.
+type Admin struct {
+	// Listen is the master's admin address (host:port); "" = no server.
+	Listen string `mapstructure:"listen"`
+	// Token is required by every action and, unless PublicRead, by every
+	// read (Authorization: Bearer, or the dashboard's login). Empty = the
+	// server refuses everything but public reads. Never logged.
+	Token string `mapstructure:"token"`
+	// PublicRead lets reads (dashboard, GET API, /metrics) through without
+	// the token.
+	PublicRead bool `mapstructure:"public_read"`
 }
 
 // Redis is where the frontier lives.
@@ -88,6 +102,10 @@ type Crawl struct {
 	// ContentDedup records pages whose body was already seen in the crawl
 	// as duplicates and does not follow their links again.
 	ContentDedup bool `mapstructure:"content_dedup"`
+	// Schedule re-seeds the crawl (a recrawl of its seeds, following links
+	// not seen before) on a cron expression or descriptor (@daily, @every
+	// 6h); "" = never. Rule files may carry their own schedule.
+	Schedule string `mapstructure:"schedule"`
 }
 
 // Politeness binds every slave together towards one site.
@@ -149,6 +167,13 @@ type Slave struct {
 	// rendering off, and (bin/slave) sets a Go memory limit of 64 MiB unless
 	// GOMEMLIMIT is set; "" = none. See SlaveProfile.
 	Profile string `mapstructure:"profile"`
+	// ProgressEvery is how often a slave logs a progress line (pages,
+	// pages/s, errors, in flight); 0 = never.
+	ProgressEvery time.Duration `mapstructure:"progress_every"`
+	// MetricsListen is where a slave serves Prometheus /metrics (host:port;
+	// port 0 picks a free port, reported in the heartbeat so the master's
+	// /api/v1/sd lists it); "" = no metrics server.
+	MetricsListen string `mapstructure:"metrics_listen"`
 }
 
 // Fetch tunes HTTP fetching.

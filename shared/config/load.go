@@ -63,6 +63,7 @@ func Default() Config {
 			MaxPagesPerHost:   1_000_000,
 			MaxQueryVariants:  1000,
 			ContentDedup:      true,
+			Schedule:          "",
 		},
 		Politeness: Politeness{
 			Delay:                time.Second,
@@ -88,6 +89,8 @@ func Default() Config {
 			ShutdownTimeout:   15 * time.Second,
 			IdlePoll:          200 * time.Millisecond,
 			Profile:           "",
+			ProgressEvery:     10 * time.Second,
+			MetricsListen:     "127.0.0.1:0",
 		},
 		Fetch: Fetch{
 			Timeout:              30 * time.Second,
@@ -134,6 +137,7 @@ func Default() Config {
 			MemoryBytes: 256 << 20},
 		Dedup: Dedup{ExpectedURLs: 10_000_000, Mode: "exact", FalsePositiveRate: 1e-6},
 		Log:   Log{Level: "info", Format: "text"},
+		Admin: Admin{Listen: "127.0.0.1:8080", Token: "", PublicRead: false},
 	}
 }
 

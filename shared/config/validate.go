@@ -9,12 +9,14 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
@@ -231,7 +233,28 @@ func (c *Config) validateSlave() error {
 	default:
 		return errorf("slave.profile", "%q must be small or empty", s.Profile)
 	}
+	if s.ProgressEvery < 0 {
+		return errorf("slave.progress_every", "%v must be >= 0 (0 = no progress lines)", s.ProgressEvery)
+	}
+	if s.MetricsListen != "" {
+		if msg := checkListen(s.MetricsListen); msg != "" {
+			return errorf("slave.metrics_listen", "%q %s", s.MetricsListen, msg)
+		}
+	}
 	return nil
+}
+
+// checkListen checks a host:port listen address; it returns why it is bad,
+// or "".
+func checkListen(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "must be host:port (127.0.0.1:8080, :8080)"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "has a bad port (0 to 65535)"
+	}
+	return ""
 }
 
 func (c *Config) validateFetch() error {
@@ -460,6 +483,22 @@ func (c *Config) validateRest() error {
 	case "text", "json":
 	default:
 		return errorf("log.format", "%q must be text or json", c.Log.Format)
+	}
+	if c.Crawl.Schedule != "" {
+		if _, err := rules.ParseSchedule(c.Crawl.Schedule); err != nil {
+			return &Error{Key: "crawl.schedule", Msg: "want a 5-field cron expression or a descriptor (@daily, @every 6h)", Err: err}
+		}
+	}
+	if a := c.Admin; a.Listen != "" {
+		if msg := checkListen(a.Listen); msg != "" {
+			return errorf("admin.listen", "%q %s", a.Listen, msg)
+		}
+		if strings.ContainsAny(a.Token, "\r\n \t") {
+			return &Error{Key: "admin.token", Msg: "must not contain spaces or line breaks"}
+		}
+		if a.Token != "" && len(a.Token) < 16 {
+			return &Error{Key: "admin.token", Msg: "must be at least 16 characters (or empty: no actions, reads only with admin.public_read)"}
+		}
 	}
 	return nil
 }

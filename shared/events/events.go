@@ -165,6 +165,7 @@ type Heartbeat struct {
 	State        string  `json:"state"`                   // running, draining
 	Render       bool    `json:"render"`                  // the slave can render pages in a browser
 	RulesVersion string  `json:"rules_version,omitempty"` // version of the rule files the slave runs
+	MetricsAddr  string  `json:"metrics_addr,omitempty"`  // host:port of the slave's Prometheus /metrics
 }
 
 // Lost records a task whose lease was taken back.

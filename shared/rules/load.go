@@ -367,7 +367,7 @@ func (p *fileParser) parseFile(name string, data []byte) (rs *RuleSet, nameNode 
 			}
 		case "schedule":
 			if s, ok := p.str(v); ok {
-				sched, err := parseSchedule(s)
+				sched, err := ParseSchedule(s)
 				if err != nil {
 					p.errorf(v, "%v", err)
 				} else {

@@ -20,11 +20,11 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// parseSchedule validates a cron expression (5 fields) or a descriptor
+// ParseSchedule validates a cron expression (5 fields) or a descriptor
 // (@daily, @every 6h) with robfig/cron's standard parser. Time zones
 // (TZ=...) are refused: a schedule must mean the same on every machine
 // whatever its tz database.
-func parseSchedule(s string) (sched cron.Schedule, err error) {
+func ParseSchedule(s string) (sched cron.Schedule, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			sched, err = nil, fmt.Errorf("bad schedule %q: %v", s, r)
