@@ -23,7 +23,8 @@ import (
 // task's string starts with "r")
 // then a wait hint: ms until the earliest ready host's time comes, or -1
 // when no host has a free slot and queued tasks, then the version of the
-// published rule set ("" when none).
+// published rule set ("" when none). A paused crawl or a draining slave
+// (control.go) gets no lease and a wait of one second.
 //
 // Politeness: a host is in the ready set only while it has queued tasks and
 // fewer than its concurrency (host_conc) requests in flight. A claim takes
@@ -54,6 +55,13 @@ for _, m in ipairs(due) do
   redis.call('ZREM', K_RETRY, m)
   local host, prio, task = string.match(m, '^([^\t]*)\t([^\t]*)\t(.*)$')
   push(host, prio, task, false)
+end
+
+-- paused crawl, draining slave: no lease; look again in a second
+local ctl = redis.call('HMGET', K_CONTROL, 'paused', 'drain:' .. slave)
+if ctl[1] or ctl[2] then
+  finish()
+  return {1000, redis.call('HGET', K_RULES, 'version') or ''}
 end
 
 if AOPIC then

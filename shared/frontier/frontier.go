@@ -177,6 +177,11 @@ type Stats struct {
 	PagesPerSec  float64 `json:"pages_per_sec"`
 	Finished     bool    `json:"finished"`
 	FinishedAt   int64   `json:"finished_at,omitempty"` // unix ms
+	Requeued     int64   `json:"requeued"`              // failed tasks put back by an admin
+	Reseeded     int64   `json:"reseeded"`              // seeds enqueued again by recrawls
+	// Paused: an admin paused the crawl (Pause); nothing is claimed.
+	Paused      bool      `json:"paused"`
+	PausedSince time.Time `json:"paused_since,omitzero"`
 }
 
 // SlaveInfo is a registered slave's last heartbeat.

@@ -59,6 +59,11 @@ import (
 //	crawl:{name}:pq:<host>     zset   priority and aopic strategies: url -> -importance
 //	                                  (priority: X·backlinks + Y·Task.Score; aopic: cash)
 //	crawl:{name}:pqdata        hash   priority and aopic strategies: url -> depth \t hops \t attempt
+//	crawl:{name}:control       hash   admin state (control.go): paused -> since (ms);
+//	                                  drain:<slave> -> asked at (ms); retire:<proxy> -> asked
+//	                                  at (ms), proxy being the redacted URL slaves report
+//	crawl:{name}:seeds         set    the seed URLs as given to Seed (canonical), re-seeded
+//	                                  by scheduled recrawls (Reseed)
 //
 // A task string is depth \t hops \t attempt \t url, with depth prefixed by
 // "r" for a render task (Task.Render): a queued URL costs its length plus a
@@ -104,7 +109,11 @@ type Keys struct {
 	HostPDelay  string
 	// Rules is the published rule set; RulesChannel, the channel of its
 	// versions, is not a key but carries the crawl's hash tag.
-	Rules        string
+	Rules string
+	// Control holds admin state (pause, drains, retired proxies); Seeds the
+	// seed URLs (control.go).
+	Control      string
+	Seeds        string
 	RulesChannel string
 }
 
@@ -151,6 +160,8 @@ func NewKeys(crawl string) Keys {
 		HostPDelay:   p + "hpdelay",
 		Rules:        p + "rules",
 		RulesChannel: p + "rules:changed",
+		Control:      p + "control",
+		Seeds:        p + "seeds",
 	}
 }
 
@@ -201,7 +212,8 @@ func (k Keys) RobotsHost(host string) string { return k.Prefix + sfxRobots + hos
 func (k Keys) all() []string {
 	return []string{k.Meta, k.Stats, k.Ready, k.HostNext, k.HostInfl, k.HostDelay,
 		k.Lease, k.LeaseData, k.Retry, k.Failed, k.ScopeHosts, k.Slaves, k.SlaveInfo, k.Events,
-		k.PQData, k.HostPages, k.QueryVars, k.RenderReady, k.HostConc, k.HostJitter, k.HostPDelay, k.Rules}
+		k.PQData, k.HostPages, k.QueryVars, k.RenderReady, k.HostConc, k.HostJitter, k.HostPDelay, k.Rules,
+		k.Control, k.Seeds}
 }
 
 // luaPrelude names the fixed keys (KEYS in the order of Keys.all) and the
@@ -230,6 +242,7 @@ local K_LEASE, K_LEASEDATA, K_RETRY, K_FAILED, K_SCOPE = KEYS[7], KEYS[8], KEYS[
 local K_SLAVES, K_SLAVEINFO, K_EVENTS = KEYS[12], KEYS[13], KEYS[14]
 local K_PQDATA, K_HPAGES, K_QVAR = KEYS[15], KEYS[16], KEYS[17]
 local K_RREADY, K_HCONC, K_HJITTER, K_HPDELAY, K_RULES = KEYS[18], KEYS[19], KEYS[20], KEYS[21], KEYS[22]
+local K_CONTROL, K_SEEDS = KEYS[23], KEYS[24]
 local TUPLE = %d
 local function k_seen(b) return P .. %q .. b end
 local function k_queue(host, prio) return P .. %q .. host .. ':' .. prio end

@@ -84,6 +84,7 @@ if info then
 end
 local removed = redis.call('ZREM', K_SLAVES, slave)
 redis.call('HDEL', K_SLAVEINFO, slave)
+redis.call('HDEL', K_CONTROL, 'drain:' .. slave)
 if removed == 1 or n > 0 then
   if n > 0 then detail = detail .. '; ' .. n .. ' leases taken back' end
   emit('slave', cjson.encode({crawl = crawl, slave = slave, kind = kind, host = host, at = now, detail = detail}))

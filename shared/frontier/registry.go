@@ -19,7 +19,8 @@ import (
 //
 // KEYS: the crawl's fixed keys (Keys.all).
 // ARGV: prefix, slave, heartbeat_json, crawl, host, cfg.
-// Returns: 1 when the slave joined, else 0.
+// Returns: {joined (1 when the slave joined, else 0), then the control
+// fields (control.go) addressed to it: drain:<slave> and every retire:<proxy>}.
 var heartbeatScript = redis.NewScript(luaPrelude + `
 local slave, info, crawl, host = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now = now_ms()
@@ -28,18 +29,37 @@ redis.call('HSET', K_SLAVEINFO, slave, info)
 if added == 1 then
   emit('slave', cjson.encode({crawl = crawl, slave = slave, kind = 'join', host = host, at = now, detail = ''}))
 end
-return added
+local out = {added}
+local drain = 'drain:' .. slave
+for _, k in ipairs(redis.call('HKEYS', K_CONTROL)) do
+  if k == drain or string.sub(k, 1, 7) == 'retire:' then out[#out + 1] = k end
+end
+return out
 `)
 
 // Heartbeat implements Registry.
 func (f *Redis) Heartbeat(ctx context.Context, hb events.Heartbeat) error {
+	_, err := f.HeartbeatControl(ctx, hb)
+	return err
+}
+
+// HeartbeatControl is Heartbeat that also returns the admin's requests to
+// this slave (drain, retired proxies) at no extra round trip.
+func (f *Redis) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Control, error) {
 	hb.Crawl = f.opt.Crawl
 	b, err := json.Marshal(hb)
 	if err != nil {
-		return fmt.Errorf("heartbeat: %w", err)
+		return Control{}, fmt.Errorf("heartbeat: %w", err)
 	}
-	_, err = f.run(ctx, heartbeatScript, hb.Slave, b, f.opt.Crawl, hb.Host)
-	return wrap("heartbeat", err)
+	res, err := f.run(ctx, heartbeatScript, hb.Slave, b, f.opt.Crawl, hb.Host)
+	if err != nil {
+		return Control{}, wrap("heartbeat", err)
+	}
+	arr, _ := res.([]any)
+	if len(arr) == 0 {
+		return Control{}, fmt.Errorf("heartbeat: script returned nothing")
+	}
+	return controlOf(hb.Slave, arr[1:]), nil
 }
 
 // Leave implements Registry. Leases the slave still holds are taken back.
@@ -107,6 +127,7 @@ func (f *Redis) Stats(ctx context.Context) (Stats, error) {
 	retry := pipe.ZCard(ctx, f.keys.Retry)
 	meta := pipe.HGetAll(ctx, f.keys.Meta)
 	ready := pipe.ZCard(ctx, f.keys.Ready)
+	paused := pipe.HMGet(ctx, f.keys.Control, ctlPaused) // HMGET: no redis.Nil to fail Exec
 	decodeSlaves := f.queueSlaves(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Stats{}, wrap("stats", err)
@@ -131,7 +152,14 @@ func (f *Redis) Stats(ctx context.Context) (Stats, error) {
 		Hosts:       ready.Val(),
 
 		RenderQueued: get(st.Val(), "rqueued"),
+		Requeued:     get(st.Val(), "requeued"),
+		Reseeded:     get(st.Val(), "reseeded"),
 	}
+	if v := paused.Val(); len(v) == 1 {
+		ps, _ := v[0].(string)
+		s.PausedSince = pausedSince(ps)
+	}
+	s.Paused = !s.PausedSince.IsZero()
 	if fa := get(meta.Val(), "finished"); fa > 0 {
 		s.Finished, s.FinishedAt = true, fa
 	}

@@ -1,0 +1,298 @@
+package frontier
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Admin controls (the master's dashboard and CLI) live in the control hash
+// (Keys.Control):
+//
+//   - paused: the claim script leases nothing while it is set; leases
+//     already held finish normally, retries still fall due.
+//   - drain:<slave>: that slave gets no more leases and, told by its
+//     heartbeat, finishes what it holds and leaves; the field goes when
+//     the slave leaves or dies.
+//   - retire:<proxy>: every slave retires that proxy (redacted URL as in
+//     the proxy events), told by its heartbeat.
+const (
+	ctlPaused = "paused"
+	ctlDrain  = "drain:"
+	ctlRetire = "retire:"
+)
+
+// Control is the admin state a slave is told with each heartbeat.
+type Control struct {
+	// Drain: this slave is asked to finish its leases and leave.
+	Drain bool
+	// RetiredProxies are the proxies (redacted URLs) retired by an admin.
+	RetiredProxies []string
+}
+
+// Pause stops every claim of the crawl until Resume. It returns false when
+// the crawl was already paused.
+func (f *Redis) Pause(ctx context.Context) (bool, error) {
+	now, err := f.Now(ctx)
+	if err != nil {
+		return false, fmt.Errorf("pause: %w", err)
+	}
+	ok, err := f.rdb.HSetNX(ctx, f.keys.Control, ctlPaused, now.UnixMilli()).Result()
+	return ok, wrap("pause", err)
+}
+
+// Resume lets claims go on after Pause. It returns false when the crawl
+// was not paused.
+func (f *Redis) Resume(ctx context.Context) (bool, error) {
+	n, err := f.rdb.HDel(ctx, f.keys.Control, ctlPaused).Result()
+	return n > 0, wrap("resume", err)
+}
+
+// Paused says whether the crawl is paused.
+func (f *Redis) Paused(ctx context.Context) (bool, error) {
+	n, err := f.rdb.HExists(ctx, f.keys.Control, ctlPaused).Result()
+	return n, wrap("paused", err)
+}
+
+// Drain asks a registered slave to finish its leases and leave; it gets no
+// new lease from now on. It returns false when no such slave is
+// registered.
+func (f *Redis) Drain(ctx context.Context, slave string) (bool, error) {
+	res, err := drainScript.Run(ctx, f.rdb, f.allKeys, f.keys.Prefix, slave, f.cfg).Int()
+	return res == 1, wrap("drain", err)
+}
+
+// drainScript marks a registered slave as draining.
+//
+// KEYS: the crawl's fixed keys (Keys.all).
+// ARGV: prefix, slave, cfg.
+// Returns: 1 when the slave is registered (and now draining), else 0.
+var drainScript = redis.NewScript(luaPrelude + `
+if not redis.call('ZSCORE', K_SLAVES, ARGV[2]) then return 0 end
+redis.call('HSET', K_CONTROL, 'drain:' .. ARGV[2], now_ms())
+return 1
+`)
+
+// Draining lists the slaves asked to drain.
+func (f *Redis) Draining(ctx context.Context) (map[string]bool, error) {
+	all, err := f.rdb.HKeys(ctx, f.keys.Control).Result()
+	if err != nil {
+		return nil, wrap("draining", err)
+	}
+	out := map[string]bool{}
+	for _, k := range all {
+		if s, ok := strings.CutPrefix(k, ctlDrain); ok {
+			out[s] = true
+		}
+	}
+	return out, nil
+}
+
+// RetireProxy asks every slave to retire a proxy, named by its redacted
+// URL (as in the proxy events). It returns false when it was already
+// retired.
+func (f *Redis) RetireProxy(ctx context.Context, proxy string) (bool, error) {
+	if proxy == "" {
+		return false, fmt.Errorf("retire proxy: empty proxy")
+	}
+	now, err := f.Now(ctx)
+	if err != nil {
+		return false, fmt.Errorf("retire proxy: %w", err)
+	}
+	ok, err := f.rdb.HSetNX(ctx, f.keys.Control, ctlRetire+proxy, now.UnixMilli()).Result()
+	return ok, wrap("retire proxy", err)
+}
+
+// RetiredProxies lists the proxies retired by an admin.
+func (f *Redis) RetiredProxies(ctx context.Context) ([]string, error) {
+	all, err := f.rdb.HKeys(ctx, f.keys.Control).Result()
+	if err != nil {
+		return nil, wrap("retired proxies", err)
+	}
+	var out []string
+	for _, k := range all {
+		if p, ok := strings.CutPrefix(k, ctlRetire); ok {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// requeueFailedScript moves up to limit failed tasks back to their queues
+// with their attempts reset, oldest failure first.
+//
+// KEYS: the crawl's fixed keys (Keys.all).
+// ARGV: prefix, limit, cfg.
+// Returns: the number of tasks requeued.
+var requeueFailedScript = redis.NewScript(luaPrelude + `
+local limit = tonumber(ARGV[2])
+local n = 0
+while n < limit do
+  local e = redis.call('LPOP', K_FAILED)
+  if not e then break end
+  local f = splitn(e, 4)
+  local host, prio, task = f[2], f[3], f[4]
+  local t = splitn(task, 4)
+  push(host, prio, t[1] .. '\t' .. t[2] .. '\t0\t' .. t[4], false)
+  n = n + 1
+end
+if n > 0 then
+  stat('failed', -n)
+  stat('requeued', n)
+end
+finish()
+return n
+`)
+
+// RequeueFailed puts failed tasks (attempts used up) back in their queues
+// with their attempts reset, up to limit (0 or less: all). It returns how
+// many.
+func (f *Redis) RequeueFailed(ctx context.Context, limit int) (int, error) {
+	total := 0
+	for limit <= 0 || total < limit {
+		batch := 1000
+		if limit > 0 {
+			batch = min(batch, limit-total)
+		}
+		res, err := f.run(ctx, requeueFailedScript, batch)
+		if err != nil {
+			return total, wrap("requeue failed", err)
+		}
+		n, _ := toInt(res)
+		total += int(n)
+		if int(n) < batch {
+			break
+		}
+	}
+	return total, nil
+}
+
+// RecordSeeds remembers seed URLs for scheduled recrawls (Reseed).
+func (f *Redis) RecordSeeds(ctx context.Context, urls []string) error {
+	for len(urls) > 0 {
+		n := min(len(urls), 1000)
+		args := make([]any, n)
+		for i, u := range urls[:n] {
+			args[i] = u
+		}
+		if err := f.rdb.SAdd(ctx, f.keys.Seeds, args...).Err(); err != nil {
+			return wrap("record seeds", err)
+		}
+		urls = urls[n:]
+	}
+	return nil
+}
+
+// SeedURLs returns the recorded seed URLs, sorted.
+func (f *Redis) SeedURLs(ctx context.Context) ([]string, error) {
+	out, err := f.rdb.SMembers(ctx, f.keys.Seeds).Result()
+	if err != nil {
+		return nil, wrap("seed urls", err)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// reseedScript enqueues tasks again whether seen or not (a recrawl), except
+// a URL that is leased or already queued in its host's queue of its
+// priority (bfs, dfs) or its host's pq (priority, aopic). Trap caps are not
+// counted again.
+//
+// KEYS: the crawl's fixed keys (Keys.all).
+// ARGV: prefix, n, np, then np × policy (see seedScript), then n × tuple,
+// then cfg.
+// Returns: the number of tasks enqueued.
+var reseedScript = redis.NewScript(luaPrelude + `
+local n, np = tonumber(ARGV[2]), tonumber(ARGV[3])
+for p = 0, np - 1 do
+  local j = 4 + 4 * p
+  set_policy(ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3])
+end
+local added = 0
+for s = 0, n - 1 do
+  local j = 4 + 4 * np + TUPLE * s
+  local host, prio, task = ARGV[j + 2], ARGV[j + 4], ARGV[j + 5]
+  local url = task_url(task)
+  local r = is_render(task)
+  local queued
+  if redis.call('HEXISTS', K_LEASEDATA, url) == 1 then
+    queued = true
+  elseif PQ then
+    queued = redis.call('ZSCORE', kq_pq(r, host), url) ~= false
+  else
+    queued = redis.call('LPOS', kq_queue(r, host, prio), task) ~= false
+  end
+  if not queued then
+    seen_add(ARGV[j], ARGV[j + 1])
+    push(host, prio, task, NEW_FRONT)
+    added = added + 1
+  end
+end
+if added > 0 then stat('reseeded', added) end
+finish()
+return added
+`)
+
+// Reseed enqueues tasks again for a recrawl, seen or not, with their
+// hosts' policies first (as SeedWithPolicies); a task whose URL is leased
+// or already queued is skipped. It returns how many were enqueued.
+func (f *Redis) Reseed(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
+	hosts := make([]string, 0, len(policies))
+	for h := range policies {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	total := 0
+	for len(tasks) > 0 || len(hosts) > 0 {
+		np := min(len(hosts), seedBatch)
+		n := 0
+		if len(hosts) == np {
+			n = min(len(tasks), seedBatch)
+		}
+		args := []any{n, np}
+		for _, h := range hosts[:np] {
+			args = append(args, policyArgs(h, policies[h])...)
+		}
+		hosts = hosts[np:]
+		args = f.appendTuples(args, tasks[:n])
+		res, err := f.run(ctx, reseedScript, args...)
+		if err != nil {
+			return total, wrap("reseed", err)
+		}
+		added, _ := toInt(res)
+		total += int(added)
+		tasks = tasks[n:]
+	}
+	return total, nil
+}
+
+// controlOf decodes the control hash fields a heartbeat returns.
+func controlOf(slave string, fields []any) Control {
+	var c Control
+	for _, v := range fields {
+		k, _ := v.(string)
+		switch {
+		case k == ctlDrain+slave:
+			c.Drain = true
+		case strings.HasPrefix(k, ctlRetire):
+			c.RetiredProxies = append(c.RetiredProxies, k[len(ctlRetire):])
+		}
+	}
+	sort.Strings(c.RetiredProxies)
+	return c
+}
+
+// pausedSince returns when the crawl was paused (zero when it is not).
+func pausedSince(v string) time.Time {
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
