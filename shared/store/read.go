@@ -24,12 +24,49 @@ type ExceptionFilter struct {
 	Until  time.Time // exclusive
 	Limit  int       // at most this many rows; 0 or less means no limit
 	Offset int       // rows to skip, for paging
+	// NewestFirst reverses the order (the dashboard's).
+	NewestFirst bool
 }
 
 // Exceptions returns the crawl's exceptions matching f, oldest first (ties
-// in insertion order), so Limit and Offset page through a stable order.
-// The slice is empty, not nil, when nothing matches.
+// in insertion order; newest first with f.NewestFirst), so Limit and
+// Offset page through a stable order. The slice is empty, not nil, when
+// nothing matches.
 func (s *Store) Exceptions(ctx context.Context, f ExceptionFilter) ([]events.Exception, error) {
+	where, args := f.where()
+	order := " ORDER BY at, id"
+	if f.NewestFirst {
+		order = " ORDER BY at DESC, id DESC"
+	}
+	q := "SELECT crawl, kind, url, host, slave_id, attempt, status, message, at, snapshot FROM exceptions WHERE " +
+		where + order + limitClause(f.Limit, f.Offset)
+	out := []events.Exception{}
+	err := s.query(ctx, "exceptions", q, args, func(r *sql.Rows) error {
+		var x events.Exception
+		var at time.Time
+		if err := r.Scan(&x.Crawl, &x.Kind, &x.URL, &x.Host, &x.Slave, &x.Attempt, &x.Status, &x.Message, &at,
+			&x.Snapshot); err != nil {
+			return err
+		}
+		x.At = unixMS(at)
+		out = append(out, x)
+		return nil
+	})
+	return out, err
+}
+
+// CountExceptions counts the exceptions matching f (Limit and Offset
+// ignored).
+func (s *Store) CountExceptions(ctx context.Context, f ExceptionFilter) (int, error) {
+	where, args := f.where()
+	n := 0
+	err := s.query(ctx, "exception count", "SELECT COUNT(*) FROM exceptions WHERE "+where, args,
+		func(r *sql.Rows) error { return r.Scan(&n) })
+	return n, err
+}
+
+// where renders the filter as a WHERE condition and its arguments.
+func (f ExceptionFilter) where() (string, []any) {
 	where := []string{"crawl = ?"}
 	args := []any{f.Crawl}
 	for _, c := range []struct {
@@ -48,21 +85,7 @@ func (s *Store) Exceptions(ctx context.Context, f ExceptionFilter) ([]events.Exc
 		where = append(where, "at < ?")
 		args = append(args, f.Until.UTC())
 	}
-	q := "SELECT crawl, kind, url, host, slave_id, attempt, status, message, at, snapshot FROM exceptions WHERE " +
-		strings.Join(where, " AND ") + " ORDER BY at, id" + limitClause(f.Limit, f.Offset)
-	out := []events.Exception{}
-	err := s.query(ctx, "exceptions", q, args, func(r *sql.Rows) error {
-		var x events.Exception
-		var at time.Time
-		if err := r.Scan(&x.Crawl, &x.Kind, &x.URL, &x.Host, &x.Slave, &x.Attempt, &x.Status, &x.Message, &at,
-			&x.Snapshot); err != nil {
-			return err
-		}
-		x.At = unixMS(at)
-		out = append(out, x)
-		return nil
-	})
-	return out, err
+	return strings.Join(where, " AND "), args
 }
 
 // LostTasks returns up to limit (0 or less: all) lost tasks of the crawl,

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+)
+
+// LostTasksPage returns a page of the crawl's lost tasks, newest detection
+// first (empty, not nil, when there are none).
+func (s *Store) LostTasksPage(ctx context.Context, crawl string, limit, offset int) ([]events.Lost, error) {
+	q := "SELECT crawl, url, slave_id, leased_at, detected_at, attempt, reason FROM lost_tasks " +
+		"WHERE crawl = ? ORDER BY detected_at DESC, id DESC" + limitClause(limit, offset)
+	out := []events.Lost{}
+	err := s.query(ctx, "lost tasks", q, []any{crawl}, func(r *sql.Rows) error {
+		var x events.Lost
+		var leased, detected time.Time
+		if err := r.Scan(&x.Crawl, &x.URL, &x.Slave, &leased, &detected, &x.Attempt, &x.Reason); err != nil {
+			return err
+		}
+		x.LeasedAt, x.DetectedAt = unixMS(leased), unixMS(detected)
+		out = append(out, x)
+		return nil
+	})
+	return out, err
+}
+
+// ProxyState is a proxy's latest event and how often it was banned.
+type ProxyState struct {
+	events.Proxy
+	// Bans counts the proxy's cooling and retired events in the crawl.
+	Bans int
+}
+
+// ProxyStates returns each proxy's latest event (across slaves) with its
+// ban count, ordered by proxy.
+func (s *Store) ProxyStates(ctx context.Context, crawl string) ([]ProxyState, error) {
+	type agg struct {
+		id   int64
+		bans int
+	}
+	var aggs []agg
+	err := s.query(ctx, "proxy states",
+		"SELECT MAX(id), SUM(state IN ('cooling', 'retired')) FROM proxy_events WHERE crawl = ? GROUP BY proxy",
+		[]any{crawl}, func(r *sql.Rows) error {
+			var a agg
+			if err := r.Scan(&a.id, &a.bans); err != nil {
+				return err
+			}
+			aggs = append(aggs, a)
+			return nil
+		})
+	if err != nil || len(aggs) == 0 {
+		return []ProxyState{}, err
+	}
+	bans := make(map[int64]int, len(aggs))
+	ids := make([]string, 0, len(aggs))
+	args := make([]any, 0, len(aggs))
+	for _, a := range aggs {
+		bans[a.id] = a.bans
+		ids = append(ids, "?")
+		args = append(args, a.id)
+	}
+	out := []ProxyState{}
+	q := "SELECT id, crawl, slave_id, proxy, state, reason, errors, uses, at FROM proxy_events WHERE id IN (" +
+		strings.Join(ids, ",") + ") ORDER BY proxy"
+	err = s.query(ctx, "proxy states", q, args, func(r *sql.Rows) error {
+		var x ProxyState
+		var id int64
+		var at time.Time
+		if err := r.Scan(&id, &x.Crawl, &x.Slave, &x.Proxy.Proxy, &x.State, &x.Reason, &x.Errors, &x.Uses, &at); err != nil {
+			return err
+		}
+		x.At, x.Bans = unixMS(at), bans[id]
+		out = append(out, x)
+		return nil
+	})
+	return out, err
+}
+
+// PageCounts counts the crawl's stored pages by fetch time in buckets of
+// step from since: out[i] is the count in [since+i·step, since+(i+1)·step),
+// up to n buckets.
+func (s *Store) PageCounts(ctx context.Context, crawl string, since time.Time, step time.Duration, n int) ([]int64, error) {
+	if step < time.Second || n <= 0 {
+		return nil, fmt.Errorf("page counts: step %v must be >= 1s and buckets %d > 0", step, n)
+	}
+	out := make([]int64, n)
+	sec := int64(step / time.Second)
+	// TIMESTAMPDIFF on DATETIME columns does not depend on the session's
+	// time zone, unlike UNIX_TIMESTAMP
+	q := "SELECT FLOOR(TIMESTAMPDIFF(SECOND, ?, fetched_at) / ?) AS b, COUNT(*) FROM pages " +
+		"WHERE crawl = ? AND fetched_at >= ? AND fetched_at < ? GROUP BY b"
+	end := since.Add(time.Duration(n) * step)
+	err := s.query(ctx, "page counts", q, []any{since.UTC(), sec, crawl, since.UTC(), end.UTC()}, func(r *sql.Rows) error {
+		var b, c int64
+		if err := r.Scan(&b, &c); err != nil {
+			return err
+		}
+		if b >= 0 && b < int64(n) {
+			out[b] = c
+		}
+		return nil
+	})
+	return out, err
+}
