@@ -7,6 +7,11 @@
 //	master bench  [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results]
 //	master rules check [--config config.yaml] [DIR]
 //	master export [--config config.yaml] --crawl NAME [--rule R] [--item I] --format jsonl|csv [--out FILE]
+//	master exceptions [--crawl NAME] [--since 1h] [--kind K] [--host H] [--slave S] [--json]
+//	master lost | slaves [--crawl NAME] [--json]
+//	master pause | resume [--crawl NAME]
+//	master requeue --failed [--crawl NAME]
+//	master drain --slave ID | retire-proxy --proxy URL [--crawl NAME]
 //
 // Exit status: 0 ok, 1 runtime error, 2 bad usage or bad config.
 package main
@@ -47,6 +52,19 @@ commands:
           exit 2 with file:line errors
   export  stream extracted items out of MySQL (--format jsonl or csv, --out FILE)
 
+admin commands (human tables, --json for JSON):
+  exceptions [--since 1h] [--until D] [--kind K] [--host H] [--slave S] [--limit N] [--offset N]
+  lost       list lost tasks (leases taken back)
+  slaves     list slaves with their last heartbeat
+  pause | resume
+             stop or restart handing out tasks
+  requeue --failed
+             put failed tasks back with their attempts reset
+  drain --slave ID
+             ask a slave to finish its tasks and leave
+  retire-proxy --proxy URL
+             retire a proxy on every slave
+
 Run "master <command> -h" for the command's flags.
 `
 
@@ -62,6 +80,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd, args := args[0], args[1:]
+	if _, ok := adminCommands[cmd]; ok {
+		return adminCmd(ctx, cmd, args, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("master "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "config.yaml", "config file")

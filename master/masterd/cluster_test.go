@@ -44,6 +44,7 @@ func clusterConfigB(t testing.TB) *config.Config {
 		cfg.Redis.URL = u
 	}
 	cfg.Fetch.AllowPrivateNetworks = true
+	cfg.Admin.Listen = "127.0.0.1:0" // a free port: tests run side by side
 	cfg.Fetch.Timeout = 5 * time.Second
 	cfg.Politeness.Delay = politeDelay
 	cfg.Politeness.Jitter = 0.2

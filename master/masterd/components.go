@@ -18,6 +18,8 @@ type recoverer struct {
 	every time.Duration
 	log   *slog.Logger
 	rl    *ratelog.Logger
+	// recovered, when set, counts leases taken back (metrics)
+	recovered func(reason string, n int)
 }
 
 func (r *recoverer) run(ctx context.Context) {
@@ -39,6 +41,9 @@ func (r *recoverer) run(ctx context.Context) {
 			}
 			if n > 0 {
 				r.log.Warn("expired leases taken back", "count", n)
+				if r.recovered != nil {
+					r.recovered(events.LostExpired, n)
+				}
 			}
 			if n < 1000 {
 				break
@@ -56,6 +61,8 @@ type monitor struct {
 	sampleEvery time.Duration
 	log         *slog.Logger
 	rl          *ratelog.Logger
+	// recovered, when set, counts leases taken back (metrics)
+	recovered func(reason string, n int)
 }
 
 func (m *monitor) run(ctx context.Context) {
@@ -88,6 +95,9 @@ func (m *monitor) run(ctx context.Context) {
 					continue
 				}
 				m.log.Warn("slave dead: heartbeats missed", "slave", s.Slave, "last_seen", s.LastSeen, "leases_taken_back", n)
+				if m.recovered != nil && n > 0 {
+					m.recovered(events.LostSlaveDead, n)
+				}
 				continue
 			}
 			if sample {
@@ -160,6 +170,8 @@ type sink struct {
 	consumer string
 	log      *slog.Logger
 	rl       *ratelog.Logger
+	// stored, when set, counts stored events by type (metrics)
+	stored func(batch []events.Envelope)
 }
 
 type inserter interface {
@@ -218,6 +230,9 @@ func (s *sink) once(ctx context.Context, pending bool, block time.Duration) (int
 			if i > 1 {
 				s.rl.Reset("sink-insert")
 				s.log.Info("mysql back: events stored", "count", len(batch), "after_attempts", i)
+			}
+			if s.stored != nil {
+				s.stored(batch)
 			}
 			break
 		}

@@ -50,6 +50,8 @@ func Demo(ctx context.Context, base *config.Config, opt DemoOptions) error {
 		}
 	}
 	cfg.Fetch.AllowPrivateNetworks = true // the demo site is on 127.0.0.x
+	// no dashboard: it could collide with a master already on admin.listen
+	cfg.Admin.Listen = ""
 	if cfg.Politeness.Delay > 200*time.Millisecond {
 		cfg.Politeness.Delay = 100 * time.Millisecond
 	}

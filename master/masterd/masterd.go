@@ -4,23 +4,29 @@
 // the crawl is finished.
 //
 // Components (each a small type run with a context): recoverer, monitor,
-// sink, finisher, rules watcher. Stop order (Run): the finisher, recoverer,
-// monitor and rules watcher stop first; the sink then drains what is left in the stream (bounded);
-// MySQL and Redis connections close last.
+// sink, finisher, rules watcher, scheduler (recrawls) and the admin HTTP
+// server (dashboard, JSON API, /metrics). Stop order (Run): the admin
+// server, finisher, recoverer, monitor, rules watcher and scheduler stop
+// first; the sink then drains what is left in the stream (bounded); MySQL
+// and Redis connections close last.
 package masterd
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/master/admin"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/metrics"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/rules"
@@ -39,6 +45,9 @@ type Options struct {
 	// (embedding, instrumentation, a Redis Cluster client); the caller
 	// closes it.
 	Redis redis.UniversalClient
+	// AdminReady, when set, is called with the admin server's address once
+	// it listens (admin.listen may pick a free port with :0).
+	AdminReady func(addr string)
 }
 
 // Master is the crawl's supervisor.
@@ -91,12 +100,49 @@ func (m *Master) Run(ctx context.Context) error {
 	fin := &finisher{front: m.front, quiescence: m.cfg.Master.Quiescence, log: m.log, rl: m.rl,
 		progressEvery: m.opt.ProgressEvery, finished: make(chan struct{})}
 
+	met := metrics.NewMaster(m.cfg.Crawl.Name, m.snapshot)
+	rec.recovered, mon.recovered = met.LeasesRecovered, met.LeasesRecovered
+	snk.stored = func(batch []events.Envelope) {
+		n := map[events.Type]int{}
+		for _, e := range batch {
+			n[e.Type]++
+		}
+		for t, c := range n {
+			met.EventsStored(string(t), c)
+		}
+	}
+
 	comps := []interface{ run(context.Context) }{rec, mon, fin}
+	var rw *rulesWatcher
 	if m.cfg.Rules.Dir != "" {
-		rw := &rulesWatcher{dir: m.cfg.Rules.Dir, every: m.cfg.Rules.Poll, crawl: m.cfg.Crawl.Name,
+		rw = &rulesWatcher{dir: m.cfg.Rules.Dir, every: m.cfg.Rules.Poll, crawl: m.cfg.Crawl.Name,
 			opt: rules.LoadOptions{ProxyPools: m.cfg.ProxyPoolNames()}, front: m.front, log: m.log, rl: m.rl}
 		rw.check(ctx) // publish before the slaves claim much
 		comps = append(comps, rw)
+	}
+	sched := &scheduler{crawl: m.cfg.Crawl.Name, master: consumerName(), schedules: m.schedulesFunc(rw),
+		store: m.store, seed: reseederFunc(func(ctx context.Context, name string) (int, error) {
+			var set *rules.Set
+			if rw != nil {
+				set = rw.snapshot().set
+			}
+			return reseed(ctx, m.cfg, m.front, set, name)
+		}), now: time.Now, log: m.log, rl: m.rl, onFire: met.ScheduledRun}
+	comps = append(comps, sched)
+	if m.cfg.Admin.Listen != "" {
+		be := &backend{cfg: m.cfg, front: m.front, store: m.store, rules: rw, schedules: func() []admin.ScheduleView {
+			vs := sched.Views()
+			out := make([]admin.ScheduleView, len(vs))
+			for i, v := range vs {
+				out[i] = admin.ScheduleView(v)
+			}
+			return out
+		}}
+		srv, err := m.adminServer(be, met)
+		if err != nil {
+			return err
+		}
+		comps = append(comps, srv)
 	}
 
 	var compWG, sinkWG sync.WaitGroup
@@ -128,6 +174,117 @@ func (m *Master) Run(ctx context.Context) error {
 			"in_flight", st.InFlight, "lost", st.Lost, "finished", st.Finished)
 	}
 	return nil
+}
+
+// snapshot is the metrics' view of the crawl's counters.
+func (m *Master) snapshot(ctx context.Context) (metrics.Snapshot, error) {
+	st, err := m.front.Stats(ctx)
+	if err != nil {
+		return metrics.Snapshot{}, err
+	}
+	return metrics.Snapshot{Queued: st.Queued, InFlight: st.InFlight, Retry: st.Retry, RenderQueued: st.RenderQueued,
+		Done: st.Done, Failed: st.Failed, Seen: st.Seen, Lost: st.Lost, Duplicates: st.Duplicates,
+		SlavesAlive: int64(st.SlavesAlive), PagesPerSec: st.PagesPerSec}, nil
+}
+
+// schedulesFunc lists the recrawl schedules in force: crawl.schedule
+// (name "") and each rule set's of the rule files in force.
+func (m *Master) schedulesFunc(rw *rulesWatcher) func() []Schedule {
+	var cfgSched []Schedule
+	if spec := m.cfg.Crawl.Schedule; spec != "" {
+		if sc, err := rules.ParseSchedule(spec); err == nil { // validated with the config
+			cfgSched = []Schedule{{Name: "", Spec: spec, Sched: sc}}
+		}
+	}
+	var mu sync.Mutex
+	var cachedSet *rules.Set
+	var cached []Schedule
+	return func() []Schedule {
+		if rw == nil {
+			return cfgSched
+		}
+		set := rw.snapshot().set
+		mu.Lock()
+		defer mu.Unlock()
+		if set != cachedSet {
+			cachedSet, cached = set, append([]Schedule(nil), cfgSched...)
+			if set != nil {
+				for _, rs := range set.Sets {
+					if rs.Schedule == "" {
+						continue
+					}
+					if sc, err := rules.ParseSchedule(rs.Schedule); err == nil {
+						cached = append(cached, Schedule{Name: rs.Name, Spec: rs.Schedule, Sched: sc})
+					}
+				}
+			}
+		}
+		return cached
+	}
+}
+
+// reseederFunc adapts a function to the scheduler's reseeder.
+type reseederFunc func(ctx context.Context, name string) (int, error)
+
+func (f reseederFunc) Reseed(ctx context.Context, name string) (int, error) { return f(ctx, name) }
+
+// adminComponent runs the admin HTTP server as a component.
+type adminComponent struct {
+	srv *admin.Server
+	ln  net.Listener
+	log *slog.Logger
+}
+
+func (a *adminComponent) run(ctx context.Context) {
+	if err := a.srv.Serve(ctx, a.ln); err != nil && ctx.Err() == nil {
+		a.log.Error("admin server stopped", "err", err)
+	}
+}
+
+// adminServer listens on admin.listen; a port in use is an error, not a
+// master without its dashboard.
+func (m *Master) adminServer(be admin.Backend, met *metrics.Master) (*adminComponent, error) {
+	ln, err := net.Listen("tcp", m.cfg.Admin.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("master: admin.listen: %w", err)
+	}
+	if m.cfg.Admin.Token == "" {
+		if m.cfg.Admin.PublicRead {
+			m.log.Warn("admin.token is empty: the dashboard is read-only (set CRAWLER_ADMIN_TOKEN to allow actions)")
+		} else {
+			m.log.Warn("admin.token is empty: the admin server refuses every request (set CRAWLER_ADMIN_TOKEN, or admin.public_read)")
+		}
+	}
+	srv := admin.New(admin.Options{Backend: be, Token: m.cfg.Admin.Token, PublicRead: m.cfg.Admin.PublicRead,
+		Logger: m.log, Metrics: met.Handler(), SD: m.scrapeTargets})
+	addr := ln.Addr().String()
+	m.log.Info("admin server listening", "url", "http://"+addr+"/", "public_read", m.cfg.Admin.PublicRead)
+	if m.opt.AdminReady != nil {
+		m.opt.AdminReady(addr)
+	}
+	return &adminComponent{srv: srv, ln: ln, log: m.log}, nil
+}
+
+// scrapeTargets lists the alive slaves' /metrics for Prometheus HTTP
+// service discovery.
+func (m *Master) scrapeTargets(ctx context.Context) ([]admin.SDTarget, error) {
+	slaves, err := m.front.Slaves(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now, err := m.front.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []admin.SDTarget{}
+	for _, s := range slaves {
+		if s.MetricsAddr == "" || now.Sub(s.LastSeen) > m.cfg.Master.DeadAfter {
+			continue
+		}
+		out = append(out, admin.SDTarget{Targets: []string{s.MetricsAddr},
+			Labels: map[string]string{"job": "redcrawl-slave", "crawl": m.cfg.Crawl.Name, "slave": s.Slave}})
+	}
+	return out, nil
 }
 
 // connect opens Redis and MySQL, waiting for them to be reachable.

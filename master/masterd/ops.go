@@ -10,6 +10,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
@@ -21,23 +22,60 @@ type SeedResult struct {
 	Rejected []string `json:"rejected,omitempty"` // "url: reason"
 }
 
-// Seed canonicalizes and scopes URLs and enqueues those never seen.
+// Seed canonicalizes and scopes URLs and enqueues those never seen. The
+// accepted URLs are recorded as the crawl's seeds, which a scheduled
+// recrawl enqueues again.
 func Seed(ctx context.Context, cfg *config.Config, rawURLs []string) (SeedResult, error) {
-	var res SeedResult
+	set, err := LoadRules(cfg)
+	if err != nil {
+		return SeedResult{}, fmt.Errorf("seed: the rule files are invalid (fix them, or empty rules.dir): %w", err)
+	}
+	f, closeFn, err := open(ctx, cfg)
+	if err != nil {
+		return SeedResult{}, err
+	}
+	defer closeFn()
+	return seedWith(ctx, cfg, f, set, rawURLs)
+}
+
+// seedWith is Seed on an open frontier with a loaded rule set.
+func seedWith(ctx context.Context, cfg *config.Config, f *frontier.Redis, set *rules.Set, rawURLs []string) (SeedResult, error) {
+	p, err := planSeeds(cfg, set, rawURLs, nil)
+	if err != nil {
+		return SeedResult{}, err
+	}
+	res := SeedResult{Rejected: p.rejected}
+	n, err := f.SeedWithPolicies(ctx, p.tasks, p.policies)
+	res.Added = n
+	res.Seen = len(p.tasks) - n
+	if err != nil {
+		return res, err
+	}
+	return res, f.RecordSeeds(ctx, p.urls)
+}
+
+// seedPlan is what planSeeds makes of raw URLs.
+type seedPlan struct {
+	tasks    []frontier.Task
+	policies map[string]frontier.HostPolicy
+	urls     []string // canonical URLs of tasks
+	rejected []string // "url: reason"
+}
+
+// planSeeds canonicalizes and scopes raw URLs into seed tasks, routed and
+// policed by the rule set (nil: none). keep, when not nil, drops URLs for
+// which it returns false, given the rule set matching the URL (nil when
+// none).
+func planSeeds(cfg *config.Config, set *rules.Set, rawURLs []string, keep func(*rules.RuleSet) bool) (seedPlan, error) {
+	p := seedPlan{policies: map[string]frontier.HostPolicy{}}
 	canon, err := urlx.NewCanonicalizer(cfg.Crawl.StripParams)
 	if err != nil {
-		return res, fmt.Errorf("seed: %w", err)
+		return p, fmt.Errorf("seed: %w", err)
 	}
 	scope, err := urlx.NewScope(cfg.Crawl.AllowHosts, cfg.Crawl.Allow, cfg.Crawl.Deny, cfg.Crawl.MaxDepth)
 	if err != nil {
-		return res, fmt.Errorf("seed: %w", err)
+		return p, fmt.Errorf("seed: %w", err)
 	}
-	set, err := LoadRules(cfg)
-	if err != nil {
-		return res, fmt.Errorf("seed: the rule files are invalid (fix them, or empty rules.dir): %w", err)
-	}
-	var tasks []frontier.Task
-	policies := map[string]frontier.HostPolicy{}
 	for _, raw := range rawURLs {
 		raw = strings.TrimSpace(raw)
 		if raw == "" || strings.HasPrefix(raw, "#") {
@@ -45,35 +83,50 @@ func Seed(ctx context.Context, cfg *config.Config, rawURLs []string) (SeedResult
 		}
 		u, err := canon.Canonicalize(raw)
 		if err != nil {
-			res.Rejected = append(res.Rejected, fmt.Sprintf("%s: %v", raw, err))
+			p.rejected = append(p.rejected, fmt.Sprintf("%s: %v", raw, err))
 			continue
 		}
 		if ok, why := scope.Check(u, 0); !ok {
-			res.Rejected = append(res.Rejected, fmt.Sprintf("%s: out of scope (%s)", raw, why))
+			p.rejected = append(p.rejected, fmt.Sprintf("%s: out of scope (%s)", raw, why))
 			continue
 		}
 		t := frontier.NewTask(u, 0, 0)
-		if rs := set.Match(u); rs != nil {
+		rs := set.Match(u)
+		if keep != nil && !keep(rs) {
+			continue
+		}
+		if rs != nil {
 			if ok, why := rs.InScope(u, 0); !ok {
-				res.Rejected = append(res.Rejected, fmt.Sprintf("%s: out of the scope of rule set %s (%s)", raw, rs.Name, why))
+				p.rejected = append(p.rejected, fmt.Sprintf("%s: out of the scope of rule set %s (%s)", raw, rs.Name, why))
 				continue
 			}
 			t.Render = rs.RenderFor(u) != nil
-			if p, ok := slaved.HostPolicy(rs); ok {
-				policies[t.Host] = p
+			if hp, ok := slaved.HostPolicy(rs); ok {
+				p.policies[t.Host] = hp
 			}
 		}
-		tasks = append(tasks, t)
+		p.tasks = append(p.tasks, t)
+		p.urls = append(p.urls, t.URL)
 	}
-	f, closeFn, err := open(ctx, cfg)
+	return p, nil
+}
+
+// reseed enqueues the crawl's recorded seeds again (a recrawl): all of
+// them for name "", else those the rule set of that name matches.
+func reseed(ctx context.Context, cfg *config.Config, f *frontier.Redis, set *rules.Set, name string) (int, error) {
+	urls, err := f.SeedURLs(ctx)
 	if err != nil {
-		return res, err
+		return 0, err
 	}
-	defer closeFn()
-	n, err := f.SeedWithPolicies(ctx, tasks, policies)
-	res.Added = n
-	res.Seen = len(tasks) - n
-	return res, err
+	var keep func(*rules.RuleSet) bool
+	if name != "" {
+		keep = func(rs *rules.RuleSet) bool { return rs != nil && rs.Name == name }
+	}
+	p, err := planSeeds(cfg, set, urls, keep)
+	if err != nil {
+		return 0, err
+	}
+	return f.Reseed(ctx, p.tasks, p.policies)
 }
 
 // StatusReport is a crawl's snapshot with the rule set in force.

@@ -398,6 +398,7 @@ func clusterCrawlConfig(t testing.TB, name string, p clusterCrawlParams) *config
 	// client they are given, and would hang (and fail the test) otherwise.
 	cfg.Redis.URL = fmt.Sprintf("redis://127.0.0.1:%d/0", freeLoopbackPort(t))
 	cfg.Fetch.AllowPrivateNetworks = true
+	cfg.Admin.Listen = ""
 	cfg.Fetch.Timeout = 5 * time.Second
 	cfg.Politeness.Delay = p.delay
 	cfg.Politeness.Jitter = 0.2

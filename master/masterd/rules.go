@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/config"
@@ -45,6 +46,25 @@ type rulesWatcher struct {
 	stamp     string // fingerprint of the files' names, sizes and times last loaded
 	published string // version in force
 	lastErr   string // the rejected edit last reported
+
+	mu    sync.Mutex // guards state, read by the admin server and the scheduler
+	state rulesState
+}
+
+// rulesState is what the dashboard and the scheduler read of the rules.
+type rulesState struct {
+	set         *rules.Set // in force; nil before the first valid load
+	loadedAt    time.Time
+	lastErr     string // the last rejected edit, kept until a valid set loads
+	lastErrAt   time.Time
+	errorActive bool
+}
+
+// snapshot returns the rules state.
+func (w *rulesWatcher) snapshot() rulesState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state
 }
 
 func (w *rulesWatcher) run(ctx context.Context) {
@@ -95,7 +115,13 @@ func (w *rulesWatcher) check(ctx context.Context) {
 		}
 		w.log.Info("rules published", "version", shortVersion(set.Version), "files", len(set.Files), "rule_sets", len(set.Sets))
 		w.published = set.Version
+		w.mu.Lock()
+		w.state.set, w.state.loadedAt = set, time.Now()
+		w.mu.Unlock()
 	}
+	w.mu.Lock()
+	w.state.errorActive = false
+	w.mu.Unlock()
 	if w.lastErr != "" {
 		w.log.Info("rule files valid again", "version", shortVersion(set.Version))
 	}
@@ -109,6 +135,9 @@ func (w *rulesWatcher) reject(ctx context.Context, err error) {
 		return
 	}
 	w.lastErr = msg
+	w.mu.Lock()
+	w.state.lastErr, w.state.lastErrAt, w.state.errorActive = msg, time.Now(), true
+	w.mu.Unlock()
 	in := "none yet"
 	if w.published != "" {
 		in = shortVersion(w.published)

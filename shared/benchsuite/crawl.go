@@ -32,6 +32,8 @@ func (b *bench) crawlConfig(slaves int) (config.Config, error) {
 	r := make([]byte, 3)
 	rand.Read(r)
 	cfg.Crawl.Name = fmt.Sprintf("bench-%s-n%d-%s", b.stamp, slaves, hex.EncodeToString(r))
+	cfg.Admin.Listen = "" // no dashboard; it could collide with a running master
+	cfg.Slave.ProgressEvery = 0
 	cfg.Crawl.AllowHosts = append([]string(nil), b.hostIPs...)
 	cfg.Crawl.Allow, cfg.Crawl.Deny = nil, nil
 	cfg.Crawl.MaxDepth = 0

@@ -22,7 +22,7 @@ import (
 
 // wantTables is every table a fully migrated database has.
 var wantTables = []string{"duplicates", "exceptions", "goose_db_version", "heartbeats", "items", "lost_tasks",
-	"pages", "proxy_events", "slave_events"}
+	"pages", "proxy_events", "schedule_runs", "slave_events"}
 
 // open returns a migrated store on a fresh database.
 func open(t *testing.T) *Store {
@@ -971,6 +971,8 @@ func TestColumnLimits(t *testing.T) {
 		{"items", "rule"}: maxRule, {"items", "item"}: maxRule, {"items", "url"}: maxURL, {"items", "url_hash"}: 8,
 		{"items", "slave_id"}: maxSlave, {"pages", "rule"}: maxRule, {"heartbeats", "rules_version"}: maxRulesVer,
 		{"exceptions", "snapshot"}: maxSnapshot,
+		{"schedule_runs", "crawl"}: maxCrawl, {"schedule_runs", "name"}: maxScheduleName,
+		{"schedule_runs", "spec"}: maxScheduleSpec, {"schedule_runs", "master"}: maxMaster,
 	} {
 		want[c] = int64(n)
 	}

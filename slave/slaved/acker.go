@@ -2,6 +2,7 @@ package slaved
 
 import (
 	"context"
+	"time"
 
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
@@ -15,7 +16,9 @@ const maxAckBatch = 64
 // task was requeued and is fetched again).
 func newAcker(s *Slave) *batcher[frontier.Completion] {
 	return newBatcher(s, "ack", maxAckBatch, 0, func(ctx context.Context, batch []frontier.Completion) error {
+		ackStart := time.Now()
 		acked, err := s.front.Complete(ctx, s.id, batch)
+		s.met.ObserveAck(time.Since(ackStart))
 		if err != nil {
 			return err
 		}
@@ -27,6 +30,7 @@ func newAcker(s *Slave) *batcher[frontier.Completion] {
 			s.track(c.Lease, false)
 			if !acked[i] {
 				s.lostAcks.Add(1)
+				s.met.LeasesLost(1)
 				s.log.Debug("lease lost before ack", "url", c.Lease.URL)
 			}
 		}

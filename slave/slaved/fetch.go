@@ -100,7 +100,10 @@ type httpFetcher struct {
 	runCtx context.Context // the pools' background work
 	mu     sync.Mutex
 	pools  map[poolKey]*fetchPool
-	wg     sync.WaitGroup
+	// retired are the proxies an admin retired (redacted URLs), applied
+	// to every pool, including pools made later
+	retired map[string]bool
+	wg      sync.WaitGroup
 }
 
 // poolKey names a session pool variant.
@@ -215,6 +218,9 @@ func (f *httpFetcher) poolFor(so rules.Session) (*fetchPool, error) {
 		return nil, fmt.Errorf("session pool: %w", err)
 	}
 	p := &fetchPool{Pool: sp, proxied: len(opt.Proxies) > 0 || opt.ProxyFile != ""}
+	for proxy := range f.retired {
+		sp.RetireProxy(proxy)
+	}
 	f.pools[k] = p
 	f.wg.Add(1)
 	go func() { defer f.wg.Done(); sp.Run(f.runCtx) }()
@@ -369,6 +375,30 @@ func requestBlock(req *http.Request, ua string) []byte {
 	h.Write(&b)
 	b.WriteString("\r\n")
 	return b.Bytes()
+}
+
+// retire retires proxies (redacted URLs, as in the proxy events) in every
+// pool, now and in pools made later; a proxy already retired costs
+// nothing.
+func (f *httpFetcher) retire(proxies []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, proxy := range proxies {
+		if f.retired[proxy] {
+			continue
+		}
+		if f.retired == nil {
+			f.retired = map[string]bool{}
+		}
+		f.retired[proxy] = true
+		n := 0
+		for _, p := range f.pools {
+			if p.RetireProxy(proxy) {
+				n++
+			}
+		}
+		f.s.log.Info("proxy retired by an admin", "proxy", proxy, "pools", n)
+	}
 }
 
 // close waits for the pools' background work (its context must be

@@ -73,6 +73,10 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	}
 	defer res.Close()
 	s.bytes.Add(res.Body.Size())
+	s.met.Bytes(res.Body.Size())
+	if res.Rendered {
+		s.met.Rendered()
+	}
 	return s.handle(ctx, c, u, res)
 }
 
@@ -394,6 +398,7 @@ func (s *Slave) exception(c *frontier.Completion, kind string, status int, msg s
 // (a failed render).
 func (s *Slave) exceptionSnapshot(c *frontier.Completion, kind string, status int, msg, snapshot string) {
 	s.errors.Add(1)
+	s.met.Error(kind)
 	host := c.Lease.Host
 	if u, err := url.Parse(c.Lease.URL); err == nil {
 		host = u.Hostname()

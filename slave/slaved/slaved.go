@@ -41,6 +41,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/dnscache"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/metrics"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
 	"github.com/redcrawl/redcrawl/shared/render"
 	"github.com/redcrawl/redcrawl/shared/retry"
@@ -118,6 +119,14 @@ type Slave struct {
 	bytes    atomic.Int64
 	lostAcks atomic.Int64
 	draining atomic.Bool
+	// drain ends the claim loop for a graceful leave an admin asked for
+	// (frontier.Control.Drain); set by Run before the heartbeater starts.
+	drain      context.CancelFunc
+	drainAsked atomic.Bool
+	httpf      *httpFetcher // nil with Options.Fetcher
+
+	met         *metrics.Slave // Prometheus metrics, served at slave.metrics_listen
+	metricsAddr atomic.Value   // bound host:port of /metrics (string), sent in heartbeats
 
 	mu     sync.Mutex
 	leases map[string]frontier.Lease // in flight, by URL; its size is the slave's in-flight count
@@ -153,6 +162,7 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 		handlers: NewHandlers(), dups: newDupCache(1 << 16),
 		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1)}
 	s.rulesRejected.Store("")
+	s.met = metrics.NewSlave(cfg.Crawl.Name, s.id)
 	if s.governor, err = newGovernor(cfg.Slave.Concurrency, cfg.Render.Tabs, cfg.Render.MemoryBytes); err != nil {
 		return nil, fmt.Errorf("new slave: %w", err)
 	}
@@ -180,6 +190,9 @@ func (s *Slave) ID() string { return s.id }
 // nil after a graceful leave.
 func (s *Slave) Run(ctx context.Context) error {
 	s.started = time.Now()
+	// an admin's drain ends the claim loop as a signal would
+	ctx, s.drain = context.WithCancel(ctx)
+	defer s.drain()
 	// fetchCtx outlives ctx by up to the shutdown timeout: in-flight fetches
 	// may finish after the signal.
 	fetchCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
@@ -213,6 +226,8 @@ func (s *Slave) Run(ctx context.Context) error {
 		}
 		s.front = f
 	}
+	stopMetrics := s.serveMetrics(context.WithoutCancel(ctx))
+	defer stopMetrics()
 	s.fetcher = s.opt.Fetcher
 	var hf *httpFetcher
 	if s.fetcher == nil {
@@ -230,7 +245,7 @@ func (s *Slave) Run(ctx context.Context) error {
 		if hf, err = s.newHTTPFetcher(sessCtx, s.dns); err != nil {
 			return fmt.Errorf("slave: %w", err)
 		}
-		s.fetcher = hf
+		s.fetcher, s.httpf = hf, hf
 		defer func() { stopSessions(); hf.close() }()
 	}
 	s.checkRenderer()
@@ -268,6 +283,8 @@ func (s *Slave) Run(ctx context.Context) error {
 	var hbWG sync.WaitGroup
 	hbWG.Add(1)
 	go func() { defer hbWG.Done(); s.heartbeater(bg) }()
+	hbWG.Add(1)
+	go func() { defer hbWG.Done(); s.progress(bg) }()
 
 	ackCtx, stopAcks := context.WithCancel(bg)
 	defer stopAcks()
@@ -360,8 +377,11 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				break more
 			}
 		}
+		claimStart := time.Now()
 		res, err := s.front.ClaimWaitOpts(ctx, s.id, n, frontier.ClaimOptions{Render: s.canRender.Load()})
+		s.met.ObserveClaim(time.Since(claimStart))
 		leases, wait := res.Leases, res.Wait
+		s.met.Claimed(len(leases))
 		if err != nil {
 			for range n {
 				free <- struct{}{}
@@ -404,6 +424,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				c := s.process(fetchCtx, l)
 				if c.Outcome == frontier.Done || c.Outcome == frontier.Fail {
 					s.pages.Add(1)
+					s.met.Page(c.Outcome == frontier.Done)
 				}
 				acks.add(c)
 			}()
@@ -436,6 +457,7 @@ func (s *Slave) track(l frontier.Lease, add bool) {
 	} else {
 		delete(s.leases, l.URL)
 	}
+	s.met.SetInFlight(len(s.leases))
 }
 
 func (s *Slave) inFlight() int64 {
@@ -511,9 +533,9 @@ func (s *Slave) heartbeater(ctx context.Context) {
 		hb := events.Heartbeat{Crawl: s.cfg.Crawl.Name, Slave: s.id, Host: s.host, PID: os.Getpid(),
 			At: now.UnixMilli(), StartedAt: s.started.UnixMilli(), Pages: pages, Errors: s.errors.Load(),
 			InFlight: s.inFlight(), Bytes: s.bytes.Load(), RSS: rss(), PagesPerSec: rate,
-			Concurrency: s.cfg.Slave.Concurrency, State: state,
+			Concurrency: s.cfg.Slave.Concurrency, State: state, MetricsAddr: s.metricsAddress(),
 			Render: s.canRender.Load(), RulesVersion: s.rulesVersion()}
-		if err := s.front.Heartbeat(ctx, hb); err != nil {
+		if err := s.heartbeat(ctx, hb); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -530,6 +552,35 @@ func (s *Slave) heartbeater(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// controller is a Backend that tells a slave the admin's requests with
+// each heartbeat (frontier.Redis).
+type controller interface {
+	HeartbeatControl(ctx context.Context, hb events.Heartbeat) (frontier.Control, error)
+}
+
+// heartbeat sends one heartbeat and carries out the admin's requests it
+// brings back: drain (finish the leases held, then leave) and retired
+// proxies.
+func (s *Slave) heartbeat(ctx context.Context, hb events.Heartbeat) error {
+	c, ok := s.front.(controller)
+	if !ok {
+		return s.front.Heartbeat(ctx, hb)
+	}
+	ctl, err := c.HeartbeatControl(ctx, hb)
+	if err != nil {
+		return err
+	}
+	if ctl.Drain && !s.drainAsked.Swap(true) {
+		s.log.Info("drain asked by an admin: finishing the leases held, then leaving", "in_flight", s.inFlight())
+		s.draining.Store(true)
+		s.drain()
+	}
+	if s.httpf != nil && len(ctl.RetiredProxies) > 0 {
+		s.httpf.retire(ctl.RetiredProxies)
+	}
+	return nil
 }
 
 // rss returns the resident set size in bytes (Linux), else the Go heap.

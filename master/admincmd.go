@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redcrawl/redcrawl/master/admin"
+	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/shared/config"
+)
+
+// adminCommands are the admin's commands: reads of the logs and live
+// state, and actions. They go straight to Redis and MySQL, so they work
+// whether or not a master runs.
+var adminCommands = map[string]string{
+	"exceptions":   "list exceptions from MySQL, newest first (filters: --since --kind --host --slave)",
+	"lost":         "list lost tasks (leases taken back), newest first",
+	"slaves":       "list registered slaves and their last heartbeat",
+	"pause":        "stop handing out tasks (leases held finish normally)",
+	"resume":       "hand out tasks again after pause",
+	"requeue":      "put failed tasks back in their queues with attempts reset (--failed)",
+	"drain":        "ask a slave to finish its tasks and leave (--slave ID)",
+	"retire-proxy": "retire a proxy on every slave (--proxy URL as listed by the dashboard)",
+}
+
+// adminCmd runs one admin command; it returns the exit status.
+func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("master "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "config.yaml", "config file")
+	crawl := fs.String("crawl", "", "crawl name (overrides crawl.name)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	var (
+		since, until             *time.Duration
+		kind, host, slave, proxy *string
+		limit, offset            *int
+		failed                   *bool
+	)
+	switch cmd {
+	case "exceptions":
+		since = fs.Duration("since", 0, "only the last DURATION (1h, 30m); 0 = all")
+		until = fs.Duration("until", 0, "only until DURATION ago; 0 = now")
+		kind = fs.String("kind", "", "only this kind (timeout, dns, http_status, ...)")
+		host = fs.String("host", "", "only this host")
+		slave = fs.String("slave", "", "only this slave")
+		limit = fs.Int("limit", 100, "at most this many rows (1 to 100000)")
+		offset = fs.Int("offset", 0, "skip this many rows")
+	case "lost":
+		limit = fs.Int("limit", 100, "at most this many rows (1 to 100000)")
+		offset = fs.Int("offset", 0, "skip this many rows")
+	case "requeue":
+		failed = fs.Bool("failed", false, "requeue the failed tasks (required)")
+	case "drain":
+		slave = fs.String("slave", "", "slave id (see master slaves)")
+	case "retire-proxy":
+		proxy = fs.String("proxy", "", "proxy URL, credentials redacted as listed")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "master %s: unexpected arguments %q\n", cmd, fs.Args())
+		return 2
+	}
+	usageErr := func(msg string) int {
+		fmt.Fprintf(stderr, "master %s: %s\n", cmd, msg)
+		return 2
+	}
+	switch {
+	case limit != nil && (*limit < 1 || *limit > 100000):
+		return usageErr(fmt.Sprintf("--limit %d must be in [1, 100000]", *limit))
+	case offset != nil && *offset < 0:
+		return usageErr("--offset must be >= 0")
+	case since != nil && (*since < 0 || *until < 0):
+		return usageErr("--since and --until must be >= 0")
+	case failed != nil && !*failed:
+		return usageErr("say what to requeue: --failed")
+	case cmd == "drain" && *slave == "":
+		return usageErr("--slave is required")
+	case cmd == "retire-proxy" && *proxy == "":
+		return usageErr("--proxy is required")
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err == nil && *crawl != "" {
+		cfg.Crawl.Name = *crawl
+		err = cfg.Validate()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "master: %v\n", err)
+		return config.ExitCode(err)
+	}
+	slog.SetDefault(cfg.NewLogger(stderr))
+	b, closeFn, err := masterd.OpenBackend(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "master %s: %v\n", cmd, err)
+		return 1
+	}
+	defer closeFn()
+	name := cfg.Crawl.Name
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "master %s: %v\n", cmd, err)
+		if errors.Is(err, admin.ErrBadAction) {
+			return 2
+		}
+		return 1
+	}
+	printJSON := func(v any) int {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			return fail(err)
+		}
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	switch cmd {
+	case "exceptions":
+		q := admin.ExceptionQuery{Crawl: name, Kind: *kind, Host: *host, Slave: *slave, Limit: *limit, Offset: *offset}
+		now := time.Now()
+		if *since > 0 {
+			q.Since = now.Add(-*since)
+		}
+		if *until > 0 {
+			q.Until = now.Add(-*until)
+		}
+		page, err := b.Exceptions(ctx, q)
+		if err != nil {
+			return fail(err)
+		}
+		if *asJSON {
+			return printJSON(page)
+		}
+		fmt.Fprintln(tw, "TIME\tKIND\tHOST\tSLAVE\tSTATUS\tURL\tMESSAGE")
+		for _, x := range page.Items {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", stamp(x.At), x.Kind, dash(x.Host), dash(x.Slave), x.Status,
+				clip(x.URL, 80), clip(oneLine(x.Message), 100))
+		}
+		fmt.Fprintf(tw, "(%d of %d)\n", len(page.Items), page.Total)
+	case "lost":
+		ls, err := b.Lost(ctx, name, *limit, *offset)
+		if err != nil {
+			return fail(err)
+		}
+		if *asJSON {
+			return printJSON(ls)
+		}
+		fmt.Fprintln(tw, "DETECTED\tSLAVE\tATTEMPT\tREASON\tLEASED\tURL")
+		for _, l := range ls {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", stamp(l.DetectedAt), dash(l.Slave), l.Attempt, l.Reason,
+				stamp(l.LeasedAt), clip(l.URL, 100))
+		}
+	case "slaves":
+		ov, err := b.Overview(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		if *asJSON {
+			return printJSON(ov.Slaves)
+		}
+		fmt.Fprintln(tw, "SLAVE\tHOST\tSTATE\tLAST SEEN\tPAGES\tERRORS\tIN FLIGHT\tRSS MiB\tRENDER\tRULES")
+		for _, s := range ov.Slaves {
+			state := s.State
+			switch {
+			case !s.Alive:
+				state = "dead"
+			case s.Draining:
+				state = "draining"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs ago\t%d\t%d\t%d\t%.1f\t%v\t%s\n", s.Slave, dash(s.Host), state,
+				ov.Now.Sub(s.LastSeen).Seconds(), s.Pages, s.Errors, s.InFlight, float64(s.RSS)/(1<<20), s.Render,
+				dash(short(s.RulesVersion)))
+		}
+	default:
+		a := admin.Action{Crawl: name}
+		switch cmd {
+		case "pause":
+			a.Kind = admin.ActPause
+		case "resume":
+			a.Kind = admin.ActResume
+		case "requeue":
+			a.Kind = admin.ActRequeue
+		case "drain":
+			a.Kind, a.Slave = admin.ActDrain, *slave
+		case "retire-proxy":
+			a.Kind, a.Proxy = admin.ActRetireProxy, *proxy
+		}
+		res, err := b.Act(ctx, a)
+		if err != nil {
+			return fail(err)
+		}
+		if *asJSON {
+			return printJSON(res)
+		}
+		fmt.Fprintf(stdout, "crawl %s: %s\n", name, res.Message)
+	}
+	return 0
+}
+
+func stamp(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).Local().Format("2006-01-02 15:04:05")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func short(v string) string {
+	if len(v) > 12 {
+		return v[:12]
+	}
+	return v
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// clip shortens s to n runes with an ellipsis.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

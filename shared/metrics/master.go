@@ -1,0 +1,181 @@
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// statsTimeout bounds the stats call of one scrape.
+const statsTimeout = 2 * time.Second
+
+// Reasons of redcrawl_leases_recovered_total.
+const (
+	ReasonExpired   = "expired"
+	ReasonSlaveDead = "slave_dead"
+)
+
+// Snapshot is the crawl's state as the master reads it from the frontier.
+type Snapshot struct {
+	Queued       int64 // tasks waiting for a slave
+	InFlight     int64 // tasks leased
+	Retry        int64 // tasks waiting for a retry
+	RenderQueued int64 // render tasks waiting
+	Done         int64 // pages done
+	Failed       int64 // tasks failed for good
+	Seen         int64 // URLs ever seen
+	Lost         int64 // tasks lost (leases given up on)
+	Duplicates   int64 // pages found to be duplicates
+	SlavesAlive  int64 // slaves with a recent heartbeat
+	PagesPerSec  float64
+}
+
+// Master is the master's metric set, in a registry of its own: the crawl's
+// state read at scrape time and counters of what the master does. Its
+// methods are safe for concurrent use; a nil *Master discards every
+// update.
+type Master struct {
+	reg *prometheus.Registry
+
+	recovered        *prometheus.CounterVec
+	recoveredExpired prometheus.Counter
+	recoveredDead    prometheus.Counter
+	stored           *prometheus.CounterVec
+	storedTypes      sync.Map // type string -> prometheus.Counter
+	scheduled        prometheus.Counter
+}
+
+// NewMaster builds the master's metric set for a crawl; every series
+// carries the constant label crawl. stats is called at each scrape with a
+// 2s timeout; when it fails, redcrawl_up is 0 and the state gauges are
+// left out.
+func NewMaster(crawl string, stats func(ctx context.Context) (Snapshot, error)) *Master {
+	cl := prometheus.Labels{"crawl": crawl}
+	m := &Master{
+		reg: prometheus.NewRegistry(),
+		recovered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redcrawl_leases_recovered_total",
+			Help: "Leases taken back from slaves and requeued, by reason.", ConstLabels: cl}, []string{"reason"}),
+		stored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redcrawl_events_stored_total",
+			Help: "Events stored in the database, by type.", ConstLabels: cl}, []string{"type"}),
+		scheduled: prometheus.NewCounter(prometheus.CounterOpts{Name: "redcrawl_scheduled_runs_total",
+			Help: "Scheduled crawl runs started.", ConstLabels: cl}),
+	}
+	m.recoveredExpired = m.recovered.WithLabelValues(ReasonExpired)
+	m.recoveredDead = m.recovered.WithLabelValues(ReasonSlaveDead)
+	m.reg.MustRegister(m.recovered, m.stored, m.scheduled, newStateCollector(cl, stats),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// LeasesRecovered counts n leases taken back for a reason (ReasonExpired,
+// ReasonSlaveDead).
+func (m *Master) LeasesRecovered(reason string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	switch reason {
+	case ReasonExpired:
+		m.recoveredExpired.Add(float64(n))
+	case ReasonSlaveDead:
+		m.recoveredDead.Add(float64(n))
+	default:
+		m.recovered.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+// EventsStored counts n stored events of a type (page, exception, ...).
+func (m *Master) EventsStored(typ string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	c, ok := m.storedTypes.Load(typ)
+	if !ok {
+		c, _ = m.storedTypes.LoadOrStore(typ, m.stored.WithLabelValues(typ))
+	}
+	c.(prometheus.Counter).Add(float64(n))
+}
+
+// ScheduledRun counts a scheduled crawl run.
+func (m *Master) ScheduledRun() {
+	if m == nil {
+		return
+	}
+	m.scheduled.Inc()
+}
+
+// Gatherer returns the master's registry for reading (tests, pushing).
+func (m *Master) Gatherer() prometheus.Gatherer { return m.reg }
+
+// Handler serves the master's registry in the Prometheus exposition
+// formats.
+func (m *Master) Handler() http.Handler { return handlerFor(m.reg) }
+
+// stateCollector exports a Snapshot taken at scrape time.
+type stateCollector struct {
+	stats func(ctx context.Context) (Snapshot, error)
+
+	up, queue, done, seen, alive, rate, dups, lost *prometheus.Desc
+}
+
+func newStateCollector(cl prometheus.Labels, stats func(ctx context.Context) (Snapshot, error)) *stateCollector {
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, cl)
+	}
+	return &stateCollector{
+		stats: stats,
+		up:    desc("redcrawl_up", "Whether the crawl's state could be read at this scrape (1) or not (0)."),
+		queue: desc("redcrawl_queue_depth", "Tasks in a frontier queue.", "queue"),
+		done:  desc("redcrawl_pages_done", "Pages done."),
+		seen:  desc("redcrawl_seen_urls", "URLs ever seen by the frontier."),
+		alive: desc("redcrawl_slaves_alive", "Slaves with a recent heartbeat."),
+		rate:  desc("redcrawl_pages_per_second", "Pages per second over the live slaves."),
+		dups:  desc("redcrawl_duplicates", "Pages found to be duplicates."),
+		lost:  desc("redcrawl_lost_tasks", "Tasks lost."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.up, c.queue, c.done, c.seen, c.alive, c.rate, c.dups, c.lost} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), statsTimeout)
+	defer cancel()
+	if c.stats == nil {
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
+		return
+	}
+	snap, err := c.stats(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.up, 1)
+	for _, q := range []struct {
+		name string
+		n    int64
+	}{
+		{"queued", snap.Queued}, {"in_flight", snap.InFlight}, {"retry", snap.Retry},
+		{"render_queued", snap.RenderQueued}, {"failed", snap.Failed},
+	} {
+		gauge(c.queue, float64(q.n), q.name)
+	}
+	gauge(c.done, float64(snap.Done))
+	gauge(c.seen, float64(snap.Seen))
+	gauge(c.alive, float64(snap.SlavesAlive))
+	gauge(c.rate, snap.PagesPerSec)
+	gauge(c.dups, float64(snap.Duplicates))
+	gauge(c.lost, float64(snap.Lost))
+}
