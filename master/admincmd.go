@@ -177,6 +177,8 @@ func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.
 				state = "dead"
 			case s.Draining:
 				state = "draining"
+			case state == "":
+				state = "running"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs ago\t%d\t%d\t%d\t%.1f\t%v\t%s\n", s.Slave, dash(s.Host), state,
 				ov.Now.Sub(s.LastSeen).Seconds(), s.Pages, s.Errors, s.InFlight, float64(s.RSS)/(1<<20), s.Render,
