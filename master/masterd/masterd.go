@@ -197,8 +197,8 @@ func (m *Master) schedulesFunc(rw *rulesWatcher) func() []Schedule {
 		}
 	}
 	var mu sync.Mutex
-	var cachedSet *rules.Set
-	var cached []Schedule
+	var cachedSet *rules.Set // the rule set cached was built from
+	cached := cfgSched
 	return func() []Schedule {
 		if rw == nil {
 			return cfgSched
