@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -260,6 +261,46 @@ func TestDashboardLiveCrawl(t *testing.T) {
 	}
 	if got := ov.Crawls[0]; got.Crawl != c || !got.Finished || got.Paused || got.Done <= paused.Done {
 		t.Errorf("overview after resume: %+v (done at pause %d)", got, paused.Done)
+	}
+
+	// Prometheus: the master's metrics behind the token, the slaves' as
+	// http_sd targets that answer
+	get := func(path string) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+dashToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
+		}
+		return string(b)
+	}
+	if m := get("/metrics"); !strings.Contains(m, `redcrawl_queue_depth{crawl="`+c+`",queue="queued"}`) ||
+		!strings.Contains(m, "redcrawl_events_stored_total") {
+		t.Errorf("master /metrics lacks the queue depths or stored events:\n%.2000s", m)
+	}
+	var sd []struct {
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels"`
+	}
+	if err := json.Unmarshal([]byte(get("/api/v1/sd")), &sd); err != nil || len(sd) != 2 {
+		t.Fatalf("sd targets %+v, %v; want the 2 slaves", sd, err)
+	}
+	for _, g := range sd {
+		resp, err := http.Get("http://" + g.Targets[0] + "/metrics")
+		if err != nil {
+			t.Fatalf("scrape slave %s: %v", g.Labels["slave"], err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "redcrawl_slave_pages_total") {
+			t.Errorf("slave %s /metrics lacks redcrawl_slave_pages_total", g.Labels["slave"])
+		}
 	}
 }
 

@@ -388,7 +388,8 @@
       cell(tr, 4, num(p.bans), { cls: 'num' });
       cell(tr, 5, p.reason || '');
       cell(tr, 6, when(p.at), { cls: 'mono nowrap' });
-      const retired = p.state === 'retired' || p.state === 'removed';
+      // a direct connection is not a proxy: there is nothing to retire
+      const retired = p.state === 'retired' || p.state === 'removed' || p.proxy === 'direct';
       richCell(tr, 7, String(retired), () => (retired ? [] : [
         actButton('Retire', 'retire_proxy', { crawl: p.crawl, proxy: p.proxy }, {
           confirm: 'Retire proxy ' + p.proxy + ' for good?',
