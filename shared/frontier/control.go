@@ -243,33 +243,8 @@ return added
 // hosts' policies first (as SeedWithPolicies); a task whose URL is leased
 // or already queued is skipped. It returns how many were enqueued.
 func (f *Redis) Reseed(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
-	hosts := make([]string, 0, len(policies))
-	for h := range policies {
-		hosts = append(hosts, h)
-	}
-	sort.Strings(hosts)
-	total := 0
-	for len(tasks) > 0 || len(hosts) > 0 {
-		np := min(len(hosts), seedBatch)
-		n := 0
-		if len(hosts) == np {
-			n = min(len(tasks), seedBatch)
-		}
-		args := []any{n, np}
-		for _, h := range hosts[:np] {
-			args = append(args, policyArgs(h, policies[h])...)
-		}
-		hosts = hosts[np:]
-		args = f.appendTuples(args, tasks[:n])
-		res, err := f.run(ctx, reseedScript, args...)
-		if err != nil {
-			return total, wrap("reseed", err)
-		}
-		added, _ := toInt(res)
-		total += int(added)
-		tasks = tasks[n:]
-	}
-	return total, nil
+	n, err := f.withPolicies(ctx, reseedScript, nil, tasks, policies)
+	return n, wrap("reseed", err)
 }
 
 // controlOf decodes the control hash fields a heartbeat returns.

@@ -53,6 +53,15 @@ func (f *Redis) Seed(ctx context.Context, tasks []Task) (int, error) {
 // claimed under them. Policies go out before any task: a task is never
 // queued before the policy of its host.
 func (f *Redis) SeedWithPolicies(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
+	n, err := f.withPolicies(ctx, seedScript, []any{boolArg(f.opt.ScopeBySeeds)}, tasks, policies)
+	return n, wrap("seed", err)
+}
+
+// withPolicies runs a seeding script (seedScript, reseedScript) in
+// batches: ARGV are the prefix, head, n, np, np policies, n tuples, cfg.
+// Policies go out before any task: a task is never queued before the
+// policy of its host. It returns the sum of the script's counts.
+func (f *Redis) withPolicies(ctx context.Context, script *redis.Script, head []any, tasks []Task, policies map[string]HostPolicy) (int, error) {
 	hosts := make([]string, 0, len(policies))
 	for h := range policies {
 		hosts = append(hosts, h)
@@ -65,15 +74,15 @@ func (f *Redis) SeedWithPolicies(ctx context.Context, tasks []Task, policies map
 		if len(hosts) == np { // the last policies: tasks may follow
 			n = min(len(tasks), seedBatch)
 		}
-		args := []any{boolArg(f.opt.ScopeBySeeds), n, np}
+		args := append(append([]any{}, head...), n, np)
 		for _, h := range hosts[:np] {
 			args = append(args, policyArgs(h, policies[h])...)
 		}
 		hosts = hosts[np:]
 		args = f.appendTuples(args, tasks[:n])
-		res, err := f.run(ctx, seedScript, args...)
+		res, err := f.run(ctx, script, args...)
 		if err != nil {
-			return total, wrap("seed", err)
+			return total, err
 		}
 		added, _ := toInt(res)
 		total += int(added)

@@ -13,20 +13,7 @@ import (
 // LostTasksPage returns a page of the crawl's lost tasks, newest detection
 // first (empty, not nil, when there are none).
 func (s *Store) LostTasksPage(ctx context.Context, crawl string, limit, offset int) ([]events.Lost, error) {
-	q := "SELECT crawl, url, slave_id, leased_at, detected_at, attempt, reason FROM lost_tasks " +
-		"WHERE crawl = ? ORDER BY detected_at DESC, id DESC" + limitClause(limit, offset)
-	out := []events.Lost{}
-	err := s.query(ctx, "lost tasks", q, []any{crawl}, func(r *sql.Rows) error {
-		var x events.Lost
-		var leased, detected time.Time
-		if err := r.Scan(&x.Crawl, &x.URL, &x.Slave, &leased, &detected, &x.Attempt, &x.Reason); err != nil {
-			return err
-		}
-		x.LeasedAt, x.DetectedAt = unixMS(leased), unixMS(detected)
-		out = append(out, x)
-		return nil
-	})
-	return out, err
+	return s.lostTasks(ctx, crawl, "detected_at DESC, id DESC", limit, offset)
 }
 
 // ProxyState is a proxy's latest event and how often it was banned.

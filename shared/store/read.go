@@ -91,8 +91,13 @@ func (f ExceptionFilter) where() (string, []any) {
 // LostTasks returns up to limit (0 or less: all) lost tasks of the crawl,
 // oldest detection first (empty, not nil, when there are none).
 func (s *Store) LostTasks(ctx context.Context, crawl string, limit int) ([]events.Lost, error) {
+	return s.lostTasks(ctx, crawl, "detected_at, id", limit, 0)
+}
+
+// lostTasks reads lost tasks in an order (an ORDER BY list).
+func (s *Store) lostTasks(ctx context.Context, crawl, order string, limit, offset int) ([]events.Lost, error) {
 	q := "SELECT crawl, url, slave_id, leased_at, detected_at, attempt, reason FROM lost_tasks " +
-		"WHERE crawl = ? ORDER BY detected_at, id" + limitClause(limit, 0)
+		"WHERE crawl = ? ORDER BY " + order + limitClause(limit, offset)
 	out := []events.Lost{}
 	err := s.query(ctx, "lost tasks", q, []any{crawl}, func(r *sql.Rows) error {
 		var x events.Lost
