@@ -164,7 +164,7 @@ type Slave struct {
 	IdlePoll time.Duration `mapstructure:"idle_poll"`
 	// Profile is a preset for small machines: "small" (a Raspberry Pi)
 	// caps concurrency at 16, keeps bodies over 32 KiB on disk, turns
-	// rendering off, and (bin/slave) sets a Go memory limit of 64 MiB unless
+	// rendering off, caps LinkCache at 16384, and (bin/slave) sets a Go memory limit of 64 MiB unless
 	// GOMEMLIMIT is set; "" = none. See SlaveProfile.
 	Profile string `mapstructure:"profile"`
 	// ProgressEvery is how often a slave logs a progress line (pages,
@@ -174,6 +174,10 @@ type Slave struct {
 	// port 0 picks a free port, reported in the heartbeat so the master's
 	// /api/v1/sd lists it); "" = no metrics server.
 	MetricsListen string `mapstructure:"metrics_listen"`
+	// LinkCache is the number of slots (8 bytes each) of the slave's cache
+	// of links already put through the crawl's seen set, which are then
+	// not sent to Redis again (bfs and dfs); 0 = none.
+	LinkCache int `mapstructure:"link_cache"`
 }
 
 // Fetch tunes HTTP fetching.

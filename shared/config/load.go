@@ -91,6 +91,7 @@ func Default() Config {
 			Profile:           "",
 			ProgressEvery:     10 * time.Second,
 			MetricsListen:     "127.0.0.1:0",
+			LinkCache:         1 << 17,
 		},
 		Fetch: Fetch{
 			Timeout:              30 * time.Second,

@@ -233,6 +233,9 @@ func (c *Config) validateSlave() error {
 	default:
 		return errorf("slave.profile", "%q must be small or empty", s.Profile)
 	}
+	if s.LinkCache < 0 || s.LinkCache > 1<<24 {
+		return errorf("slave.link_cache", "%d must be in [0, 16777216] (0 = no cache)", s.LinkCache)
+	}
 	if s.ProgressEvery < 0 {
 		return errorf("slave.progress_every", "%v must be >= 0 (0 = no progress lines)", s.ProgressEvery)
 	}
@@ -355,6 +358,7 @@ func (c *Config) SlaveProfile() *Config {
 		out.Slave.Concurrency = min(out.Slave.Concurrency, 16)
 		out.Fetch.MemoryBodyBytes = min(out.Fetch.MemoryBodyBytes, 32<<10)
 		out.Render.Enabled = false
+		out.Slave.LinkCache = min(out.Slave.LinkCache, 1<<14)
 	}
 	return &out
 }

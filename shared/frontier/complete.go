@@ -41,8 +41,8 @@ import (
 // then cfg. outcome is done, retry, fail or release; content_field is ""
 // when the hash is not checked. A policy is host, delay_ms, jitter, conc,
 // each "" for the crawl's default (policyArgs).
-// Returns: an array of n acks (1 held, 0 lost) followed by the number of
-// links enqueued.
+// Returns: an array of n acks (1 held, 2 held but its links not followed:
+// duplicate content; 0 lost) followed by the number of links enqueued.
 var completeScript = redis.NewScript(luaPrelude + `
 local slave, max_attempts, scope_by_seeds = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
 math.randomseed(tonumber(ARGV[5]))
@@ -160,6 +160,7 @@ for c = 1, n do
           local first = redis.call('HGET', ck, cfield)
           if first ~= url then
             follow = false
+            acks[#acks] = 2
             stat('duplicates', 1)
             emit('duplicate', cjson.encode({crawl = crawl, url = url, first_url = first,
               content_hash = chash, slave = slave, at = now}))
@@ -227,6 +228,8 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 		links := c.Links
 		if c.Outcome != Done {
 			links = nil
+		} else if f.links != nil {
+			links = f.unknownLinks(links)
 		}
 		chex, cb, cf := "", "", ""
 		if c.ContentHash != 0 && c.Outcome == Done {
@@ -250,11 +253,34 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 		return nil, fmt.Errorf("complete: script returned %d values for %d completions", len(arr), len(cs))
 	}
 	acked := make([]bool, len(cs))
-	for i := range cs {
+	for i, c := range cs {
 		v, _ := toInt(arr[i])
-		acked[i] = v == 1
+		acked[i] = v >= 1
+		if v == 1 && f.links != nil && c.Outcome == Done {
+			for _, l := range c.Links {
+				f.links.add(Fingerprint(l.URL))
+			}
+		}
 	}
 	return acked, nil
+}
+
+// unknownLinks returns the links not in the link cache (a new slice when
+// any is left out).
+func (f *Redis) unknownLinks(links []Task) []Task {
+	for i, l := range links {
+		if !f.links.has(Fingerprint(l.URL)) {
+			continue
+		}
+		out := append(make([]Task, 0, len(links)-1), links[:i]...)
+		for _, l := range links[i+1:] {
+			if !f.links.has(Fingerprint(l.URL)) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	return links
 }
 
 func boolArg(b bool) int {

@@ -292,7 +292,9 @@ func TestAOPICCashConserved(t *testing.T) {
 // BenchmarkClaimComplete measures a fetch's frontier cost under each
 // strategy: its share of a batched claim (32 tasks) and of a batched
 // complete, each page adding 5 links of which 2 are new; bfs-bloom is bfs
-// with Bloom-filter dedup.
+// with Bloom-filter dedup. It also reports Redis's own time in the claim
+// and complete scripts per page (INFO commandstats, server-wide: run it on
+// an otherwise idle Redis).
 //
 //	go test -run '^$' -bench ClaimComplete ./shared/frontier/
 func BenchmarkClaimComplete(b *testing.B) {
@@ -320,6 +322,8 @@ func BenchmarkClaimComplete(b *testing.B) {
 				b.Fatal(err)
 			}
 			next := 0
+			usec0 := scriptUsec(b, rdb)
+			var claimUsec, completeUsec int64
 			b.ResetTimer()
 			for done := 0; done < b.N; {
 				ls, err := f.Claim(ctx, "s1", 32)
@@ -340,13 +344,51 @@ func BenchmarkClaimComplete(b *testing.B) {
 					}
 					cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, Links: links, ContentHash: uint64(next)}
 				}
+				b.StopTimer()
+				u := scriptUsec(b, rdb)
+				claimUsec += u - usec0
+				b.StartTimer()
 				if _, err := f.Complete(ctx, "s1", cs); err != nil {
 					b.Fatal(err)
 				}
+				b.StopTimer()
+				usec0 = scriptUsec(b, rdb)
+				completeUsec += usec0 - u
+				b.StartTimer()
 				done += len(ls)
 			}
+			b.StopTimer()
+			b.ReportMetric(float64(claimUsec)/float64(b.N), "claim-redis-µs/page")
+			b.ReportMetric(float64(completeUsec)/float64(b.N), "complete-redis-µs/page")
 		})
 	}
+}
+
+// scriptUsec is Redis's time in scripts (INFO commandstats evalsha and
+// eval usec, the commands they run included) since its start: server-wide,
+// so other clients of the same Redis add to it.
+func scriptUsec(b *testing.B, rdb *redis.Client) int64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		for _, name := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			rest, ok := strings.CutPrefix(strings.TrimSpace(line), name)
+			if !ok {
+				continue
+			}
+			for _, kv := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(kv, "usec="); ok {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					total += n
+				}
+			}
+		}
+	}
+	return total
 }
 
 // BenchmarkQueuedMemory measures the Redis memory of a queued URL under

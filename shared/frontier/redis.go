@@ -88,6 +88,11 @@ type Options struct {
 	// ExpectedURLs URLs, in (0, 0.5); 0 means 1e-6. Only with "bloom", and
 	// only when the crawl is created.
 	FalsePositiveRate float64
+	// LinkCache is the number of slots (8 bytes each) of this process's
+	// cache of links already put through the seen set, which Complete
+	// then leaves out of its script call (bfs and dfs only: with priority
+	// and aopic a link found again still counts); 0 = none.
+	LinkCache int
 }
 
 // Dedup modes (Options.DedupMode).
@@ -135,6 +140,7 @@ func OptionsFromConfig(c *config.Config) Options {
 
 		DedupMode:         c.Dedup.Mode,
 		FalsePositiveRate: c.Dedup.FalsePositiveRate,
+		LinkCache:         c.Slave.LinkCache,
 	}
 }
 
@@ -153,10 +159,11 @@ type Redis struct {
 	rdb      redis.UniversalClient
 	opt      Options
 	keys     Keys
-	allKeys  []string  // keys.all(), passed as KEYS to every script
-	seenBits uint      // number of bucket bits, fixed per crawl in meta
-	bloom    bloomSize // the Bloom filter's size, fixed per crawl in meta (bloom mode)
-	cfg      string    // strategy config, the last ARGV of every script (luaPrelude)
+	allKeys  []string   // keys.all(), passed as KEYS to every script
+	seenBits uint       // number of bucket bits, fixed per crawl in meta
+	bloom    bloomSize  // the Bloom filter's size, fixed per crawl in meta (bloom mode)
+	cfg      string     // strategy config, the last ARGV of every script (luaPrelude)
+	links    *linkCache // nil: every link goes to the script (linkcache.go)
 }
 
 var (
@@ -254,6 +261,9 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	}
 	keys := NewKeys(opt.Crawl)
 	f := &Redis{rdb: rdb, opt: opt, keys: keys, allKeys: keys.all()}
+	if opt.Strategy == "" || opt.Strategy == StrategyBFS || opt.Strategy == StrategyDFS {
+		f.links = newLinkCache(opt.LinkCache)
+	}
 	res, err := initScript.Run(ctx, rdb, []string{keys.Meta}, bucketBits(opt.ExpectedURLs), opt.Strategy,
 		opt.DedupMode, want.M, want.K, want.Seg).Slice()
 	if err != nil || len(res) != 7 {
