@@ -21,8 +21,9 @@ import (
 // (prio is the pq score, -importance, with the priority and aopic
 // strategies, whose claim pops the host's best URL with ZPOPMIN; a render
 // task's string starts with "r")
-// then a wait hint: ms until the earliest ready host's time comes, or -1
-// when no host has a free slot and queued tasks, then the version of the
+// then a wait hint: ms until the earliest ready host's time comes, -2 when
+// tasks are queued but every host holding some is at its concurrency (a
+// slot frees when a lease ends), -1 when nothing is queued; then the version of the
 // published rule set ("" when none). A paused crawl or a draining slave
 // (control.go) gets no lease and a wait of one second.
 //
@@ -204,7 +205,10 @@ for _, r in ipairs({false, true}) do
   end
 end
 if earliest == nil then
-  out[#out + 1] = -1
+  -- -2: work is queued but every host with some is at its concurrency (a
+  -- lease ending frees a slot); -1: nothing queued
+  local queued = tonumber(redis.call('HGET', K_STATS, 'queued') or '0') + (stat_delta['queued'] or 0)
+  if queued > 0 then out[#out + 1] = -2 else out[#out + 1] = -1 end
 else
   out[#out + 1] = math.max(0, earliest - now)
 end
@@ -227,6 +231,10 @@ type ClaimResult struct {
 	// work the slave can take and a free slot), so idle slaves sleep instead
 	// of polling.
 	Wait time.Duration
+	// Busy: Wait is negative because every host with queued tasks is at
+	// its concurrency, not because nothing is queued; a slot frees as soon
+	// as any slave's lease ends.
+	Busy bool
 	// RulesVersion is the version of the rule set the master published
 	// (PutRules), "" when none: a slave whose rules are older reloads them
 	// (GetRules). It comes with every claim at no extra round trip; a claim
@@ -269,6 +277,7 @@ func (f *Redis) ClaimWaitOpts(ctx context.Context, slave string, max int, opts C
 	if hint < 0 {
 		wait = -1
 	}
+	busy := hint == -2
 	arr = arr[:len(arr)-2]
 	leases := make([]Lease, 0, len(arr)/6)
 	for i := 0; i < len(arr); i += 6 {
@@ -296,5 +305,5 @@ func (f *Redis) ClaimWaitOpts(ctx context.Context, slave string, max int, opts C
 		leases = append(leases, Lease{Task: t, Slave: slave, Token: token,
 			LeasedAt: time.UnixMilli(at), Deadline: time.UnixMilli(dl), Importance: importance})
 	}
-	return ClaimResult{Leases: leases, Wait: wait, RulesVersion: version}, nil
+	return ClaimResult{Leases: leases, Wait: wait, Busy: busy, RulesVersion: version}, nil
 }

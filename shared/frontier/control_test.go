@@ -189,3 +189,34 @@ func TestReseed(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimBusyHint checks the claim's idle hints: Busy while tasks are
+// queued behind hosts at their concurrency, not once nothing is queued.
+func TestClaimBusyHint(t *testing.T) {
+	rdb := testRedis(t)
+	f := newFrontier(t, rdb, "busy", nil) // host concurrency 1
+	ctx := context.Background()
+	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/1", 0), tk("http://a.test/2", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.ClaimWaitOpts(ctx, "s1", 10, frontier.ClaimOptions{})
+	if err != nil || len(res.Leases) != 1 {
+		t.Fatalf("claim = %d leases, %v; want 1 (concurrency 1)", len(res.Leases), err)
+	}
+	again, err := f.ClaimWaitOpts(ctx, "s2", 10, frontier.ClaimOptions{})
+	if err != nil || len(again.Leases) != 0 || again.Wait >= 0 || !again.Busy {
+		t.Fatalf("claim behind a busy host = %d leases, wait %v, busy %v, %v; want none, negative, busy",
+			len(again.Leases), again.Wait, again.Busy, err)
+	}
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: res.Leases[0], Outcome: frontier.Done}}); err != nil {
+		t.Fatal(err)
+	}
+	last, err := f.ClaimWaitOpts(ctx, "s2", 10, frontier.ClaimOptions{})
+	if err != nil || len(last.Leases) != 1 {
+		t.Fatalf("claim after the ack = %d, %v; want 1", len(last.Leases), err)
+	}
+	idle, err := f.ClaimWaitOpts(ctx, "s2", 10, frontier.ClaimOptions{})
+	if err != nil || len(idle.Leases) != 0 || idle.Busy {
+		t.Fatalf("claim with nothing queued = %d leases, busy %v, %v; want none, not busy", len(idle.Leases), idle.Busy, err)
+	}
+}

@@ -109,6 +109,7 @@ func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL,
 // scopes and trap-checks the links found.
 func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, res *Response) frontier.Completion {
 	l := c.Lease
+	s.noteFetch(res.Duration)
 	page := &events.Page{Crawl: s.cfg.Crawl.Name, URL: l.URL, FinalURL: l.URL, Status: res.Status,
 		ContentType: res.Header.Get("Content-Type"), Bytes: res.Body.Size(), Depth: l.Depth,
 		FetchedAt: time.Now().UnixMilli(), Slave: s.id, DurationMS: res.Duration.Milliseconds(), Attempt: l.Attempt,

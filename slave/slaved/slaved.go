@@ -119,6 +119,9 @@ type Slave struct {
 	bytes    atomic.Int64
 	lostAcks atomic.Int64
 	draining atomic.Bool
+	// fetchAvg is a moving average of fetch durations (ns), which paces
+	// claims while every host with queued work is at its concurrency
+	fetchAvg atomic.Int64
 	// drain ends the claim loop for a graceful leave an admin asked for
 	// (frontier.Control.Drain); set by Run before the heartbeater starts.
 	drain      context.CancelFunc
@@ -380,7 +383,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 		claimStart := time.Now()
 		res, err := s.front.ClaimWaitOpts(ctx, s.id, n, frontier.ClaimOptions{Render: s.canRender.Load()})
 		s.met.ObserveClaim(time.Since(claimStart))
-		leases, wait := res.Leases, res.Wait
+		leases, wait, busy := res.Leases, res.Wait, res.Busy
 		s.met.Claimed(len(leases))
 		if err != nil {
 			for range n {
@@ -435,6 +438,12 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			d := s.cfg.Slave.IdlePoll
 			if wait >= 0 && wait < d {
 				d = wait
+			}
+			if busy {
+				// every host with queued work is at its concurrency: a
+				// slot frees when any slave's lease ends, about one fetch
+				// time from now; look again after half of one
+				d = min(d, max(2*time.Millisecond, time.Duration(s.fetchAvg.Load()/2)))
 			}
 			d += time.Duration(rand.Int64N(int64(d)/4 + int64(time.Millisecond)))
 			// ... or until one of this slave's acks frees a host slot
