@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"sort"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -97,7 +98,11 @@ type Options struct {
 	// SlaveBinary is a built bin/slave run as each slave's process; "" =
 	// slaves run in this process.
 	SlaveBinary string
-	Logger      *slog.Logger // the master's and in-process slaves' logs; default discard
+	// Rounds repeats the whole sequence (colly, then each slave count) so
+	// that each ratio is taken within a round, back to back, and the
+	// report shows the median round of each; default 1.
+	Rounds int
+	Logger *slog.Logger // the master's and in-process slaves' logs; default discard
 	Out         io.Writer    // progress lines; default discard
 }
 
@@ -113,6 +118,7 @@ func (o Options) withDefaults() Options {
 	def(&o.LinksPerPage, DefaultLinksPerPage)
 	def(&o.Concurrency, DefaultConcurrency)
 	def(&o.HostConcurrency, DefaultHostConcurrency)
+	def(&o.Rounds, 1)
 	if len(o.Slaves) == 0 {
 		o.Slaves = DefaultSlaves
 	}
@@ -208,8 +214,14 @@ type Report struct {
 	Colly *CollyResult
 	Runs  []*RunResult
 	// TwoToOne is the 2-slave / 1-slave throughput ratio; NaN when one
-	// of them was not run.
+	// of them was not run. With several rounds it is the median of the
+	// rounds' ratios, and Colly and Runs are the median round's runs of
+	// each (by their ratio to colly in their round).
 	TwoToOne float64
+	// VsColly lists each slave count's ratio to colly in every round, and
+	// TwoToOneRounds the 2/1 ratio of every round (Options.Rounds > 1).
+	VsColly        map[int][]float64
+	TwoToOneRounds []float64
 
 	MarkdownPath, SVGPath, LatestPath string
 }
@@ -283,31 +295,61 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if _, err := b.crawlConfig(0); err != nil { // fail before crawling anything
 		return nil, err
 	}
-	if rep.Colly, err = b.runColly(ctx); err != nil {
-		return nil, err
+	type round struct {
+		colly *CollyResult
+		runs  []*RunResult
+		two   float64 // 2/1 in this round
 	}
-	fmt.Fprintf(opt.Out, "bench: colly: %d pages in %.1fs, %.0f pages/s\n", rep.Colly.Pages, rep.Colly.Seconds, rep.Colly.PagesPerSec)
-	freeMemory()
-	var one, two float64
-	for _, n := range opt.Slaves {
-		r, err := b.runCrawl(ctx, n)
-		if err != nil {
+	var rounds []round
+	rep.VsColly = map[int][]float64{}
+	for i := range opt.Rounds {
+		if opt.Rounds > 1 {
+			fmt.Fprintf(opt.Out, "bench: round %d of %d\n", i+1, opt.Rounds)
+		}
+		var rd round
+		if rd.colly, err = b.runColly(ctx); err != nil {
 			return nil, err
 		}
-		r.VsColly = ratio(r.PagesPerSec, rep.Colly.PagesPerSec)
-		rep.Runs = append(rep.Runs, r)
-		fmt.Fprintf(opt.Out, "bench: %d slave(s): %d pages in %.1fs, %.0f pages/s (%.2f× colly)\n",
-			n, r.Pages, r.Seconds, r.PagesPerSec, r.VsColly)
-		switch n {
-		case 1:
-			one = r.PagesPerSec
-		case 2:
-			two = r.PagesPerSec
-		}
+		fmt.Fprintf(opt.Out, "bench: colly: %d pages in %.1fs, %.0f pages/s\n", rd.colly.Pages, rd.colly.Seconds, rd.colly.PagesPerSec)
 		freeMemory()
+		var one, two float64
+		for _, n := range opt.Slaves {
+			r, err := b.runCrawl(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			r.VsColly = ratio(r.PagesPerSec, rd.colly.PagesPerSec)
+			rd.runs = append(rd.runs, r)
+			rep.VsColly[n] = append(rep.VsColly[n], r.VsColly)
+			fmt.Fprintf(opt.Out, "bench: %d slave(s): %d pages in %.1fs, %.0f pages/s (%.2f× colly)\n",
+				n, r.Pages, r.Seconds, r.PagesPerSec, r.VsColly)
+			switch n {
+			case 1:
+				one = r.PagesPerSec
+			case 2:
+				two = r.PagesPerSec
+			}
+			freeMemory()
+		}
+		rd.two = math.NaN()
+		if one > 0 && two > 0 {
+			rd.two = two / one
+			rep.TwoToOneRounds = append(rep.TwoToOneRounds, rd.two)
+		}
+		rounds = append(rounds, rd)
 	}
-	if one > 0 && two > 0 {
-		rep.TwoToOne = two / one
+	// each slave count's median round (by its ratio to colly); colly's
+	// figures from the median round of the first slave count
+	for k := range opt.Slaves {
+		sort.SliceStable(rounds, func(i, j int) bool { return rounds[i].runs[k].VsColly < rounds[j].runs[k].VsColly })
+		med := rounds[(len(rounds)-1)/2]
+		rep.Runs = append(rep.Runs, med.runs[k])
+		if k == 0 {
+			rep.Colly = med.colly
+		}
+	}
+	if len(rep.TwoToOneRounds) > 0 {
+		rep.TwoToOne = median(rep.TwoToOneRounds)
 	}
 	if err := rep.write(opt.OutDir, b.stamp); err != nil {
 		return rep, err
@@ -330,6 +372,13 @@ func (b *bench) exactlyOnce() (missing, extra int) {
 		}
 	}
 	return missing, extra
+}
+
+// median returns the median of xs (the lower middle of an even count).
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[(len(s)-1)/2]
 }
 
 func ratio(a, b float64) float64 {

@@ -172,3 +172,40 @@ func TestRSSEnds(t *testing.T) {
 		t.Errorf("rssEnds(nil) = %d, %d", f, l)
 	}
 }
+
+// TestRunRounds runs a tiny benchmark twice over with 1 and 2 slaves and
+// checks that every round's ratios are kept, the 2/1 ratio is their
+// median, and the report lists the rounds.
+func TestRunRounds(t *testing.T) {
+	cfg := config.Default()
+	cfg.MySQL.DSN = storetest.DSN(t)
+	if u := os.Getenv("REDCRAWL_TEST_REDIS"); u != "" {
+		cfg.Redis.URL = u
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Hosts: 2, PagesPerHost: 30, PageBytes: 1000, Slaves: []int{1, 2}, Rounds: 3,
+		Concurrency: 4, OutDir: t.TempDir(), Config: &cfg, Out: &out})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if len(rep.Runs) != 2 || len(rep.VsColly[1]) != 3 || len(rep.VsColly[2]) != 3 || len(rep.TwoToOneRounds) != 3 {
+		t.Fatalf("runs %d, ratios %v, 2/1 rounds %v; want 2 runs and 3 rounds of each", len(rep.Runs), rep.VsColly, rep.TwoToOneRounds)
+	}
+	if want := median(rep.TwoToOneRounds); rep.TwoToOne != want {
+		t.Errorf("2/1 = %v, want the median %v of %v", rep.TwoToOne, want, rep.TwoToOneRounds)
+	}
+	for k, n := range []int{1, 2} {
+		if got, want := rep.Runs[k].VsColly, median(rep.VsColly[n]); got != want {
+			t.Errorf("%d slaves: shown ratio %v, want the median round's %v of %v", n, got, want, rep.VsColly[n])
+		}
+	}
+	md, err := os.ReadFile(rep.MarkdownPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(md, []byte("3 rounds")) || !bytes.Contains(md, []byte("- 2 / 1 slaves:")) {
+		t.Errorf("report lacks the rounds:\n%s", md)
+	}
+}

@@ -96,6 +96,16 @@ func (r *Report) Markdown() string {
 	row("failed tasks / lost leases (colly: errors)", fmt.Sprint(c.Errors),
 		func(x *RunResult) string { return fmt.Sprintf("%d / %d", x.Failed, x.Lost) })
 	fmt.Fprintf(&sb, "\n2-slave / 1-slave throughput: %s\n\n", fmtF(r.TwoToOne, 2))
+	if r.Options.Rounds > 1 {
+		fmt.Fprintf(&sb, "%d rounds; each column is its median round (by its ratio to colly in that round). Per round:\n\n", r.Options.Rounds)
+		for _, n := range r.Options.Slaves {
+			fmt.Fprintf(&sb, "- %d slave(s) × colly: %s\n", n, fmtList(r.VsColly[n]))
+		}
+		if len(r.TwoToOneRounds) > 0 {
+			fmt.Fprintf(&sb, "- 2 / 1 slaves: %s (median %s)\n", fmtList(r.TwoToOneRounds), fmtF(r.TwoToOne, 2))
+		}
+		sb.WriteString("\n")
+	}
 	if r.SVGPath != "" {
 		fmt.Fprintf(&sb, "![pages/s over time](%s)\n\n", filepath.Base(r.SVGPath))
 	}
@@ -246,4 +256,13 @@ func tick(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
+}
+
+// fmtList formats ratios as "1.21, 1.40, 1.33".
+func fmtList(xs []float64) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmtF(x, 2)
+	}
+	return strings.Join(out, ", ")
 }
