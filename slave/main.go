@@ -66,8 +66,8 @@ func run(args []string, stderr io.Writer) int {
 	}
 	log := cfg.NewLogger(stderr)
 	slog.SetDefault(log)
-	if cfg.Slave.Profile == "small" && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(config.SmallMemoryLimit)
+	if lim := cfg.SlaveMemoryLimit(); lim > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(lim)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -178,6 +178,9 @@ type Slave struct {
 	// of links already put through the crawl's seen set, which are then
 	// not sent to Redis again (bfs and dfs); 0 = none.
 	LinkCache int `mapstructure:"link_cache"`
+	// MemoryLimit is bin/slave's soft Go memory limit in bytes (unless
+	// GOMEMLIMIT is set); 0 = auto (SlaveMemoryLimit), -1 = none.
+	MemoryLimit int64 `mapstructure:"memory_limit"`
 }
 
 // Fetch tunes HTTP fetching.

@@ -92,6 +92,7 @@ func Default() Config {
 			ProgressEvery:     10 * time.Second,
 			MetricsListen:     "127.0.0.1:0",
 			LinkCache:         1 << 17,
+			MemoryLimit:       0,
 		},
 		Fetch: Fetch{
 			Timeout:              30 * time.Second,
@@ -186,7 +187,7 @@ func load(path string, environ []string) (*Config, error) {
 		durationHook,
 		listHook,
 		byteSizeHook(&c.Fetch.MaxBodyBytes, &c.Fetch.MemoryBodyBytes, &c.Storage.WARCMaxFileBytes,
-			&c.Render.MemoryBytes),
+			&c.Render.MemoryBytes, &c.Slave.MemoryLimit),
 		integerHook,
 	)
 	if err := v.UnmarshalExact(&c, viper.DecodeHook(hook)); err != nil {

@@ -653,3 +653,37 @@ func TestNewRedisClient(t *testing.T) {
 		t.Error("a cluster url with a database validated")
 	}
 }
+
+func TestSlaveMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string
+		want int64
+	}{
+		{"auto, rendering on", "", 24<<20 + 32*(32<<10) + 4*(32<<20)},
+		{"auto, no rendering, 64 in flight", "slave:\n  concurrency: 64\nrender:\n  enabled: false\n", 26 << 20},
+		{"auto, bigger bodies in memory", "slave:\n  concurrency: 64\nfetch:\n  memory_body_bytes: 1MiB\nrender:\n  enabled: false\n", 24<<20 + 64*(512<<10)},
+		{"small profile", "slave:\n  profile: small\n", 64 << 20},
+		{"explicit size", "slave:\n  memory_limit: 48MiB\n", 48 << 20},
+		{"none", "slave:\n  memory_limit: -1\n", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "c.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.SlaveMemoryLimit(); got != tc.want {
+				t.Errorf("limit %d, want %d", got, tc.want)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte("slave:\n  memory_limit: 1MiB\n"), 0o644)
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "slave.memory_limit") {
+		t.Errorf("1MiB limit: %v, want an error naming slave.memory_limit", err)
+	}
+}

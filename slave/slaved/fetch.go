@@ -129,7 +129,9 @@ func (s *Slave) newHTTPFetcher(runCtx context.Context, dns *dnscache.Resolver) (
 	direct := dns.DialContext(guarded.DialContext)
 	template := func() *http.Transport {
 		return &http.Transport{
-			MaxIdleConns:          cfg.Slave.Concurrency * 2,
+			// an idle connection holds two goroutines and 8 KiB of buffers:
+			// keep no more than there are workers to reuse them
+			MaxIdleConns:          cfg.Slave.Concurrency,
 			MaxIdleConnsPerHost:   max(2, cfg.Politeness.HostConcurrency),
 			IdleConnTimeout:       90 * time.Second,
 			TLSHandshakeTimeout:   10 * time.Second,
