@@ -18,8 +18,8 @@ import (
 	"net/url"
 	"os"
 	"runtime"
-	"sort"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"time"
 
@@ -103,7 +103,7 @@ type Options struct {
 	// report shows the median round of each; default 1.
 	Rounds int
 	Logger *slog.Logger // the master's and in-process slaves' logs; default discard
-	Out         io.Writer    // progress lines; default discard
+	Out    io.Writer    // progress lines; default discard
 }
 
 func (o Options) withDefaults() Options {

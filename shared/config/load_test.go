@@ -660,9 +660,9 @@ func TestSlaveMemoryLimit(t *testing.T) {
 		yaml string
 		want int64
 	}{
-		{"auto, rendering on", "", 24<<20 + 32*(32<<10) + 4*(32<<20)},
-		{"auto, no rendering, 64 in flight", "slave:\n  concurrency: 64\nrender:\n  enabled: false\n", 26 << 20},
-		{"auto, bigger bodies in memory", "slave:\n  concurrency: 64\nfetch:\n  memory_body_bytes: 1MiB\nrender:\n  enabled: false\n", 24<<20 + 64*(512<<10)},
+		{"auto, rendering on", "", 24<<20 + 32*(64<<10) + 4*(32<<20)},
+		{"auto, no rendering, 64 in flight", "slave:\n  concurrency: 64\nrender:\n  enabled: false\n", 28 << 20},
+		{"auto, bigger bodies in memory", "slave:\n  concurrency: 64\nfetch:\n  memory_body_bytes: 1MiB\nrender:\n  enabled: false\n", 24<<20 + 64*(1<<20)},
 		{"small profile", "slave:\n  profile: small\n", 64 << 20},
 		{"explicit size", "slave:\n  memory_limit: 48MiB\n", 48 << 20},
 		{"none", "slave:\n  memory_limit: -1\n", 0},

@@ -30,14 +30,21 @@ func page15KB(b *testing.B, meta string) string {
 
 func BenchmarkReadBody15KB(b *testing.B) {
 	page := []byte(page15KB(b, `<meta charset="utf-8">`))[:15<<10]
-	b.SetBytes(int64(len(page)))
-	b.ReportAllocs()
-	for b.Loop() {
-		body, err := ReadBody(bytes.NewReader(page), BodyOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		body.Close()
+	for _, bc := range []struct {
+		name string
+		hint int64
+	}{{"no-length", 0}, {"content-length", int64(len(page))}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				body, err := ReadBody(bytes.NewReader(page), BodyOptions{SizeHint: bc.hint})
+				if err != nil {
+					b.Fatal(err)
+				}
+				body.Close()
+			}
+		})
 	}
 }
 

@@ -33,6 +33,11 @@ type BodyOptions struct {
 	MaxBytes int64
 	// TempDir is where larger bodies are spilled; "" means os.TempDir().
 	TempDir string
+	// SizeHint is the body's expected size (a Content-Length), or 0 or
+	// less when unknown: a body that fits in memory is then read into one
+	// buffer of that size instead of a doubling one. A wrong hint costs a
+	// regrowth, nothing else.
+	SizeHint int64
 }
 
 // Body is a fetched document body, kept in memory or in a temporary file,
@@ -67,6 +72,7 @@ func ReadBody(r io.Reader, opt BodyOptions) (*Body, error) {
 	}
 	br := bodyReader{
 		r:        r,
+		hint:     opt.SizeHint,
 		memLimit: memLimit,
 		maxBytes: opt.MaxBytes,
 		tempDir:  opt.TempDir,
@@ -84,6 +90,7 @@ func ReadBody(r io.Reader, opt BodyOptions) (*Body, error) {
 // bodyReader is the state of one ReadBody call.
 type bodyReader struct {
 	r        io.Reader
+	hint     int64
 	memLimit int
 	maxBytes int64
 	tempDir  string
@@ -101,7 +108,11 @@ type bodyReader struct {
 // read fills buf up to memLimit+1 bytes; past memLimit it spills to a file
 // and reuses buf as the chunk buffer.
 func (br *bodyReader) read() (*Body, error) {
-	br.buf = make([]byte, 0, min(4096, br.memLimit+1))
+	first := 4096
+	if br.hint > 0 && br.hint <= int64(br.memLimit) {
+		first = int(br.hint) + 1 // +1: the read that finds EOF needs room
+	}
+	br.buf = make([]byte, 0, min(first, br.memLimit+1))
 	for {
 		if len(br.buf) == cap(br.buf) {
 			if br.file == nil && len(br.buf) <= br.memLimit {

@@ -108,22 +108,34 @@ func TestReadBodyMemLimit(t *testing.T) {
 		{limit + 1, bodyFacts{Size: limit + 1, InMemory: false, SumOK: true, BytesOK: true, TempFiles: 1}},
 		{5 * limit, bodyFacts{Size: 5 * limit, InMemory: false, SumOK: true, BytesOK: true, TempFiles: 1}},
 	}
+	// a size hint (Content-Length) that is right, short, long or absent
+	// changes nothing but the buffer's first size
+	hints := map[string]func(size int) int64{
+		"no hint": func(int) int64 { return 0 },
+		"exact":   func(n int) int64 { return int64(n) },
+		"short":   func(n int) int64 { return int64(n / 2) },
+		"long":    func(n int) int64 { return int64(n)*2 + 1 },
+		"unknown": func(int) int64 { return -1 },
+	}
 	for _, tt := range tests {
 		for rname, mk := range readers {
-			data := randomBytes(tt.size)
-			dir := t.TempDir()
-			b, err := ReadBody(mk(data), BodyOptions{MemLimit: limit, TempDir: dir})
-			if err != nil {
-				t.Fatalf("size %d, %s: ReadBody: %v", tt.size, rname, err)
-			}
-			if diff := cmp.Diff(tt.want, factsOf(t, b, data, dir)); diff != "" {
-				t.Errorf("size %d, %s: body (-want +got):\n%s", tt.size, rname, diff)
-			}
-			if err := b.Close(); err != nil {
-				t.Errorf("size %d, %s: Close: %v", tt.size, rname, err)
-			}
-			if files := tempFiles(t, dir); len(files) != 0 {
-				t.Errorf("size %d, %s: after Close, temp files %v", tt.size, rname, files)
+			for hname, hint := range hints {
+				rname := rname + ", " + hname
+				data := randomBytes(tt.size)
+				dir := t.TempDir()
+				b, err := ReadBody(mk(data), BodyOptions{MemLimit: limit, TempDir: dir, SizeHint: hint(tt.size)})
+				if err != nil {
+					t.Fatalf("size %d, %s: ReadBody: %v", tt.size, rname, err)
+				}
+				if diff := cmp.Diff(tt.want, factsOf(t, b, data, dir)); diff != "" {
+					t.Errorf("size %d, %s: body (-want +got):\n%s", tt.size, rname, diff)
+				}
+				if err := b.Close(); err != nil {
+					t.Errorf("size %d, %s: Close: %v", tt.size, rname, err)
+				}
+				if files := tempFiles(t, dir); len(files) != 0 {
+					t.Errorf("size %d, %s: after Close, temp files %v", tt.size, rname, files)
+				}
 			}
 		}
 	}

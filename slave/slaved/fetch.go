@@ -360,7 +360,11 @@ func (f *httpFetcher) readBody(res *http.Response) (*content.Body, error) {
 			res.Header.Del("Content-Length")
 		}
 	}
-	b, err := content.ReadBody(r, f.bodyOpt)
+	opt := f.bodyOpt
+	if r == io.Reader(res.Body) {
+		opt.SizeHint = res.ContentLength // -1 when unknown
+	}
+	b, err := content.ReadBody(r, opt)
 	if err != nil {
 		return nil, fmt.Errorf("read body: %w", err)
 	}
