@@ -13,7 +13,7 @@ import (
 // notes explain what the report's rows measure.
 var notes = []string{
 	"Every crawl fetches the same synthetic site (shared/testsite) served by this process on 127.0.0.2…; colly runs first, then redcrawl with each slave count, each with a fresh crawl name.",
-	"seconds: from seeding to the master's finish decision less its quiescence window (colly: Visit to Wait); pages/s = pages / seconds.",
+	"seconds: from seeding to the last page's fetch (pages.fetched_at in MySQL, to the millisecond; the master's finish decision, less its quiescence window, when that is earlier) (colly: Visit to Wait); pages/s = pages / seconds.",
 	"CPU per 1,000 pages: slaves' own = utime+stime of the slave processes from /proc/<pid>/stat (subprocesses only); this process = getrusage delta, which includes the site's serving, the master and the sampler (and the slaves when in-process). colly's figure includes the site's serving too.",
 	"peak RSS: VmHWM of the slave processes, max over slaves (subprocesses only). colly RSS growth: peak VmRSS of this process sampled every 500 ms minus VmRSS before the crawl.",
 	"Redis calls/page: INFO commandstats calls delta (commands run inside scripts counted too, this suite's own monitoring commands taken off). Round trips/page: commands and scripts sent, counted by a go-redis hook on the clients this suite creates; with subprocess slaves, the slaves' share is their scripts (commandstats evalsha+eval) and their few plain commands (heartbeats) are not counted. Both are server-wide: another client of the same Redis inflates the server-side figures (calls, scripts with subprocesses, CPU).",
