@@ -7,15 +7,20 @@ import (
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
 
-// maxAckBatch bounds one complete script call.
-const maxAckBatch = 64
+// maxAckBatch bounds one complete script call; ackGather is how long a
+// small batch waits for more completions, so Redis runs fewer, larger
+// complete scripts (each call has a fixed cost in Redis).
+const (
+	maxAckBatch = 64
+	ackGather   = time.Millisecond
+)
 
 // newAcker returns the batcher that sends completions to the frontier. On
 // a Redis outage it keeps them and retries; a completion whose lease was
 // lost in the meantime is refused by the frontier and dropped here (the
 // task was requeued and is fetched again).
 func newAcker(s *Slave) *batcher[frontier.Completion] {
-	return newBatcher(s, "ack", maxAckBatch, 0, func(ctx context.Context, batch []frontier.Completion) error {
+	b := newBatcher(s, "ack", maxAckBatch, 0, func(ctx context.Context, batch []frontier.Completion) error {
 		ackStart := time.Now()
 		acked, err := s.front.Complete(ctx, s.id, batch)
 		s.met.ObserveAck(time.Since(ackStart))
@@ -36,4 +41,6 @@ func newAcker(s *Slave) *batcher[frontier.Completion] {
 		}
 		return nil
 	})
+	b.gather = ackGather
+	return b
 }

@@ -3,6 +3,7 @@ package slaved
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/redcrawl/redcrawl/shared/retry"
 )
@@ -17,6 +18,9 @@ type batcher[T any] struct {
 	key      string // rate-limited log key and operation name
 	maxBatch int
 	limit    int // 0: unbounded
+	// gather, when positive, lets a small batch (under a quarter of
+	// maxBatch) wait that long for more items before it is sent
+	gather time.Duration
 	// send delivers a batch; a nil error consumes all of it.
 	send func(ctx context.Context, batch []T) error
 
@@ -74,6 +78,11 @@ func (b *batcher[T]) run(ctx context.Context) {
 		if len(b.queue) == 0 || ctx.Err() != nil {
 			b.mu.Unlock()
 			return
+		}
+		if b.gather > 0 && len(b.queue) < b.maxBatch/4 && !b.closed {
+			b.mu.Unlock()
+			retry.Sleep(ctx, b.gather)
+			b.mu.Lock()
 		}
 		n := min(len(b.queue), b.maxBatch)
 		batch := append([]T(nil), b.queue[:n]...)

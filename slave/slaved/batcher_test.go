@@ -1,0 +1,63 @@
+package slaved
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/redcrawl/redcrawl/shared/ratelog"
+)
+
+// TestBatcherGather checks that a small batch waits the gather time for
+// more items and a batch of a quarter of maxBatch or more goes at once.
+func TestBatcherGather(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := &Slave{log: log, rl: ratelog.New(log, time.Minute)}
+	const gather = 2 * time.Second // far longer than the steps below take
+	var mu sync.Mutex
+	var batches [][]int
+	sent := make(chan struct{}, 8)
+	b := newBatcher(s, "test", 8, 0, func(_ context.Context, batch []int) error {
+		mu.Lock()
+		batches = append(batches, batch)
+		mu.Unlock()
+		sent <- struct{}{}
+		return nil
+	})
+	b.gather = gather
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.run(ctx) }()
+
+	// one item waits for the gather window; two more join it
+	b.add(1)
+	time.Sleep(50 * time.Millisecond)
+	b.add(2)
+	b.add(3)
+	<-sent
+	// a quarter of maxBatch (2 of 8) goes without waiting: it arrives well
+	// inside the gather time
+	b.add(4)
+	b.add(5)
+	select {
+	case <-sent:
+	case <-time.After(gather / 2):
+		t.Error("a batch of maxBatch/4 waited for the gather time")
+	}
+	b.close()
+	<-done
+	cancel()
+	want := [][]int{{1, 2, 3}, {4, 5}}
+	mu.Lock()
+	defer mu.Unlock()
+	if d := cmp.Diff(want, batches); d != "" {
+		t.Errorf("batches (-want +got):\n%s", d)
+	}
+}
