@@ -182,7 +182,7 @@ func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs ago\t%d\t%d\t%d\t%.1f\t%v\t%s\n", s.Slave, dash(s.Host), state,
 				ov.Now.Sub(s.LastSeen).Seconds(), s.Pages, s.Errors, s.InFlight, float64(s.RSS)/(1<<20), s.Render,
-				dash(short(s.RulesVersion)))
+				dash(masterd.ShortVersion(s.RulesVersion)))
 		}
 	default:
 		a := admin.Action{Crawl: name}
@@ -222,13 +222,6 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func short(v string) string {
-	if len(v) > 12 {
-		return v[:12]
-	}
-	return v
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

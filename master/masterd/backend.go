@@ -19,8 +19,8 @@ type backend struct {
 	cfg   *config.Config
 	front *frontier.Redis
 	store *store.Store
-	// rules is the rule watcher's state (nil without rules.dir).
-	rules *rulesWatcher
+	// rules returns the rule files' state (nil: no rules.dir).
+	rules func() rulesState
 	// schedules lists the recrawl schedules with their runs (nil: none).
 	schedules func() []admin.ScheduleView
 }
@@ -29,34 +29,22 @@ var _ admin.Backend = (*backend)(nil)
 
 // Overview implements admin.Backend.
 func (b *backend) Overview(ctx context.Context) (admin.Overview, error) {
-	st, err := b.front.Stats(ctx)
+	snap, err := b.front.Snapshot(ctx)
 	if err != nil {
 		return admin.Overview{}, fmt.Errorf("overview: %w", err)
 	}
-	now, err := b.front.Now(ctx)
-	if err != nil {
-		return admin.Overview{}, fmt.Errorf("overview: %w", err)
-	}
-	slaves, err := b.front.Slaves(ctx)
-	if err != nil {
-		return admin.Overview{}, fmt.Errorf("overview: %w", err)
-	}
-	draining, err := b.front.Draining(ctx)
-	if err != nil {
-		return admin.Overview{}, fmt.Errorf("overview: %w", err)
-	}
-	cv := admin.CrawlView{Stats: st, Paused: st.Paused, Schedules: []admin.ScheduleView{}}
+	cv := admin.CrawlView{Stats: snap.Stats, Paused: snap.Paused, Schedules: []admin.ScheduleView{}}
 	if b.schedules != nil {
 		cv.Schedules = b.schedules()
 	}
-	ov := admin.Overview{Now: now, Crawls: []admin.CrawlView{cv}, Slaves: []admin.SlaveView{}}
-	for _, s := range slaves {
+	ov := admin.Overview{Now: snap.Now, Crawls: []admin.CrawlView{cv}, Slaves: []admin.SlaveView{}}
+	for _, s := range snap.Slaves {
 		ov.Slaves = append(ov.Slaves, admin.SlaveView{Heartbeat: s.Heartbeat, LastSeen: s.LastSeen,
-			Alive: now.Sub(s.LastSeen) < b.cfg.Master.DeadAfter, Draining: draining[s.Slave]})
+			Alive: snap.Now.Sub(s.LastSeen) < b.cfg.Master.DeadAfter, Draining: snap.Draining[s.Slave]})
 	}
 	ov.Rules.Dir = b.cfg.Rules.Dir
 	if b.rules != nil {
-		rs := b.rules.snapshot()
+		rs := b.rules()
 		if rs.set != nil {
 			ov.Rules.Version, ov.Rules.RuleSets, ov.Rules.LoadedAt = rs.set.Version, len(rs.set.Sets), rs.loadedAt
 		}
@@ -214,7 +202,7 @@ func (b *backend) currentRules() *rules.Set {
 	if b.rules == nil {
 		return nil
 	}
-	return b.rules.snapshot().set
+	return b.rules().set
 }
 
 // checkCrawl accepts the master's crawl, or "" for it.
@@ -240,9 +228,7 @@ func OpenBackend(ctx context.Context, cfg *config.Config) (admin.Backend, func()
 	}
 	b := &backend{cfg: cfg, front: f, store: st}
 	if set, err := LoadRules(cfg); err == nil && set != nil {
-		w := &rulesWatcher{}
-		w.state.set = set
-		b.rules = w
+		b.rules = func() rulesState { return rulesState{set: set} }
 	}
 	return b, func() { st.Close(); closeFront() }, nil
 }

@@ -100,7 +100,7 @@ func (m *Master) Run(ctx context.Context) error {
 	fin := &finisher{front: m.front, quiescence: m.cfg.Master.Quiescence, log: m.log, rl: m.rl,
 		progressEvery: m.opt.ProgressEvery, finished: make(chan struct{})}
 
-	met := metrics.NewMaster(m.cfg.Crawl.Name, m.snapshot)
+	met := metrics.NewMaster(m.cfg.Crawl.Name, m.front.Stats)
 	rec.recovered, mon.recovered = met.LeasesRecovered, met.LeasesRecovered
 	snk.stored = func(batch []events.Envelope) {
 		n := map[events.Type]int{}
@@ -130,7 +130,7 @@ func (m *Master) Run(ctx context.Context) error {
 		}), now: time.Now, log: m.log, rl: m.rl, onFire: met.ScheduledRun}
 	comps = append(comps, sched)
 	if m.cfg.Admin.Listen != "" {
-		be := &backend{cfg: m.cfg, front: m.front, store: m.store, rules: rw, schedules: func() []admin.ScheduleView {
+		be := &backend{cfg: m.cfg, front: m.front, store: m.store, schedules: func() []admin.ScheduleView {
 			vs := sched.Views()
 			out := make([]admin.ScheduleView, len(vs))
 			for i, v := range vs {
@@ -138,6 +138,9 @@ func (m *Master) Run(ctx context.Context) error {
 			}
 			return out
 		}}
+		if rw != nil {
+			be.rules = rw.snapshot
+		}
 		srv, err := m.adminServer(be, met)
 		if err != nil {
 			return err
@@ -174,17 +177,6 @@ func (m *Master) Run(ctx context.Context) error {
 			"in_flight", st.InFlight, "lost", st.Lost, "finished", st.Finished)
 	}
 	return nil
-}
-
-// snapshot is the metrics' view of the crawl's counters.
-func (m *Master) snapshot(ctx context.Context) (metrics.Snapshot, error) {
-	st, err := m.front.Stats(ctx)
-	if err != nil {
-		return metrics.Snapshot{}, err
-	}
-	return metrics.Snapshot{Queued: st.Queued, InFlight: st.InFlight, Retry: st.Retry, RenderQueued: st.RenderQueued,
-		Done: st.Done, Failed: st.Failed, Seen: st.Seen, Lost: st.Lost, Duplicates: st.Duplicates,
-		SlavesAlive: int64(st.SlavesAlive), PagesPerSec: st.PagesPerSec}, nil
 }
 
 // schedulesFunc lists the recrawl schedules in force: crawl.schedule
@@ -268,17 +260,13 @@ func (m *Master) adminServer(be admin.Backend, met *metrics.Master) (*adminCompo
 // scrapeTargets lists the alive slaves' /metrics for Prometheus HTTP
 // service discovery.
 func (m *Master) scrapeTargets(ctx context.Context) ([]admin.SDTarget, error) {
-	slaves, err := m.front.Slaves(ctx)
-	if err != nil {
-		return nil, err
-	}
-	now, err := m.front.Now(ctx)
+	snap, err := m.front.Snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := []admin.SDTarget{}
-	for _, s := range slaves {
-		if s.MetricsAddr == "" || now.Sub(s.LastSeen) > m.cfg.Master.DeadAfter {
+	for _, s := range snap.Slaves {
+		if s.MetricsAddr == "" || snap.Now.Sub(s.LastSeen) > m.cfg.Master.DeadAfter {
 			continue
 		}
 		out = append(out, admin.SDTarget{Targets: []string{s.MetricsAddr},

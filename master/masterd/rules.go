@@ -113,7 +113,7 @@ func (w *rulesWatcher) check(ctx context.Context) {
 			w.rl.Log(ctx, slog.LevelWarn, "rules-publish", "publish rules", "err", err)
 			return // tried again at the next tick
 		}
-		w.log.Info("rules published", "version", shortVersion(set.Version), "files", len(set.Files), "rule_sets", len(set.Sets))
+		w.log.Info("rules published", "version", ShortVersion(set.Version), "files", len(set.Files), "rule_sets", len(set.Sets))
 		w.published = set.Version
 		w.mu.Lock()
 		w.state.set, w.state.loadedAt = set, time.Now()
@@ -123,7 +123,7 @@ func (w *rulesWatcher) check(ctx context.Context) {
 	w.state.errorActive = false
 	w.mu.Unlock()
 	if w.lastErr != "" {
-		w.log.Info("rule files valid again", "version", shortVersion(set.Version))
+		w.log.Info("rule files valid again", "version", ShortVersion(set.Version))
 	}
 	w.stamp, w.lastErr = stamp, ""
 }
@@ -140,7 +140,7 @@ func (w *rulesWatcher) reject(ctx context.Context, err error) {
 	w.mu.Unlock()
 	in := "none yet"
 	if w.published != "" {
-		in = shortVersion(w.published)
+		in = ShortVersion(w.published)
 	}
 	w.log.Error("rule files rejected; the previous version stays in force", "version_in_force", in, "err", msg)
 	ev, encErr := frontier.NewEvent(&events.Exception{Crawl: w.crawl, Kind: events.KindRules, Host: "",
@@ -176,7 +176,9 @@ func dirStamp(dir string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func shortVersion(v string) string {
+// ShortVersion is the first 12 characters of a rule set version, for
+// logs and tables.
+func ShortVersion(v string) string {
 	if len(v) > 12 {
 		return v[:12]
 	}

@@ -221,15 +221,20 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 	}
 	args := make([]any, 0, 8+14*len(cs))
 	args = append(args, slave, f.opt.MaxAttempts, boolArg(f.opt.ScopeBySeeds), seed(), f.opt.Crawl, len(cs))
-	for _, c := range cs {
+	// sent[i]: fingerprints of the links completion i sent, cached once it
+	// is acked with its links followed (link cache only)
+	sent := make([][]uint64, len(cs))
+	for i, c := range cs {
 		if c.Outcome < Done || c.Outcome > Release {
 			return nil, fmt.Errorf("complete %s: invalid outcome %d", c.Lease.URL, c.Outcome)
 		}
 		links := c.Links
+		var fps []uint64 // the links' fingerprints, with the link cache
 		if c.Outcome != Done {
 			links = nil
 		} else if f.links != nil {
-			links = f.unknownLinks(links)
+			links, fps = f.unknownLinks(links)
+			sent[i] = fps
 		}
 		chex, cb, cf := "", "", ""
 		if c.ContentHash != 0 && c.Outcome == Done {
@@ -242,7 +247,7 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 			args = append(args, string(e.Type), e.Data)
 		}
 		args = appendPolicies(args, c.Policies)
-		args = f.appendTuples(args, links)
+		args = f.appendTuplesFP(args, links, fps)
 	}
 	res, err := f.run(ctx, completeScript, args...)
 	if err != nil {
@@ -253,34 +258,30 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 		return nil, fmt.Errorf("complete: script returned %d values for %d completions", len(arr), len(cs))
 	}
 	acked := make([]bool, len(cs))
-	for i, c := range cs {
+	for i := range cs {
 		v, _ := toInt(arr[i])
 		acked[i] = v >= 1
-		if v == 1 && f.links != nil && c.Outcome == Done {
-			for _, l := range c.Links {
-				f.links.add(Fingerprint(l.URL))
+		if v == 1 {
+			for _, fp := range sent[i] {
+				f.links.add(fp)
 			}
 		}
 	}
 	return acked, nil
 }
 
-// unknownLinks returns the links not in the link cache (a new slice when
-// any is left out).
-func (f *Redis) unknownLinks(links []Task) []Task {
-	for i, l := range links {
-		if !f.links.has(Fingerprint(l.URL)) {
-			continue
+// unknownLinks returns the links not in the link cache and their
+// fingerprints (each link hashed once).
+func (f *Redis) unknownLinks(links []Task) ([]Task, []uint64) {
+	out := links[:0:0]
+	fps := make([]uint64, 0, len(links))
+	for _, l := range links {
+		if fp := Fingerprint(l.URL); !f.links.has(fp) {
+			out = append(out, l)
+			fps = append(fps, fp)
 		}
-		out := append(make([]Task, 0, len(links)-1), links[:i]...)
-		for _, l := range links[i+1:] {
-			if !f.links.has(Fingerprint(l.URL)) {
-				out = append(out, l)
-			}
-		}
-		return out
 	}
-	return links
+	return out, fps
 }
 
 func boolArg(b bool) int {

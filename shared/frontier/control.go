@@ -80,17 +80,22 @@ return 1
 
 // Draining lists the slaves asked to drain.
 func (f *Redis) Draining(ctx context.Context) (map[string]bool, error) {
-	all, err := f.rdb.HKeys(ctx, f.keys.Control).Result()
+	all, err := f.rdb.HGetAll(ctx, f.keys.Control).Result()
 	if err != nil {
 		return nil, wrap("draining", err)
 	}
+	return drainingOf(all), nil
+}
+
+// drainingOf picks the drained slaves out of the control hash.
+func drainingOf(control map[string]string) map[string]bool {
 	out := map[string]bool{}
-	for _, k := range all {
+	for k := range control {
 		if s, ok := strings.CutPrefix(k, ctlDrain); ok {
 			out[s] = true
 		}
 	}
-	return out, nil
+	return out
 }
 
 // RetireProxy asks every slave to retire a proxy, named by its redacted

@@ -384,11 +384,20 @@ func encodeTask(t Task) string {
 const tupleLen = 7
 
 func (f *Redis) appendTuples(args []any, ts []Task) []any {
-	for _, t := range ts {
+	return f.appendTuplesFP(args, ts, nil)
+}
+
+// appendTuplesFP is appendTuples with the tasks' fingerprints already
+// computed (fps[i] for ts[i]; nil: computed here).
+func (f *Redis) appendTuplesFP(args []any, ts []Task, fps []uint64) []any {
+	for i, t := range ts {
 		var b, fld string
-		if f.bloom.M > 0 {
+		switch {
+		case f.bloom.M > 0:
 			b, fld = f.bloom.args(t.URL)
-		} else {
+		case fps != nil:
+			b, fld = f.slot(fps[i])
+		default:
 			b, fld = f.seenSlot(t.URL)
 		}
 		qv := ""

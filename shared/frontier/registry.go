@@ -118,8 +118,24 @@ func (f *Redis) Now(ctx context.Context) (time.Time, error) {
 	return t, wrap("redis time", err)
 }
 
+// Snapshot is Stats with what it is computed from: Redis's clock, the
+// registered slaves' last heartbeats, and the slaves asked to drain.
+type Snapshot struct {
+	Stats
+	Now      time.Time
+	Slaves   []SlaveInfo
+	Draining map[string]bool
+}
+
 // Stats implements Supervisor.
 func (f *Redis) Stats(ctx context.Context) (Stats, error) {
+	s, err := f.Snapshot(ctx)
+	return s.Stats, err
+}
+
+// Snapshot reads the crawl's counters, clock, slaves and admin state in
+// one round trip (the dashboard's overview).
+func (f *Redis) Snapshot(ctx context.Context) (Snapshot, error) {
 	pipe := f.rdb.Pipeline()
 	tm := pipe.Time(ctx)
 	st := pipe.HGetAll(ctx, f.keys.Stats)
@@ -127,10 +143,10 @@ func (f *Redis) Stats(ctx context.Context) (Stats, error) {
 	retry := pipe.ZCard(ctx, f.keys.Retry)
 	meta := pipe.HGetAll(ctx, f.keys.Meta)
 	ready := pipe.ZCard(ctx, f.keys.Ready)
-	paused := pipe.HMGet(ctx, f.keys.Control, ctlPaused) // HMGET: no redis.Nil to fail Exec
+	control := pipe.HGetAll(ctx, f.keys.Control)
 	decodeSlaves := f.queueSlaves(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return Stats{}, wrap("stats", err)
+		return Snapshot{}, wrap("stats", err)
 	}
 	get := func(m map[string]string, k string) int64 {
 		v, _ := strconv.ParseInt(m[k], 10, 64)
@@ -155,27 +171,25 @@ func (f *Redis) Stats(ctx context.Context) (Stats, error) {
 		Requeued:     get(st.Val(), "requeued"),
 		Reseeded:     get(st.Val(), "reseeded"),
 	}
-	if v := paused.Val(); len(v) == 1 {
-		ps, _ := v[0].(string)
-		s.PausedSince = pausedSince(ps)
-	}
+	s.PausedSince = pausedSince(control.Val()[ctlPaused])
 	s.Paused = !s.PausedSince.IsZero()
 	if fa := get(meta.Val(), "finished"); fa > 0 {
 		s.Finished, s.FinishedAt = true, fa
 	}
+	snap := Snapshot{Stats: s, Now: tm.Val(), Draining: drainingOf(control.Val())}
 	slaves, render, err := decodeSlaves()
 	if err != nil {
-		return s, err
+		return snap, err
 	}
-	now := tm.Val()
+	snap.Slaves = slaves
 	for _, sl := range slaves {
-		if now.Sub(sl.LastSeen) <= f.opt.DeadAfter {
-			s.SlavesAlive++
-			s.PagesPerSec += sl.PagesPerSec
+		if snap.Now.Sub(sl.LastSeen) <= f.opt.DeadAfter {
+			snap.SlavesAlive++
+			snap.PagesPerSec += sl.PagesPerSec
 			if render[sl.Slave] {
-				s.RenderSlaves++
+				snap.RenderSlaves++
 			}
 		}
 	}
-	return s, nil
+	return snap, nil
 }

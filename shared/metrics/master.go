@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/redcrawl/redcrawl/shared/frontier"
 )
 
 // statsTimeout bounds the stats call of one scrape.
@@ -18,21 +20,6 @@ const (
 	ReasonExpired   = "expired"
 	ReasonSlaveDead = "slave_dead"
 )
-
-// Snapshot is the crawl's state as the master reads it from the frontier.
-type Snapshot struct {
-	Queued       int64 // tasks waiting for a slave
-	InFlight     int64 // tasks leased
-	Retry        int64 // tasks waiting for a retry
-	RenderQueued int64 // render tasks waiting
-	Done         int64 // pages done
-	Failed       int64 // tasks failed for good
-	Seen         int64 // URLs ever seen
-	Lost         int64 // tasks lost (leases given up on)
-	Duplicates   int64 // pages found to be duplicates
-	SlavesAlive  int64 // slaves with a recent heartbeat
-	PagesPerSec  float64
-}
 
 // Master is the master's metric set, in a registry of its own: the crawl's
 // state read at scrape time and counters of what the master does. Its
@@ -53,7 +40,7 @@ type Master struct {
 // carries the constant label crawl. stats is called at each scrape with a
 // 2s timeout; when it fails, redcrawl_up is 0 and the state gauges are
 // left out.
-func NewMaster(crawl string, stats func(ctx context.Context) (Snapshot, error)) *Master {
+func NewMaster(crawl string, stats func(ctx context.Context) (frontier.Stats, error)) *Master {
 	cl := prometheus.Labels{"crawl": crawl}
 	m := &Master{
 		reg: prometheus.NewRegistry(),
@@ -115,14 +102,14 @@ func (m *Master) Gatherer() prometheus.Gatherer { return m.reg }
 // formats.
 func (m *Master) Handler() http.Handler { return handlerFor(m.reg) }
 
-// stateCollector exports a Snapshot taken at scrape time.
+// stateCollector exports the frontier's Stats read at scrape time.
 type stateCollector struct {
-	stats func(ctx context.Context) (Snapshot, error)
+	stats func(ctx context.Context) (frontier.Stats, error)
 
 	up, queue, done, seen, alive, rate, dups, lost *prometheus.Desc
 }
 
-func newStateCollector(cl prometheus.Labels, stats func(ctx context.Context) (Snapshot, error)) *stateCollector {
+func newStateCollector(cl prometheus.Labels, stats func(ctx context.Context) (frontier.Stats, error)) *stateCollector {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, cl)
 	}

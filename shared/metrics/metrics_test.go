@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
 
+	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/metrics"
 )
 
@@ -297,7 +298,7 @@ func TestSlaveAllocs(t *testing.T) {
 }
 
 func TestMaster(t *testing.T) {
-	snap := metrics.Snapshot{Queued: 10, InFlight: 4, Retry: 3, RenderQueued: 2, Done: 100, Failed: 5,
+	snap := frontier.Stats{Queued: 10, InFlight: 4, Retry: 3, RenderQueued: 2, Done: 100, Failed: 5,
 		Seen: 150, Lost: 1, Duplicates: 7, SlavesAlive: 2, PagesPerSec: 12.5}
 	state := map[string]float64{
 		"redcrawl_up":                                          1,
@@ -322,10 +323,10 @@ func TestMaster(t *testing.T) {
 		`redcrawl_leases_recovered_total{reason="slave_dead"}`: 0,
 		"redcrawl_scheduled_runs_total":                        0,
 	}
-	ok := func(context.Context) (metrics.Snapshot, error) { return snap, nil }
+	ok := func(context.Context) (frontier.Stats, error) { return snap, nil }
 	for _, tc := range []struct {
 		name  string
-		stats func(context.Context) (metrics.Snapshot, error)
+		stats func(context.Context) (frontier.Stats, error)
 		do    func(*metrics.Master)
 		base  map[string]float64
 		want  map[string]float64 // over base
@@ -348,16 +349,16 @@ func TestMaster(t *testing.T) {
 			`redcrawl_events_stored_total{type="exception"}`:       2,
 			"redcrawl_scheduled_runs_total":                        2,
 		}},
-		{"stats fail", func(context.Context) (metrics.Snapshot, error) {
-			return metrics.Snapshot{}, errors.New("redis down")
+		{"stats fail", func(context.Context) (frontier.Stats, error) {
+			return frontier.Stats{}, errors.New("redis down")
 		}, func(m *metrics.Master) { m.ScheduledRun() }, down,
 			map[string]float64{"redcrawl_scheduled_runs_total": 1}},
-		{"stats time out", func(ctx context.Context) (metrics.Snapshot, error) {
+		{"stats time out", func(ctx context.Context) (frontier.Stats, error) {
 			if _, ok := ctx.Deadline(); !ok {
 				return snap, nil // no deadline: the test fails on redcrawl_up
 			}
 			<-ctx.Done()
-			return metrics.Snapshot{}, ctx.Err()
+			return frontier.Stats{}, ctx.Err()
 		}, func(*metrics.Master) {}, down, nil},
 		{"no stats", nil, func(*metrics.Master) {}, down, nil},
 	} {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/events"
@@ -26,43 +25,17 @@ type ProxyState struct {
 // ProxyStates returns each proxy's latest event (across slaves) with its
 // ban count, ordered by proxy.
 func (s *Store) ProxyStates(ctx context.Context, crawl string) ([]ProxyState, error) {
-	type agg struct {
-		id   int64
-		bans int
-	}
-	var aggs []agg
-	err := s.query(ctx, "proxy states",
-		"SELECT MAX(id), SUM(state IN ('cooling', 'retired')) FROM proxy_events WHERE crawl = ? GROUP BY proxy",
-		[]any{crawl}, func(r *sql.Rows) error {
-			var a agg
-			if err := r.Scan(&a.id, &a.bans); err != nil {
-				return err
-			}
-			aggs = append(aggs, a)
-			return nil
-		})
-	if err != nil || len(aggs) == 0 {
-		return []ProxyState{}, err
-	}
-	bans := make(map[int64]int, len(aggs))
-	ids := make([]string, 0, len(aggs))
-	args := make([]any, 0, len(aggs))
-	for _, a := range aggs {
-		bans[a.id] = a.bans
-		ids = append(ids, "?")
-		args = append(args, a.id)
-	}
+	q := "SELECT p.crawl, p.slave_id, p.proxy, p.state, p.reason, p.errors, p.uses, p.at, a.bans FROM proxy_events p " +
+		"JOIN (SELECT MAX(id) AS id, SUM(state IN ('cooling', 'retired')) AS bans FROM proxy_events " +
+		"WHERE crawl = ? GROUP BY proxy) a ON p.id = a.id ORDER BY p.proxy"
 	out := []ProxyState{}
-	q := "SELECT id, crawl, slave_id, proxy, state, reason, errors, uses, at FROM proxy_events WHERE id IN (" +
-		strings.Join(ids, ",") + ") ORDER BY proxy"
-	err = s.query(ctx, "proxy states", q, args, func(r *sql.Rows) error {
+	err := s.query(ctx, "proxy states", q, []any{crawl}, func(r *sql.Rows) error {
 		var x ProxyState
-		var id int64
 		var at time.Time
-		if err := r.Scan(&id, &x.Crawl, &x.Slave, &x.Proxy.Proxy, &x.State, &x.Reason, &x.Errors, &x.Uses, &at); err != nil {
+		if err := r.Scan(&x.Crawl, &x.Slave, &x.Proxy.Proxy, &x.State, &x.Reason, &x.Errors, &x.Uses, &at, &x.Bans); err != nil {
 			return err
 		}
-		x.At, x.Bans = unixMS(at), bans[id]
+		x.At = unixMS(at)
 		out = append(out, x)
 		return nil
 	})

@@ -504,3 +504,14 @@ func (s *Slave) sleepPolitely(ctx context.Context) error {
 	}
 	return nil
 }
+
+// noteFetch adds a fetch's duration to the moving average (1/8 weight; a
+// lost update between two workers costs nothing that matters).
+func (s *Slave) noteFetch(d time.Duration) {
+	old := s.fetchAvg.Load()
+	if old == 0 {
+		s.fetchAvg.Store(int64(d))
+		return
+	}
+	s.fetchAvg.Store(old + (int64(d)-old)/8)
+}

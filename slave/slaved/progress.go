@@ -31,14 +31,3 @@ func (s *Slave) progress(ctx context.Context) {
 }
 
 func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
-
-// noteFetch adds a fetch's duration to the moving average (1/8 weight; a
-// lost update between two workers costs nothing that matters).
-func (s *Slave) noteFetch(d time.Duration) {
-	old := s.fetchAvg.Load()
-	if old == 0 {
-		s.fetchAvg.Store(int64(d))
-		return
-	}
-	s.fetchAvg.Store(old + (int64(d)-old)/8)
-}
