@@ -215,6 +215,12 @@ func dialHostForms(t *testing.T, forms []string, res *net.Resolver) {
 		}
 		counts[kind]++
 	}
+	// A dial returns once the kernel has completed the handshake, which
+	// can be before the accept loop has taken the connection: wait
+	// (bounded) for the accept loops to catch up before counting.
+	for deadline := time.Now().Add(5 * time.Second); cl.accepted.Load() < expected && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	cl.close()
 	if got := cl.accepted.Load(); got != expected {
 		t.Errorf("listeners accepted %d connections, want %d (only the unguarded dials)", got, expected)
