@@ -26,9 +26,9 @@ test: services
 test-race: services
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
-## bench: the crawl benchmark against plain colly (1, 2 and 4 slave processes, 3 rounds, medians; results/), then the Go benchmarks
+## bench: the crawl benchmark against plain colly (1, 2 and 4 slave processes, 4 rounds alternating their order, medians; results/), then the Go benchmarks
 bench: services build
-	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results --rounds 3
+	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results --rounds 4
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./shared/frontier/
 	$(GO) test -run '^$$' -bench . -benchmem ./shared/robots/ ./shared/urlx/ ./shared/content/ ./shared/dnscache/ ./shared/warc/ ./shared/session/ ./shared/banker/ ./shared/rules/ ./shared/extract/ ./shared/render/
 

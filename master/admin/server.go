@@ -5,13 +5,13 @@ package admin
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/redcrawl/redcrawl/shared/httpserve"
 )
 
 // Timeouts of the HTTP server that Serve runs.
@@ -126,24 +126,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-
-	select {
-	case err := <-done:
-		return fmt.Errorf("admin server: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		s.log.Warn("admin server: shutdown incomplete, closing connections", "err", err)
-		_ = srv.Close()
-	}
-	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("admin server: %w", err)
-	}
-	return nil
+	return httpserve.Run(ctx, srv, ln, shutdownTimeout, s.log, "admin server")
 }
 
 // logLimiter lets at most max error logs through per window and counts

@@ -261,8 +261,16 @@ func checkCrawl(t *testing.T, cfg *config.Config, site *testsite.Site, lost []ev
 	if kinds[events.KindRobotsDenied] == 0 {
 		t.Errorf("no robots_denied exceptions: %v", kinds)
 	}
+	// /retry-after answers 429 once: a slave killed after that answer and
+	// before its ack takes the exception with it, and the refetch gets 200
+	retryLost := false
+	for u, n := range lostBy {
+		if n > 0 && strings.HasSuffix(u, "/retry-after") {
+			retryLost = true
+		}
+	}
 	for _, code := range []int{404, 500, 429} {
-		if !statuses[code] {
+		if !statuses[code] && !(code == 429 && retryLost) {
 			t.Errorf("no exception with HTTP status %d recorded: %v", code, kinds)
 		}
 	}

@@ -216,7 +216,10 @@ func (s *sink) once(ctx context.Context, pending bool, block time.Duration) (int
 	batch := make([]events.Envelope, 0, len(entries))
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
-		ids = append(ids, e.ID)
+		// the events of one stream entry come together and share its id
+		if len(ids) == 0 || ids[len(ids)-1] != e.StreamID {
+			ids = append(ids, e.StreamID)
+		}
 		env, err := events.Decode(e.ID, e.Type, e.Data)
 		if err != nil {
 			s.log.Error("dropping undecodable event", "id", e.ID, "err", err)
@@ -253,7 +256,7 @@ func (s *sink) once(ctx context.Context, pending bool, block time.Duration) (int
 		s.rl.Log(ctx, slog.LevelWarn, "sink-ack", "ack events", "err", err)
 		retry.Sleep(ctx, retry.Backoff(i))
 	}
-	return len(entries), nil
+	return len(ids), nil
 }
 
 // drain stores everything left in the stream, bounded by limit.

@@ -100,7 +100,8 @@ type Options struct {
 	SlaveBinary string
 	// Rounds repeats the whole sequence (colly, then each slave count) so
 	// that each ratio is taken within a round, back to back, and the
-	// report shows the median round of each; default 1.
+	// report shows the median round of each; default 1. Odd rounds run the
+	// slave counts in reverse order (runOrder).
 	Rounds int
 	Logger *slog.Logger // the master's and in-process slaves' logs; default discard
 	Out    io.Writer    // progress lines; default discard
@@ -313,13 +314,15 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		fmt.Fprintf(opt.Out, "bench: colly: %d pages in %.1fs, %.0f pages/s\n", rd.colly.Pages, rd.colly.Seconds, rd.colly.PagesPerSec)
 		freeMemory()
 		var one, two float64
-		for _, n := range opt.Slaves {
+		rd.runs = make([]*RunResult, len(opt.Slaves))
+		for _, k := range runOrder(len(opt.Slaves), i) {
+			n := opt.Slaves[k]
 			r, err := b.runCrawl(ctx, n)
 			if err != nil {
 				return nil, err
 			}
 			r.VsColly = ratio(r.PagesPerSec, rd.colly.PagesPerSec)
-			rd.runs = append(rd.runs, r)
+			rd.runs[k] = r
 			rep.VsColly[n] = append(rep.VsColly[n], r.VsColly)
 			fmt.Fprintf(opt.Out, "bench: %d slave(s): %d pages in %.1fs, %.0f pages/s (%.2f× colly)\n",
 				n, r.Pages, r.Seconds, r.PagesPerSec, r.VsColly)
@@ -414,3 +417,18 @@ func infoField(info, key string) string {
 }
 
 var errIncomplete = errors.New("crawl incomplete")
+
+// runOrder is the order in which round i runs the slave counts (indexes
+// of n counts): as given in even rounds, reversed in odd ones, so that the
+// machine's drift during a round does not always favour the same count.
+func runOrder(n, i int) []int {
+	out := make([]int, n)
+	for k := range out {
+		if i%2 == 0 {
+			out[k] = k
+		} else {
+			out[k] = n - 1 - k
+		}
+	}
+	return out
+}

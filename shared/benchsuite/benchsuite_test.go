@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/store/storetest"
 )
@@ -121,6 +123,17 @@ func TestConfigFileRoundTrip(t *testing.T) {
 	}
 }
 
+func TestRunOrder(t *testing.T) {
+	for _, c := range []struct {
+		n, round int
+		want     []int
+	}{{3, 0, []int{0, 1, 2}}, {3, 1, []int{2, 1, 0}}, {3, 2, []int{0, 1, 2}}, {1, 1, []int{0}}, {0, 1, []int{}}} {
+		if d := cmp.Diff(c.want, runOrder(c.n, c.round)); d != "" {
+			t.Errorf("runOrder(%d, %d) (-want +got):\n%s", c.n, c.round, d)
+		}
+	}
+}
+
 func TestNiceCeil(t *testing.T) {
 	for _, c := range []struct{ in, want float64 }{{0, 1}, {0.3, 0.5}, {1, 1}, {1.1, 2}, {37, 50}, {1234, 2000}, {9000, 10000}} {
 		if got := niceCeil(c.in); math.Abs(got-c.want) > 1e-9 {
@@ -200,6 +213,16 @@ func TestRunRounds(t *testing.T) {
 		if got, want := rep.Runs[k].VsColly, median(rep.VsColly[n]); got != want {
 			t.Errorf("%d slaves: shown ratio %v, want the median round's %v of %v", n, got, want, rep.VsColly[n])
 		}
+	}
+	// the rounds alternate the order of the slave counts
+	var order []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if n, _, ok := strings.Cut(strings.TrimPrefix(line, "bench: "), " slave(s): "); ok && !strings.Contains(n, " ") {
+			order = append(order, n)
+		}
+	}
+	if d := cmp.Diff([]string{"1", "2", "2", "1", "1", "2"}, order); d != "" {
+		t.Errorf("order of the slave counts over the rounds (-want +got):\n%s", d)
 	}
 	md, err := os.ReadFile(rep.MarkdownPath)
 	if err != nil {

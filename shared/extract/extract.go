@@ -11,8 +11,8 @@
 //     errors.Join) that name the field and the offending key, so the rules
 //     package can point at the exact line of a rule file.
 //   - Extract parses a document at most once for all fields: one HTML tree
-//     (golang.org/x/net/html) shared by the goquery document behind colly's
-//     HTMLElement (CSS) and by htmlquery (XPath), built only when a CSS,
+//     (golang.org/x/net/html) shared by the goquery document (CSS, as colly's
+//     HTMLElement reads it) and by htmlquery (XPath), built only when a CSS,
 //     XPath or embedded-JSON field needs it; a JSON body or each embedded
 //     JSON block is decoded at most once, also on demand.
 //   - JSON is decoded with member order kept, so "the first match" of a

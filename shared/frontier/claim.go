@@ -49,6 +49,13 @@ local slave, maxn, lease_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 math.randomseed(tonumber(ARGV[5]))
 local render = ARGV[6] == '1'
 local now = now_ms()
+local function claim_return(out) return out end
+` + luaClaim)
+
+// luaClaim is the claim after its arguments: it needs slave, maxn,
+// lease_ms, render and now set, and claim_return(out) to return its result
+// (completeClaimScript prepends the acks).
+const luaClaim = `
 
 -- retries that are due go back to their queues
 local due = redis.call('ZRANGEBYSCORE', K_RETRY, '-inf', now, 'LIMIT', 0, 256)
@@ -62,14 +69,17 @@ end
 local ctl = redis.call('HMGET', K_CONTROL, 'paused', 'drain:' .. slave)
 if ctl[1] or ctl[2] then
   finish()
-  return {1000, redis.call('HGET', K_RULES, 'version') or ''}
+  return claim_return({1000, redis.call('HGET', K_RULES, 'version') or ''})
 end
+
+-- the retries' ready-set changes, before the ready sets are read
+flush_ready()
 
 if AOPIC then
   local lam = tonumber(redis.call('HGET', K_META, 'aopic_lambda') or '0')
   if lam > 0 and lam >= LAMBDA_MIN then
     local tops = {}
-    for _, r in ipairs({false, true}) do
+    for _, r in ipairs(CLASSES) do
       for _, h in ipairs(redis.call('ZRANGE', kq_ready(r), 0, 63 - #tops)) do
         local top = redis.call('ZRANGE', kq_pq(r, h), 0, 0)
         if #top > 0 then tops[#tops + 1] = {kq_pq(r, h), top[1]} end
@@ -119,12 +129,23 @@ if render then
 else
   for k = 1, #st, 2 do cands[#cands + 1] = {st[k], false} end
 end
+-- the candidates' politeness fields, one HMGET per hash
+do
+  local hosts = {}
+  for k, c in ipairs(cands) do hosts[k] = c[1] end
+  prefetch(hosts)
+end
 
 local out = {}
 local n = 0
 -- the leases' lease and leasedata entries, written at the end in one ZADD
 -- and one HSET: nothing in this script reads them
 local lease_z, lease_h = {}, {}
+-- the lease deadline and the lease data's prefix are the same for every
+-- lease of this claim: formatted once, not once per lease
+local deadline_s = string.format('%d', now + lease_ms)
+local lease_pre = slave .. '\t'
+local lease_mid = '\t' .. string.format('%d', now) .. '\t'
 -- leaseseq: read (incremented) at the first lease, counted here, and the
 -- rest added at the end, so tokens are as one HINCRBY per lease made them
 local seq, seq_first
@@ -143,26 +164,39 @@ for _, c in ipairs(cands) do
     local hd = host_delay(host)
     local take = 1
     if hd == 0 then take = conc - infl end
-    while take > 0 and n < maxn and infl < conc do
-      local prio, task
+    take = math.min(take, maxn - n, conc - infl)
+    while take > 0 do
+      -- got: the tasks taken from one queue, all of priority prio
+      local prio, got
       if PQ then
         local top = redis.call('ZPOPMIN', kq_pq(r, host))
         forget_queue(r, host)
         if #top == 0 then break end
         prio = top[2]
-        task = (redis.call('HGET', K_PQDATA, top[1]) or '0\t0\t0') .. '\t' .. top[1]
+        got = {(redis.call('HGET', K_PQDATA, top[1]) or '0\t0\t0') .. '\t' .. top[1]}
         redis.call('HDEL', K_PQDATA, top[1])
       else
+        -- up to take tasks of the best priority in one LPOP; the
+        -- priority leaves prios when its list is emptied, and only then
+        -- is the host's queue asked about again (queued)
         local pk = kq_prios(r, host)
         local pr = redis.call('ZRANGE', pk, 0, 0)
-        forget_queue(r, host)
-        if #pr == 0 then break end
+        if #pr == 0 then
+          forget_queue(r, host)
+          break
+        end
         prio = pr[1]
         local q = kq_queue(r, host, prio)
-        task = redis.call('LPOP', q)
-        if redis.call('LLEN', q) == 0 then redis.call('ZREM', pk, prio) end
+        got = redis.call('LPOP', q, take) or {}
+        if #got < take or redis.call('LLEN', q) == 0 then
+          redis.call('ZREM', pk, prio)
+          forget_queue(r, host)
+        else
+          has_queue[r][host] = true
+        end
+        if #got == 0 then take = 0 end
       end
-      if task then
+      for _, task in ipairs(got) do
         local url = task_url(task)
         if seq then
           seq = seq + 1
@@ -174,10 +208,10 @@ for _, c in ipairs(cands) do
         stat('queued', -1)
         if r then stat('rqueued', -1) end
         infl = hincr(K_HINFL, host, 1)
-        lease_z[#lease_z + 1] = now + lease_ms
+        lease_z[#lease_z + 1] = deadline_s
         lease_z[#lease_z + 1] = url
         lease_h[#lease_h + 1] = url
-        lease_h[#lease_h + 1] = slave .. '\t' .. token .. '\t' .. now .. '\t' .. host .. '\t' .. prio .. '\t' .. task
+        lease_h[#lease_h + 1] = lease_pre .. string.format('%d', token) .. lease_mid .. host .. '\t' .. prio .. '\t' .. task
         out[#out + 1] = host
         out[#out + 1] = prio
         out[#out + 1] = task
@@ -185,8 +219,8 @@ for _, c in ipairs(cands) do
         out[#out + 1] = now
         out[#out + 1] = now + lease_ms
         n = n + 1
+        take = take - 1
       end
-      take = take - 1
     end
     local nxt = after(now, jittered(hd, host_jitter(host)))
     if nxt > host_next(host) then hset(K_HNEXT, host, nxt) end
@@ -197,8 +231,9 @@ if seq and seq > seq_first then redis.call('HINCRBY', K_META, 'leaseseq', seq - 
 call_chunked('ZADD', K_LEASE, lease_z, 2)
 call_chunked('HSET', K_LEASEDATA, lease_h, 2)
 -- wait hint: ms until the earliest host is ready, -1 when none is queued
+flush_ready()
 local earliest
-for _, r in ipairs({false, true}) do
+for _, r in ipairs(CLASSES) do
   if r == false or render then
     local first = redis.call('ZRANGE', kq_ready(r), 0, 0, 'WITHSCORES')
     if #first > 0 and (earliest == nil or tonumber(first[2]) < earliest) then earliest = tonumber(first[2]) end
@@ -214,8 +249,8 @@ else
 end
 out[#out + 1] = redis.call('HGET', K_RULES, 'version') or ''
 finish()
-return out
-`)
+return claim_return(out)
+`
 
 // ClaimOptions qualify a claim.
 type ClaimOptions struct {
@@ -268,8 +303,17 @@ func (f *Redis) ClaimWaitOpts(ctx context.Context, slave string, max int, opts C
 		return ClaimResult{}, wrap("claim", err)
 	}
 	arr, _ := res.([]any)
+	cr, err := f.claimResult(slave, arr)
+	if err != nil {
+		return ClaimResult{}, fmt.Errorf("claim: %w", err)
+	}
+	return cr, nil
+}
+
+// claimResult reads the claim script's result (claimScript).
+func (f *Redis) claimResult(slave string, arr []any) (ClaimResult, error) {
 	if len(arr) < 2 || len(arr)%6 != 2 {
-		return ClaimResult{}, fmt.Errorf("claim: script returned %d values", len(arr))
+		return ClaimResult{}, fmt.Errorf("script returned %d values", len(arr))
 	}
 	version, _ := arr[len(arr)-1].(string)
 	hint, _ := toInt(arr[len(arr)-2])
@@ -288,16 +332,18 @@ func (f *Redis) ClaimWaitOpts(ctx context.Context, slave string, max int, opts C
 			ps, _ := arr[i+1].(string)
 			score, err := strconv.ParseFloat(ps, 64)
 			if err != nil {
-				return ClaimResult{}, fmt.Errorf("claim: score: %w", err)
+				return ClaimResult{}, fmt.Errorf("score: %w", err)
 			}
 			importance = -score
-		} else if prio, err = toInt(arr[i+1]); err != nil {
-			return ClaimResult{}, fmt.Errorf("claim: priority: %w", err)
+		} else if p, err := toInt(arr[i+1]); err != nil {
+			return ClaimResult{}, fmt.Errorf("priority: %w", err)
+		} else {
+			prio = p
 		}
 		task, _ := arr[i+2].(string)
 		t, err := parseTask(host, prio, task)
 		if err != nil {
-			return ClaimResult{}, fmt.Errorf("claim: %w", err)
+			return ClaimResult{}, err
 		}
 		token, _ := toInt(arr[i+3])
 		at, _ := toInt(arr[i+4])

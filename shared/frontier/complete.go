@@ -43,7 +43,14 @@ import (
 // each "" for the crawl's default (policyArgs).
 // Returns: an array of n acks (1 held, 2 held but its links not followed:
 // duplicate content; 0 lost) followed by the number of links enqueued.
-var completeScript = redis.NewScript(luaPrelude + `
+var completeScript = redis.NewScript(luaPrelude + luaComplete + `
+finish()
+return acks
+`)
+
+// luaComplete is the complete script up to its result: acks holds the n
+// acks and the number of links enqueued; nothing is flushed yet (finish).
+const luaComplete = `
 local slave, max_attempts, scope_by_seeds = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
 math.randomseed(tonumber(ARGV[5]))
 local crawl, n = ARGV[6], tonumber(ARGV[7])
@@ -64,10 +71,21 @@ do
     j = j + 13 + 2 * nev + 4 * npol + TUPLE * nlinks
   end
 end
+-- lease_data[c]: completion c's lease fields (lease_fields), false when
+-- the URL has no lease
 local lease_data = {}
-for from = 1, n, 1000 do
-  local got = redis.call('HMGET', K_LEASEDATA, unpack(lease_urls, from, math.min(from + 999, n)))
-  for k = 1, #got do lease_data[from + k - 1] = got[k] end
+do
+  local hosts = {}
+  for c, data in ipairs(hmget(K_LEASEDATA, lease_urls)) do
+    local d = false
+    if data then
+      d = lease_fields(data)
+      hosts[#hosts + 1] = d[4]
+    end
+    lease_data[c] = d
+  end
+  -- the hosts' politeness fields, one HMGET per hash
+  prefetch(hosts)
 end
 -- in_scope caches SISMEMBER scopehosts (this script does not change it)
 local in_scope = {}
@@ -101,12 +119,10 @@ for c = 1, n do
   local links_at = pol_at + 4 * npol
   i = links_at + TUPLE * nlinks
 
-  local data = lease_data[c]
-  if ended[url] then data = false end
+  local d = lease_data[c]
+  if ended[url] then d = false end
   local held = false
-  local d
-  if data then
-    d = lease_fields(data)
+  if d then
     held = d[1] == slave and d[2] == token
   end
   if not held then
@@ -114,10 +130,7 @@ for c = 1, n do
   else
     acks[#acks + 1] = 1
     local host, prio, task = d[4], d[5], d[6]
-    for p = 0, npol - 1 do
-      local j = pol_at + 4 * p
-      set_policy(ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3])
-    end
+    set_policies(pol_at, npol)
     ended[url] = true
     ended_list[#ended_list + 1] = url
     host_done(host)
@@ -167,7 +180,8 @@ for c = 1, n do
           end
         end
       end
-      local targets = {}
+      local targets -- aopic only
+      if AOPIC then targets = {} end
       if follow then
         for l = 0, nlinks - 1 do
           local j = links_at + TUPLE * l
@@ -210,23 +224,38 @@ end
 acks[#acks + 1] = added
 call_chunked('ZREM', K_LEASE, ended_list, 1)
 call_chunked('HDEL', K_LEASEDATA, ended_list, 1)
-finish()
-return acks
-`)
+`
 
 // Complete implements Frontier.
 func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]bool, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 8+14*len(cs))
+	args, sent, err := f.completeArgs(slave, cs)
+	if err != nil {
+		return nil, err
+	}
+	res, err := f.run(ctx, completeScript, args...)
+	if err != nil {
+		return nil, wrap("complete", err)
+	}
+	arr, _ := res.([]any)
+	if len(arr) != len(cs)+1 {
+		return nil, fmt.Errorf("complete: script returned %d values for %d completions", len(arr), len(cs))
+	}
+	return f.acksOf(arr, sent), nil
+}
+
+// completeArgs builds the complete script's ARGV after the prefix (and
+// before cfg) for cs; sent[i] holds the fingerprints of the links
+// completion i sends (link cache only), for acksOf.
+func (f *Redis) completeArgs(slave string, cs []Completion) (args []any, sent [][]uint64, err error) {
+	args = make([]any, 0, 8+14*len(cs))
 	args = append(args, slave, f.opt.MaxAttempts, boolArg(f.opt.ScopeBySeeds), seed(), f.opt.Crawl, len(cs))
-	// sent[i]: fingerprints of the links completion i sent, cached once it
-	// is acked with its links followed (link cache only)
-	sent := make([][]uint64, len(cs))
+	sent = make([][]uint64, len(cs))
 	for i, c := range cs {
 		if c.Outcome < Done || c.Outcome > Release {
-			return nil, fmt.Errorf("complete %s: invalid outcome %d", c.Lease.URL, c.Outcome)
+			return nil, nil, fmt.Errorf("complete %s: invalid outcome %d", c.Lease.URL, c.Outcome)
 		}
 		links := c.Links
 		var fps []uint64 // the links' fingerprints, with the link cache
@@ -249,16 +278,15 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 		args = appendPolicies(args, c.Policies)
 		args = f.appendTuplesFP(args, links, fps)
 	}
-	res, err := f.run(ctx, completeScript, args...)
-	if err != nil {
-		return nil, wrap("complete", err)
-	}
-	arr, _ := res.([]any)
-	if len(arr) != len(cs)+1 {
-		return nil, fmt.Errorf("complete: script returned %d values for %d completions", len(arr), len(cs))
-	}
-	acked := make([]bool, len(cs))
-	for i := range cs {
+	return args, sent, nil
+}
+
+// acksOf reads the script's acks (the first len(sent) values: 1 held, 2
+// held but its links not followed, 0 lost) and caches the links of the
+// completions acked with their links followed.
+func (f *Redis) acksOf(arr []any, sent [][]uint64) []bool {
+	acked := make([]bool, len(sent))
+	for i := range sent {
 		v, _ := toInt(arr[i])
 		acked[i] = v >= 1
 		if v == 1 {
@@ -267,7 +295,61 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 			}
 		}
 	}
-	return acked, nil
+	return acked
+}
+
+// completeClaimScript acknowledges a batch of leases as completeScript
+// does, then claims up to max tasks as claimScript does, in one atomic
+// step: the host slots the acks free are claimable by this slave at once,
+// before another slave's claim can take them, and one call's fixed cost
+// serves both. The claim runs at the acks' time (one TIME call).
+//
+// KEYS: the crawl's fixed keys (Keys.all).
+// ARGV: completeScript's ARGV without cfg, then max, lease_ms, render,
+// then cfg.
+// Returns: completeScript's n acks and links enqueued, then claimScript's
+// result.
+var completeClaimScript = redis.NewScript(luaPrelude + luaComplete + `
+local maxn, lease_ms = tonumber(ARGV[#ARGV - 3]), tonumber(ARGV[#ARGV - 2])
+local render = ARGV[#ARGV - 1] == '1'
+local function claim_return(out)
+  for _, v in ipairs(out) do acks[#acks + 1] = v end
+  return acks
+end
+` + luaClaim)
+
+// CompleteClaim acknowledges cs and then claims up to max tasks, in one
+// script (completeClaimScript): Complete followed by ClaimWaitOpts, in one
+// round trip. With no completions it is ClaimWaitOpts; with max <= 0,
+// Complete.
+func (f *Redis) CompleteClaim(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
+	if len(cs) == 0 {
+		res, err := f.ClaimWaitOpts(ctx, slave, max, opts)
+		return nil, res, err
+	}
+	if max <= 0 {
+		acked, err := f.Complete(ctx, slave, cs)
+		return acked, ClaimResult{}, err
+	}
+	args, sent, err := f.completeArgs(slave, cs)
+	if err != nil {
+		return nil, ClaimResult{}, err
+	}
+	args = append(args, max, ms(f.opt.LeaseDuration), boolArg(opts.Render))
+	res, err := f.run(ctx, completeClaimScript, args...)
+	if err != nil {
+		return nil, ClaimResult{}, wrap("complete and claim", err)
+	}
+	arr, _ := res.([]any)
+	if len(arr) < len(cs)+1 {
+		return nil, ClaimResult{}, fmt.Errorf("complete and claim: script returned %d values for %d completions", len(arr), len(cs))
+	}
+	acked := f.acksOf(arr, sent)
+	cr, err := f.claimResult(slave, arr[len(cs)+1:])
+	if err != nil {
+		return acked, ClaimResult{}, fmt.Errorf("complete and claim: %w", err)
+	}
+	return acked, cr, nil
 }
 
 // unknownLinks returns the links not in the link cache and their

@@ -215,10 +215,7 @@ func (f *Redis) SeedURLs(ctx context.Context) ([]string, error) {
 // Returns: the number of tasks enqueued.
 var reseedScript = redis.NewScript(luaPrelude + `
 local n, np = tonumber(ARGV[2]), tonumber(ARGV[3])
-for p = 0, np - 1 do
-  local j = 4 + 4 * p
-  set_policy(ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3])
-end
+set_policies(4, np)
 local added = 0
 for s = 0, n - 1 do
   local j = 4 + 4 * np + TUPLE * s

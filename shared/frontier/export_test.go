@@ -76,3 +76,6 @@ func (f *Redis) MaybeSeen(ctx context.Context, urls []string) ([]bool, error) {
 	}
 	return out, nil
 }
+
+// EventID exposes the event-id numbering of stream entries.
+var EventID = eventID

@@ -44,14 +44,24 @@ func rawEvents(t *testing.T, rdb *redis.Client, f *frontier.Redis, typ string) [
 	}
 	var out []map[string]any
 	for _, x := range xs {
-		if x.Values["type"] != typ {
-			continue
+		// one event (type, data) or several (t0, d0, t1, d1, ...)
+		pairs := [][2]any{{x.Values["type"], x.Values["data"]}}
+		if _, ok := x.Values["type"]; !ok {
+			pairs = nil
+			for i := 0; x.Values["t"+strconv.Itoa(i)] != nil; i++ {
+				pairs = append(pairs, [2]any{x.Values["t"+strconv.Itoa(i)], x.Values["d"+strconv.Itoa(i)]})
+			}
 		}
-		m := map[string]any{}
-		if err := json.Unmarshal([]byte(x.Values["data"].(string)), &m); err != nil {
-			t.Fatal(err)
+		for _, p := range pairs {
+			if p[0] != typ {
+				continue
+			}
+			m := map[string]any{}
+			if err := json.Unmarshal([]byte(p[1].(string)), &m); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
 		}
-		out = append(out, m)
 	}
 	return out
 }
@@ -427,4 +437,86 @@ func BenchmarkQueuedMemory(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkScriptCost splits Redis's time in the claim and complete
+// scripts (INFO commandstats, so server-side only: not the round trip)
+// into a fixed part per call and a part per page, from calls of 1, 8 and
+// 32 pages over 64 hosts (bfs, 4 in flight per host, delay 0; each
+// completion with a content hash, a page event and 2 links, 1 new):
+// a least-squares line of µs per call against pages per call. Redis runs
+// on the same machine as the benchmark, so run it on an idle one.
+//
+//	go test -run '^$' -bench ScriptCost -benchtime 1x ./shared/frontier/
+func BenchmarkScriptCost(b *testing.B) {
+	rdb := testRedis(b)
+	ctx := context.Background()
+	f := newFrontier(b, rdb, "cost", func(o *frontier.Options) {
+		o.HostConcurrency, o.ExpectedURLs = 4, 1<<20
+	})
+	sizes := []int{1, 8, 32}
+	const calls = 60 // per size and round
+	rounds := 5 * b.N
+	var seeds []frontier.Task
+	for i := range (1 + 8 + 32) * calls * rounds {
+		seeds = append(seeds, tk(fmt.Sprintf("http://h%d.test/s%d", i%64, i), 0))
+	}
+	if _, err := f.Seed(ctx, seeds); err != nil {
+		b.Fatal(err)
+	}
+	ev := []byte(`{"crawl":"cost","url":"http://h1.test/p1","status":200,"bytes":15000,"slave":"s1","depth":1}`)
+	next := 0
+	// per size: script µs and pages, claim and complete
+	type acc struct{ claimUs, completeUs, pages float64 }
+	got := map[int]*acc{}
+	for _, n := range sizes {
+		got[n] = &acc{}
+	}
+	b.ResetTimer()
+	for range rounds {
+		for _, n := range sizes {
+			a := got[n]
+			for range calls {
+				u0 := scriptUsec(b, rdb)
+				ls, err := f.Claim(ctx, "s1", n)
+				if err != nil || len(ls) == 0 {
+					b.Fatalf("claim: %d leases, %v", len(ls), err)
+				}
+				u1 := scriptUsec(b, rdb)
+				cs := make([]frontier.Completion, len(ls))
+				for i, l := range ls {
+					next++
+					cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, ContentHash: uint64(next),
+						Links:  []frontier.Task{tk(fmt.Sprintf("http://h%d.test/p%d", next%64, next), 1), tk(fmt.Sprintf("http://h%d.test/p%d", (next-1)%64, next-1), 1)},
+						Events: []frontier.Event{{Type: "page", Data: ev}}}
+				}
+				if _, err := f.Complete(ctx, "s1", cs); err != nil {
+					b.Fatal(err)
+				}
+				u2 := scriptUsec(b, rdb)
+				a.claimUs += float64(u1 - u0)
+				a.completeUs += float64(u2 - u1)
+				a.pages += float64(len(ls))
+			}
+		}
+	}
+	b.StopTimer()
+	// fit µs per call = fixed + perPage × pages per call
+	fit := func(us func(*acc) float64) (fixed, perPage float64) {
+		var sx, sy, sxx, sxy, k float64
+		for _, n := range sizes {
+			a := got[n]
+			x, y := a.pages/float64(calls*rounds), us(a)/float64(calls*rounds)
+			sx, sy, sxx, sxy, k = sx+x, sy+y, sxx+x*x, sxy+x*y, k+1
+		}
+		perPage = (k*sxy - sx*sy) / (k*sxx - sx*sx)
+		return (sy - perPage*sx) / k, perPage
+	}
+	cf, cp := fit(func(a *acc) float64 { return a.claimUs })
+	pf, pp := fit(func(a *acc) float64 { return a.completeUs })
+	b.ReportMetric(cf, "claim-fixed-µs")
+	b.ReportMetric(cp, "claim-µs/page")
+	b.ReportMetric(pf, "complete-fixed-µs")
+	b.ReportMetric(pp, "complete-µs/page")
+	b.ReportMetric(0, "ns/op")
 }

@@ -212,6 +212,14 @@ type RenderClaimer interface {
 	ClaimWaitOpts(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error)
 }
 
+// CompleteClaimer acknowledges and claims in one step.
+type CompleteClaimer interface {
+	// CompleteClaim is Complete followed by ClaimWaitOpts, atomically: the
+	// host slots the acks free can be claimed by this call before any
+	// other slave's claim.
+	CompleteClaim(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error)
+}
+
 // PolicySeeder adds seeds with their hosts' politeness policies.
 type PolicySeeder interface {
 	// SeedWithPolicies sets the policies (keyed by Task.Host), then

@@ -46,7 +46,9 @@ import (
 //	crawl:{name}:scopehosts    set    host names of the seeds (scope when allow_hosts is empty)
 //	crawl:{name}:slaves        zset   slave id -> last heartbeat (ms)
 //	crawl:{name}:slaveinfo     hash   slave id -> last heartbeat JSON
-//	crawl:{name}:events        stream page, exception, slave, heartbeat and lost records
+//	crawl:{name}:events        stream page, exception, slave, heartbeat and lost records: an
+//	                                  entry holds one (type, data) or, written by a script,
+//	                                  up to eventsPerEntry (t0, d0, t1, d1, ...; stream.go)
 //	crawl:{name}:robots:<host> string fetched_at_ms \t status \t robots.txt body, with a
 //	                                  TTL (PX); the hash crawl:{name}:robots of older
 //	                                  versions is no longer read
@@ -259,6 +261,8 @@ local function kq_queue(r, host, prio) if r then return k_rqueue(host, prio) end
 local function kq_prios(r, host) if r then return k_rprios(host) end return k_prios(host) end
 local function kq_pq(r, host) if r then return k_rpq(host) end return k_pq(host) end
 local function kq_ready(r) if r then return K_RREADY end return K_READY end
+-- the two classes, static (false) and render (true), for loops over both
+local CLASSES = {false, true}
 
 -- is_render: a render task's string starts with 'r' (its depth field)
 local function is_render(task) return string.byte(task, 1) == 114 end
@@ -355,13 +359,74 @@ end
 
 -- Per-script caches. A script runs atomically, so what it read stays true
 -- until it writes; every write to a cached structure goes through the
--- helpers below, which keep the cache equal to Redis. They cut the commands
--- a script runs per page (BenchmarkScriptCommands).
+-- helpers below, which keep the cache equal to what Redis will hold. They
+-- cut the commands a script runs per page (BenchmarkScriptCommands).
+--
+-- Writes to the per-host hashes and the ready sets are write-behind: they
+-- change the cache at once and reach Redis at the end of the script
+-- (finish), one HSET/HDEL per hash and one ZADD/ZREM per ready set, so a
+-- batch of pages costs a few calls rather than a few per page. Nothing in a
+-- script reads those structures from Redis after writing them except
+-- through the cache; the claim flushes the ready sets (flush_ready) before
+-- it reads a range of them.
+
+-- call_chunked runs redis.call(cmd, key, args...) in chunks of at most 1000
+-- args (Lua's unpack limit), a multiple of step (the args of one item)
+local function call_chunked(cmd, key, args, step)
+  local size = 1000 - 1000 %% step
+  for from = 1, #args, size do
+    redis.call(cmd, key, unpack(args, from, math.min(from + size - 1, #args)))
+  end
+end
+
+-- mark_dirty adds host to a dirty list d = {list, set}, once, in order
+local function mark_dirty(d, host)
+  if not d.set[host] then
+    d.set[host] = true
+    d.list[#d.list + 1] = host
+  end
+end
+
+-- write_back writes a write-behind cache's changes to key: the hosts
+-- (in order) whose value in vals is false are removed with rem_cmd, the
+-- others set with set_cmd, as host, value pairs or, score_first, as
+-- value, host (ZADD)
+local function write_back(key, hosts, vals, set_cmd, rem_cmd, score_first)
+  local sets, rems = {}, {}
+  for _, h in ipairs(hosts) do
+    local v = vals[h]
+    if not v then
+      rems[#rems + 1] = h
+    elseif score_first then
+      sets[#sets + 1] = v
+      sets[#sets + 1] = h
+    else
+      sets[#sets + 1] = h
+      sets[#sets + 1] = v
+    end
+  end
+  call_chunked(set_cmd, key, sets, 2)
+  call_chunked(rem_cmd, key, rems, 1)
+end
+
+-- hmget reads fields of the hash key in chunks of at most 1000 (Lua's
+-- unpack limit) and returns their values in order (false when absent)
+local function hmget(key, fields)
+  local out = {}
+  for from = 1, #fields, 1000 do
+    local got = redis.call('HMGET', key, unpack(fields, from, math.min(from + 999, #fields)))
+    for k = 1, #got do out[from + k - 1] = got[k] end
+  end
+  return out
+end
 
 -- hcache[key][host]: a host's field of the politeness hashes (hinfl, hnext,
 -- hdelay, hpdelay, hjitter, hconc), false when absent: read at most once
--- per script (hget), written through (hset, hdel, hincr)
+-- per script (hget, prefetch), written through the cache (hset, hdel,
+-- hincr) and to Redis by flush_hashes
 local hcache = {}
+-- hdirty[key]: the hosts whose field this script changed, in order
+local hdirty, hdirty_keys = {}, {}
 -- the policy hashes are empty in most crawls: one EXISTS per script tells,
 -- and then their fields are known absent until this script writes them
 local POLICY = {[K_HPDELAY] = true, [K_HJITTER] = true, [K_HCONC] = true}
@@ -374,33 +439,73 @@ local function hcache_of(key)
   end
   return t
 end
+local function policies_known_empty()
+  if policies_empty == nil then
+    policies_empty = redis.call('EXISTS', K_HPDELAY, K_HJITTER, K_HCONC) == 0
+  end
+  return policies_empty
+end
 local function hget(key, host)
   local t = hcache_of(key)
   local v = t[host]
   if v == nil then
-    if POLICY[key] then
-      if policies_empty == nil then
-        policies_empty = redis.call('EXISTS', K_HPDELAY, K_HJITTER, K_HCONC) == 0
-      end
-      if policies_empty then v = false end
+    if POLICY[key] and policies_known_empty() then
+      v = false
+    else
+      v = redis.call('HGET', key, host) or false
     end
-    if v == nil then v = redis.call('HGET', key, host) end
     t[host] = v
   end
   return v
 end
+-- prefetch reads the politeness fields of hosts (a list, repeats allowed)
+-- that are not cached yet: one HMGET per hash instead of one HGET per host
+local function prefetch(hosts)
+  local keys = {K_HINFL, K_HNEXT, K_HDELAY}
+  if not policies_known_empty() then
+    keys[4], keys[5], keys[6] = K_HPDELAY, K_HJITTER, K_HCONC
+  end
+  for _, key in ipairs(keys) do
+    local t = hcache_of(key)
+    local want, seen = {}, {}
+    for _, h in ipairs(hosts) do
+      if t[h] == nil and not seen[h] then
+        seen[h] = true
+        want[#want + 1] = h
+      end
+    end
+    for k, v in ipairs(hmget(key, want)) do t[want[k]] = v end
+  end
+end
+local function hmark(key, host)
+  local d = hdirty[key]
+  if not d then
+    d = {list = {}, set = {}}
+    hdirty[key] = d
+    hdirty_keys[#hdirty_keys + 1] = key
+  end
+  mark_dirty(d, host)
+end
 local function hset(key, host, v)
-  redis.call('HSET', key, host, v)
   hcache_of(key)[host] = v
+  hmark(key, host)
 end
 local function hdel(key, host)
-  redis.call('HDEL', key, host)
   hcache_of(key)[host] = false
+  hmark(key, host)
 end
 local function hincr(key, host, d)
-  local v = redis.call('HINCRBY', key, host, d)
+  local v = tonumber(hget(key, host) or '0') + d
   hcache_of(key)[host] = v
+  hmark(key, host)
   return v
+end
+-- flush_hashes writes the changed fields: one HSET and one HDEL per hash
+local function flush_hashes()
+  for _, key in ipairs(hdirty_keys) do
+    write_back(key, hdirty[key].list, hcache[key], 'HSET', 'HDEL', false)
+  end
+  hdirty, hdirty_keys = {}, {}
 end
 
 -- stats: the script's changes to the stats hash, written once per field at
@@ -421,8 +526,10 @@ local function flush_stats()
 end
 
 -- in_ready[r][host]: the host's score in the ready set of its class (r:
--- render), false when not in it; nil until this script read or wrote it
+-- render), false when not in it; nil until this script read or wrote it.
+-- Writes are write-behind (rdirty, flush_ready).
 local in_ready = {[false] = {}, [true] = {}}
+local rdirty = {[false] = {list = {}, set = {}}, [true] = {list = {}, set = {}}}
 -- rready_empty: the render ready set was empty when first asked, so a host
 -- not written since is not in it (most crawls never render)
 local rready_empty
@@ -436,14 +543,23 @@ local function ready_score(r, host)
 end
 local function ready_add(r, host, score)
   if ready_score(r, host) ~= score then
-    redis.call('ZADD', kq_ready(r), score, host)
     in_ready[r][host] = score
+    mark_dirty(rdirty[r], host)
   end
 end
 local function ready_rem(r, host)
   if ready_score(r, host) ~= false then
-    redis.call('ZREM', kq_ready(r), host)
     in_ready[r][host] = false
+    mark_dirty(rdirty[r], host)
+  end
+end
+-- flush_ready writes the ready sets' changes: one ZADD and one ZREM per set
+local function flush_ready()
+  for _, r in ipairs(CLASSES) do
+    if #rdirty[r].list > 0 then
+      write_back(kq_ready(r), rdirty[r].list, in_ready[r], 'ZADD', 'ZREM', true)
+      rdirty[r] = {list = {}, set = {}}
+    end
   end
 end
 -- ready_zscore returns host's score in the ready set of class r, false
@@ -461,15 +577,6 @@ end
 local function ready_seen(r, host, score) in_ready[r][host] = tonumber(score) end
 -- in_ready_set reports whether host is in the ready set of class r
 local function in_ready_set(r, host) return ready_zscore(r, host) ~= false end
-
--- call_chunked runs redis.call(cmd, key, args...) in chunks of at most 1000
--- args (Lua's unpack limit), a multiple of step (the args of one item)
-local function call_chunked(cmd, key, args, step)
-  local size = 1000 - 1000 %% step
-  for from = 1, #args, size do
-    redis.call(cmd, key, unpack(args, from, math.min(from + size - 1, #args)))
-  end
-end
 
 -- has_queue[r][host]: whether the host has queued tasks of class r; push
 -- sets it, a claim's pop forgets it (nil: ask Redis)
@@ -532,22 +639,50 @@ local function jittered(hd, jitter)
 end
 
 -- lease data: slave \t token \t leased_at \t host \t prio \t task
-local function lease_fields(data) return splitn(data, 6) end
+local function lease_fields(data)
+  return {string.match(data, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')}
+end
 
 -- task string: depth \t hops \t attempt \t url
 local function task_url(task)
   return string.match(task, '^[^\t]*\t[^\t]*\t[^\t]*\t(.*)$')
 end
 
+-- emit buffers an event; flush_events writes a script's events in stream
+-- entries of up to EVENTS_PER_ENTRY events each: one event as the fields
+-- type and data, several as t0, d0, t1, d1, ... (Stream.Read splits them
+-- and numbers them: eventID)
+local EVENTS_PER_ENTRY = %d
+local ev_buf = {}
 local function emit(typ, data)
-  redis.call('XADD', K_EVENTS, '*', 'type', typ, 'data', data)
+  ev_buf[#ev_buf + 1] = typ
+  ev_buf[#ev_buf + 1] = data
+end
+local function flush_events()
+  local n = #ev_buf / 2
+  if n == 1 then
+    redis.call('XADD', K_EVENTS, '*', 'type', ev_buf[1], 'data', ev_buf[2])
+  elseif n > 1 then
+    for from = 0, n - 1, EVENTS_PER_ENTRY do
+      local args = {}
+      for e = from, math.min(from + EVENTS_PER_ENTRY, n) - 1 do
+        local i = e - from
+        args[#args + 1] = 't' .. i
+        args[#args + 1] = ev_buf[2 * e + 1]
+        args[#args + 1] = 'd' .. i
+        args[#args + 1] = ev_buf[2 * e + 2]
+      end
+      redis.call('XADD', K_EVENTS, '*', unpack(args))
+    end
+  end
+  ev_buf = {}
 end
 
 -- make host claimable in each class (ready, rready) where it has queued
 -- tasks and a free slot; the slots and next time are the host's, shared
 local function ready_host(host)
   local free = host_infl(host) < host_conc(host)
-  for _, r in ipairs({false, true}) do
+  for _, r in ipairs(CLASSES) do
     if free and queued(r, host) then
       ready_add(r, host, host_next(host))
     else
@@ -563,7 +698,10 @@ local work_added = false
 -- finish ends every script that changes the queues: it writes the stats
 -- and reopens the crawl when work was added
 local function finish()
+  flush_hashes()
+  flush_ready()
   flush_stats()
+  flush_events()
   if work_added then redis.call('HDEL', K_META, 'idle_since', 'finished') end
 end
 
@@ -618,6 +756,15 @@ local function set_policy(host, delay, jitter, conc)
   ch = set_field(K_HJITTER, host, jitter) or ch
   ch = set_field(K_HCONC, host, conc) or ch
   if ch then ready_host(host) end
+end
+
+-- set_policies applies np policies from ARGV[at] on, 4 ARGV each (host,
+-- delay_ms, jitter, conc: policyArgs)
+local function set_policies(at, np)
+  for p = 0, np - 1 do
+    local j = at + 4 * p
+    set_policy(ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3])
+  end
 end
 
 -- aopic: cash that leaves the crawl (a failed task) goes to the lambda page
@@ -685,4 +832,4 @@ local function host_done(host)
   local infl = hincr(K_HINFL, host, -1)
   if infl <= 0 then hdel(K_HINFL, host) end
 end
-`, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ, sfxBloom)
+`, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ, sfxBloom, eventsPerEntry)

@@ -172,9 +172,10 @@ var (
 	_ Supervisor = (*Redis)(nil)
 	_ Registry   = (*Redis)(nil)
 
-	_ RenderClaimer = (*Redis)(nil)
-	_ PolicySeeder  = (*Redis)(nil)
-	_ RulesStore    = (*Redis)(nil)
+	_ RenderClaimer   = (*Redis)(nil)
+	_ CompleteClaimer = (*Redis)(nil)
+	_ PolicySeeder    = (*Redis)(nil)
+	_ RulesStore      = (*Redis)(nil)
 )
 
 // bucketBits sizes the seen buckets for about 64 fingerprints each at the

@@ -70,7 +70,7 @@ func TestRedisFrontier(t *testing.T) {
 						t.Fatal(err)
 					}
 					out = append(out, env)
-					ids = append(ids, e.ID)
+					ids = append(ids, e.StreamID)
 				}
 				if err := st.Ack(context.Background(), ids...); err != nil {
 					t.Fatal(err)

@@ -28,6 +28,7 @@ local added = redis.call('ZADD', K_SLAVES, now, slave)
 redis.call('HSET', K_SLAVEINFO, slave, info)
 if added == 1 then
   emit('slave', cjson.encode({crawl = crawl, slave = slave, kind = 'join', host = host, at = now, detail = ''}))
+  flush_events()
 end
 local out = {added}
 local drain = 'drain:' .. slave

@@ -21,10 +21,7 @@ import (
 // Returns: the number of seeds enqueued.
 var seedScript = redis.NewScript(luaPrelude + `
 local scope_by_seeds, n, np = ARGV[2] == '1', tonumber(ARGV[3]), tonumber(ARGV[4])
-for p = 0, np - 1 do
-  local j = 5 + 4 * p
-  set_policy(ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3])
-end
+set_policies(5, np)
 local added = 0
 for s = 0, n - 1 do
   local j = 5 + 4 * np + TUPLE * s

@@ -3,6 +3,8 @@ package frontier
 import (
 	"context"
 	"errors"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,11 +20,39 @@ type Stream struct {
 	group string
 }
 
-// Entry is one raw stream entry.
+// Entry is one event read from the stream.
 type Entry struct {
-	ID   string
-	Type events.Type
-	Data []byte
+	// ID identifies the event for good (the MySQL rows' event_id): its
+	// stream entry's id with the sequence scaled to make room for the
+	// events a script writes in one entry (eventID).
+	ID string
+	// StreamID is the stream entry holding it, what Ack takes; the events
+	// of one entry share it.
+	StreamID string
+	Type     events.Type
+	Data     []byte
+}
+
+// eventsPerEntry is the most events a script writes in one stream entry
+// (flush_events in luaPrelude); eventIDScale > eventsPerEntry.
+const (
+	eventsPerEntry = 200
+	eventIDScale   = 1000
+)
+
+// eventID names event i of the stream entry id ms-seq: ms-(seq·1000+i).
+// It is still a stream-like id (two numbers), unique and in stream order,
+// for every entry whether it holds one event or several.
+func eventID(id string, i int) string {
+	ms, seq, ok := strings.Cut(id, "-")
+	if !ok {
+		return id
+	}
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if err != nil || n > (math.MaxUint64-eventIDScale)/eventIDScale {
+		return id
+	}
+	return ms + "-" + strconv.FormatUint(n*eventIDScale+uint64(i), 10)
 }
 
 // Stream returns the crawl's event stream for a consumer group.
@@ -60,19 +90,39 @@ func (s *Stream) Read(ctx context.Context, consumer string, count int, block tim
 	var out []Entry
 	for _, st := range res {
 		for _, m := range st.Messages {
-			out = append(out, entryOf(m.ID, m.Values))
+			out = appendEntries(out, m.ID, m.Values)
 		}
 	}
 	return out, nil
 }
 
-func entryOf(id string, v map[string]any) Entry {
-	t, _ := v[events.FieldType].(string)
-	d, _ := v[events.FieldData].(string)
-	return Entry{ID: id, Type: events.Type(t), Data: []byte(d)}
+// appendEntries adds the events of one stream entry: the fields type and
+// data, or t0, d0, t1, d1, ... for several. An entry with neither (never
+// written by redcrawl) gives one event of empty type, which the sink drops
+// as undecodable and acks.
+func appendEntries(out []Entry, id string, v map[string]any) []Entry {
+	if t, ok := v[events.FieldType].(string); ok {
+		d, _ := v[events.FieldData].(string)
+		return append(out, Entry{ID: eventID(id, 0), StreamID: id, Type: events.Type(t), Data: []byte(d)})
+	}
+	n := 0
+	for i := 0; i < eventsPerEntry; i++ {
+		t, ok := v["t"+strconv.Itoa(i)].(string)
+		if !ok {
+			break
+		}
+		d, _ := v["d"+strconv.Itoa(i)].(string)
+		out = append(out, Entry{ID: eventID(id, i), StreamID: id, Type: events.Type(t), Data: []byte(d)})
+		n++
+	}
+	if n == 0 {
+		out = append(out, Entry{ID: eventID(id, 0), StreamID: id})
+	}
+	return out
 }
 
-// Ack acknowledges and deletes entries once their records are stored.
+// Ack acknowledges and deletes entries once their records are stored; ids
+// are stream ids (Entry.StreamID), repeats allowed.
 func (s *Stream) Ack(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
 		return nil

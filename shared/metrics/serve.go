@@ -2,12 +2,13 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/redcrawl/redcrawl/shared/httpserve"
 )
 
 // Server timeouts of Serve.
@@ -43,26 +44,11 @@ func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	boundAddr = ln.Addr().String()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		select {
-		case err := <-served:
-			// the listener failed on its own
+		if err := httpserve.Run(ctx, srv, ln, shutdownTimeout, log, "metrics server"); err != nil {
 			log.Error("metrics server stopped", "addr", boundAddr, "err", err)
-			return
-		case <-ctx.Done():
-		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			log.Warn("metrics server shutdown", "addr", boundAddr, "err", err)
-			_ = srv.Close()
-		}
-		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("metrics server", "addr", boundAddr, "err", err)
 		}
 	}()
 	return boundAddr, func() { <-done }, nil

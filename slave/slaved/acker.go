@@ -31,16 +31,21 @@ func newAcker(s *Slave) *batcher[frontier.Completion] {
 		case s.acked <- struct{}{}:
 		default:
 		}
-		for i, c := range batch {
-			s.track(c.Lease, false)
-			if !acked[i] {
-				s.lostAcks.Add(1)
-				s.met.LeasesLost(1)
-				s.log.Debug("lease lost before ack", "url", c.Lease.URL)
-			}
-		}
+		s.acksDone(batch, acked)
 		return nil
 	})
 	b.gather = ackGather
 	return b
+}
+
+// acksDone forgets acknowledged leases and counts the lost ones.
+func (s *Slave) acksDone(batch []frontier.Completion, acked []bool) {
+	for i, c := range batch {
+		s.track(c.Lease, false)
+		if !acked[i] {
+			s.lostAcks.Add(1)
+			s.met.LeasesLost(1)
+			s.log.Debug("lease lost before ack", "url", c.Lease.URL)
+		}
+	}
 }

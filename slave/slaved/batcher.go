@@ -50,6 +50,32 @@ func (b *batcher[T]) add(x T) {
 	b.cond.Signal()
 }
 
+// take removes and returns up to max queued items that are not being
+// sent, for a caller that sends them itself (the claim loop's
+// CompleteClaim); it gives them back with putBack if that fails.
+func (b *batcher[T]) take(max int) []T {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := min(len(b.queue)-b.sending, max)
+	if n <= 0 {
+		return nil
+	}
+	out := append([]T(nil), b.queue[b.sending:b.sending+n]...)
+	b.queue = append(b.queue[:b.sending], b.queue[b.sending+n:]...)
+	return out
+}
+
+// putBack queues items a caller took and could not send.
+func (b *batcher[T]) putBack(items []T) {
+	if len(items) == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.queue = append(b.queue, items...)
+	b.mu.Unlock()
+	b.cond.Signal()
+}
+
 func (b *batcher[T]) pending() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -118,7 +118,7 @@ func (h *harness) run(cfg *config.Config, slaves int, done func(frontier.Stats) 
 				t.Fatal(err)
 			}
 			res.events = append(res.events, env)
-			ids[i] = e.ID
+			ids[i] = e.StreamID
 		}
 		h.st.Ack(ctx, ids...)
 	}

@@ -363,6 +363,8 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 		free <- struct{}{}
 	}
 	fail := 0
+	// acks go with the claims (CompleteClaim) when the frontier can
+	cc, merge := s.front.(frontier.CompleteClaimer)
 	for ctx.Err() == nil {
 		// wait for at least one free worker
 		select {
@@ -370,18 +372,28 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			return
 		case <-free:
 		}
-		n := 1
-	more:
-		for n < conc {
-			select {
-			case <-free:
-				n++
-			default:
-				break more
+		n := 1 + takeFree(free, conc-1)
+		if n < max(2, conc/4) {
+			if merge {
+				// few workers are free: give others a moment to finish,
+				// so that one script acks and claims for several
+				retry.Sleep(ctx, claimGather)
+			} else {
+				// their pages' host slots open in Redis only when their
+				// acks land: wait for the next ack (at most claimGather)
+				drainSignal(s.acked)
+				t := time.NewTimer(claimGather)
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				case <-s.acked:
+				}
+				t.Stop()
 			}
+			n += takeFree(free, conc-n)
 		}
 		claimStart := time.Now()
-		res, err := s.front.ClaimWaitOpts(ctx, s.id, n, frontier.ClaimOptions{Render: s.canRender.Load()})
+		res, err := s.claim(ctx, cc, acks, n)
 		s.met.ObserveClaim(time.Since(claimStart))
 		leases, wait, busy := res.Leases, res.Wait, res.Busy
 		s.met.Claimed(len(leases))
@@ -455,6 +467,58 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			}
 			t.Stop()
 		}
+	}
+}
+
+// claim leases up to n tasks. With cc, the finished pages' completions
+// waiting for the acker go with the claim: the host slots they free are
+// this slave's to claim in the same script, before another slave's claim
+// finds them, and one script serves both; on an error they go back to the
+// acker.
+func (s *Slave) claim(ctx context.Context, cc frontier.CompleteClaimer, acks *batcher[frontier.Completion], n int) (frontier.ClaimResult, error) {
+	opts := frontier.ClaimOptions{Render: s.canRender.Load()}
+	var cs []frontier.Completion
+	if cc != nil {
+		cs = acks.take(maxAckBatch)
+	}
+	if len(cs) == 0 {
+		return s.front.ClaimWaitOpts(ctx, s.id, n, opts)
+	}
+	start := time.Now()
+	// not cut short by a shutdown: the acks would be sent twice
+	acked, res, err := cc.CompleteClaim(context.WithoutCancel(ctx), s.id, cs, n, opts)
+	if err != nil {
+		acks.putBack(cs)
+		return res, err
+	}
+	s.met.ObserveAck(time.Since(start))
+	s.acksDone(cs, acked)
+	return res, nil
+}
+
+// claimGather bounds how long the claim loop waits, when few workers are
+// free, for more to finish (acks and claim in one script) or, with a
+// frontier that cannot do both at once, for the next ack (claimLoop).
+const claimGather = time.Millisecond
+
+// takeFree takes up to n more tokens from free without waiting and returns
+// how many it took.
+func takeFree(free chan struct{}, n int) int {
+	for k := range n {
+		select {
+		case <-free:
+		default:
+			return k
+		}
+	}
+	return n
+}
+
+// drainSignal empties a signal channel of capacity one.
+func drainSignal(c chan struct{}) {
+	select {
+	case <-c:
+	default:
 	}
 }
 

@@ -125,7 +125,7 @@ func TestGracefulLeave(t *testing.T) {
 		}
 		ids := make([]string, len(es))
 		for i, e := range es {
-			ids[i] = e.ID
+			ids[i] = e.StreamID
 		}
 		st.Ack(ctx, ids...)
 	}

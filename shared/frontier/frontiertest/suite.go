@@ -25,6 +25,7 @@ type Backend interface {
 	frontier.Registry
 	frontier.RenderClaimer
 	frontier.PolicySeeder
+	frontier.CompleteClaimer
 }
 
 // Factory makes a fresh, empty backend for one crawl, and a function that
@@ -40,6 +41,9 @@ func Run(t *testing.T, newBackend Factory) {
 		{"SeedDedup", testSeedDedup},
 		{"DedupConcurrentPushers", testDedupConcurrent},
 		{"BreadthFirstFIFO", testBreadthFirst},
+		{"BatchClaimAcrossPriorities", testBatchClaim},
+		{"CompleteClaimTakesFreedSlot", testCompleteClaim},
+		{"CompleteClaimKeepsDelay", testCompleteClaimDelay},
 		{"PolitenessConcurrentClaimers", testPoliteness},
 		{"HostConcurrency", testHostConcurrency},
 		{"CompleteEnqueuesLinksAndEvents", testCompleteLinks},
@@ -221,6 +225,159 @@ func testBreadthFirst(t *testing.T, nb Factory) {
 	want := []string{"http://a.test/d0", "http://a.test/d1a", "http://a.test/d1b", "http://a.test/d2a", "http://a.test/d2b"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("claim order (-want +got):\n%s", d)
+	}
+}
+
+// testBatchClaim takes several tasks of one host in one claim (delay 0,
+// free slots): they come in priority order, FIFO within a priority, across
+// a priority whose queue runs out mid-claim; once the host's queue is
+// empty nothing more is claimed, and acking the leases finishes the crawl.
+func testBatchClaim(t *testing.T, nb Factory) {
+	o := opts("batch")
+	o.HostConcurrency = 10
+	f, drain := nb(t, o)
+	mustSeed(t, f, task("http://a.test/d1a", 1), task("http://a.test/d0a", 0), task("http://a.test/d1b", 1),
+		task("http://a.test/d0b", 0), task("http://a.test/d1c", 1), task("http://b.test/d0", 0))
+	ctx := context.Background()
+	var got []string
+	var leases []frontier.Lease
+	for _, max := range []int{5, 5, 5} {
+		ls, err := f.Claim(ctx, "s1", max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.Host == "a.test" {
+				got = append(got, l.URL)
+			}
+		}
+		leases = append(leases, ls...)
+	}
+	want := []string{"http://a.test/d0a", "http://a.test/d0b", "http://a.test/d1a", "http://a.test/d1b", "http://a.test/d1c"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("a.test claim order (-want +got):\n%s", d)
+	}
+	if len(leases) != 6 {
+		t.Fatalf("%d leases, want 6", len(leases))
+	}
+	st, err := f.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Queued != 0 || st.InFlight != 6 {
+		t.Fatalf("after claiming everything: queued %d, in flight %d; want 0 and 6", st.Queued, st.InFlight)
+	}
+	cs := make([]frontier.Completion, len(leases))
+	for i, l := range leases {
+		cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done,
+			Events: []frontier.Event{{Type: events.TypePage, Data: []byte(`{"url":"` + l.URL + `"}`)}}}
+	}
+	acked, err := f.Complete(ctx, "s1", cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ok := range acked {
+		if !ok {
+			t.Errorf("lease of %s not acked", leases[i].URL)
+		}
+	}
+	if st, err = f.Stats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st.Done != 6 || st.InFlight != 0 || st.Queued != 0 {
+		t.Fatalf("after acking: %+v", st)
+	}
+	// one page event per ack, whatever the stream entries hold
+	pages := 0
+	for _, e := range drain() {
+		if e.Page != nil {
+			pages++
+		}
+	}
+	if pages != 6 {
+		t.Errorf("%d page events, want 6", pages)
+	}
+}
+
+// testCompleteClaim: acking a lease and claiming in one call gets the
+// slot the ack frees, which another slave's claim could not get before;
+// the ack's effects (done, events) are those of Complete.
+func testCompleteClaim(t *testing.T, nb Factory) {
+	f, drain := nb(t, opts("cc")) // one request in flight per host, delay 0
+	mustSeed(t, f, task("http://a.test/1", 0), task("http://a.test/2", 0), task("http://a.test/3", 0))
+	ctx := context.Background()
+	first, err := f.Claim(ctx, "s1", 5)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("first claim: %d leases, %v; want 1", len(first), err)
+	}
+	res, err := f.ClaimWaitOpts(ctx, "s2", 5, frontier.ClaimOptions{})
+	if err != nil || len(res.Leases) != 0 || !res.Busy {
+		t.Fatalf("s2 while a.test is full: %d leases, busy %v, %v; want none and busy", len(res.Leases), res.Busy, err)
+	}
+	c := frontier.Completion{Lease: first[0], Outcome: frontier.Done,
+		Events: []frontier.Event{{Type: events.TypePage, Data: []byte(`{"url":"` + first[0].URL + `"}`)}}}
+	acked, res, err := f.CompleteClaim(ctx, "s1", []frontier.Completion{c}, 5, frontier.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]bool{true}, acked); d != "" {
+		t.Errorf("acks (-want +got):\n%s", d)
+	}
+	var got []string
+	for _, l := range res.Leases {
+		got = append(got, l.URL)
+	}
+	if d := cmp.Diff([]string{"http://a.test/2"}, got); d != "" {
+		t.Fatalf("claimed with the ack (-want +got):\n%s", d)
+	}
+	if res.Leases[0].Slave != "s1" || res.Leases[0].Token == first[0].Token {
+		t.Errorf("lease %+v: want s1's, with a new token", res.Leases[0])
+	}
+	st, err := f.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Done != 1 || st.InFlight != 1 || st.Queued != 1 {
+		t.Errorf("stats done %d, in flight %d, queued %d; want 1, 1, 1", st.Done, st.InFlight, st.Queued)
+	}
+	// the same lease again is lost, and the claim still answers
+	acked, res, err = f.CompleteClaim(ctx, "s1", []frontier.Completion{c}, 5, frontier.ClaimOptions{})
+	if err != nil || len(acked) != 1 || acked[0] || len(res.Leases) != 0 || !res.Busy {
+		t.Errorf("second ack of the same lease: acked %v, %d leases, busy %v, %v; want lost, none, busy", acked, len(res.Leases), res.Busy, err)
+	}
+	pages := 0
+	for _, e := range drain() {
+		if e.Page != nil {
+			pages++
+		}
+	}
+	if pages != 1 {
+		t.Errorf("%d page events, want 1", pages)
+	}
+}
+
+// testCompleteClaimDelay: the claim in CompleteClaim keeps the host's
+// politeness delay, counted from the end of the fetch just acked, and says
+// how long to wait.
+func testCompleteClaimDelay(t *testing.T, nb Factory) {
+	o := opts("ccdelay")
+	o.Delay = 300 * time.Millisecond
+	f, _ := nb(t, o)
+	mustSeed(t, f, task("http://a.test/1", 0), task("http://a.test/2", 0))
+	ctx := context.Background()
+	first, err := f.Claim(ctx, "s1", 5)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("first claim: %d leases, %v; want 1", len(first), err)
+	}
+	acked, res, err := f.CompleteClaim(ctx, "s1", []frontier.Completion{{Lease: first[0], Outcome: frontier.Done}}, 5, frontier.ClaimOptions{})
+	if err != nil || len(acked) != 1 || !acked[0] {
+		t.Fatalf("ack: %v, %v", acked, err)
+	}
+	if len(res.Leases) != 0 {
+		t.Fatalf("claimed %s within the delay", res.Leases[0].URL)
+	}
+	if res.Wait <= 0 || res.Wait > o.Delay+10*time.Millisecond {
+		t.Errorf("wait %v, want (0, %v]", res.Wait, o.Delay)
 	}
 }
 
