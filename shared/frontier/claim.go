@@ -44,13 +44,15 @@ import (
 // aopic: when the lambda page holds at least aopic_lambda_min cash, it is
 // first given back in equal shares to the best URL of each of the first 64
 // ready hosts (static, then render).
-var claimScript = redis.NewScript(luaPrelude + `
+var claimScript = redis.NewScript(claimSrc)
+
+var claimSrc = luaPrelude + `
 local slave, maxn, lease_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 math.randomseed(tonumber(ARGV[5]))
 local render = ARGV[6] == '1'
 local now = now_ms()
 local function claim_return(out) return out end
-` + luaClaim)
+` + luaClaim
 
 // luaClaim is the claim after its arguments: it needs slave, maxn,
 // lease_ms, render and now set, and claim_return(out) to return its result
@@ -64,6 +66,7 @@ for _, m in ipairs(due) do
   local host, prio, task = string.match(m, '^([^\t]*)\t([^\t]*)\t(.*)$')
   push(host, prio, task, false)
 end
+--[[mark:k_retries]]
 
 -- paused crawl, draining slave: no lease; look again in a second
 local ctl = redis.call('HMGET', K_CONTROL, 'paused', 'drain:' .. slave)
@@ -72,6 +75,7 @@ if ctl[1] or ctl[2] then
   return claim_return({1000, redis.call('HGET', K_RULES, 'version') or ''})
 end
 
+--[[mark:k_control]]
 -- the retries' ready-set changes, before the ready sets are read
 flush_ready()
 
@@ -135,6 +139,7 @@ do
   for k, c in ipairs(cands) do hosts[k] = c[1] end
   prefetch(hosts)
 end
+--[[mark:k_candidates]]
 
 local out = {}
 local n = 0
@@ -196,6 +201,7 @@ for _, c in ipairs(cands) do
         end
         if #got == 0 then take = 0 end
       end
+      --[[mark:k_pop]]
       for _, task in ipairs(got) do
         local url = task_url(task)
         if seq then
@@ -221,15 +227,18 @@ for _, c in ipairs(cands) do
         n = n + 1
         take = take - 1
       end
+      --[[mark:k_lease_each]]
     end
     local nxt = after(now, jittered(hd, host_jitter(host)))
     if nxt > host_next(host) then hset(K_HNEXT, host, nxt) end
     ready_host(host)
   end
+  --[[mark:k_host]]
 end
 if seq and seq > seq_first then redis.call('HINCRBY', K_META, 'leaseseq', seq - seq_first) end
 call_chunked('ZADD', K_LEASE, lease_z, 2)
 call_chunked('HSET', K_LEASEDATA, lease_h, 2)
+--[[mark:k_lease_write]]
 -- wait hint: ms until the earliest host is ready, -1 when none is queued
 flush_ready()
 local earliest
@@ -248,6 +257,7 @@ else
   out[#out + 1] = math.max(0, earliest - now)
 end
 out[#out + 1] = redis.call('HGET', K_RULES, 'version') or ''
+--[[mark:k_hint]]
 finish()
 return claim_return(out)
 `

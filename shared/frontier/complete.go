@@ -43,10 +43,12 @@ import (
 // each "" for the crawl's default (policyArgs).
 // Returns: an array of n acks (1 held, 2 held but its links not followed:
 // duplicate content; 0 lost) followed by the number of links enqueued.
-var completeScript = redis.NewScript(luaPrelude + luaComplete + `
+var completeScript = redis.NewScript(completeSrc)
+
+var completeSrc = luaPrelude + luaComplete + `
 finish()
 return acks
-`)
+`
 
 // luaComplete is the complete script up to its result: acks holds the n
 // acks and the number of links enqueued; nothing is flushed yet (finish).
@@ -71,12 +73,15 @@ do
     j = j + 13 + 2 * nev + 4 * npol + TUPLE * nlinks
   end
 end
+--[[mark:c_args]]
 -- lease_data[c]: completion c's lease fields (lease_fields), false when
 -- the URL has no lease
 local lease_data = {}
 do
   local hosts = {}
-  for c, data in ipairs(hmget(K_LEASEDATA, lease_urls)) do
+  local lds = hmget(K_LEASEDATA, lease_urls)
+  --[[mark:c_lease_hmget]]
+  for c, data in ipairs(lds) do
     local d = false
     if data then
       d = lease_fields(data)
@@ -84,9 +89,11 @@ do
     end
     lease_data[c] = d
   end
+  --[[mark:c_lease_fields]]
   -- the hosts' politeness fields, one HMGET per hash
   prefetch(hosts)
 end
+--[[mark:c_prefetch]]
 -- in_scope caches SISMEMBER scopehosts (this script does not change it)
 local in_scope = {}
 
@@ -161,10 +168,11 @@ for c = 1, n do
       push(host, prio, task, true)
     end
     ready_host(host)
-
+    --[[mark:c_ack]]
     for e = 0, nev - 1 do
       emit(ARGV[ev_at + 2 * e], ARGV[ev_at + 2 * e + 1])
     end
+    --[[mark:c_events]]
     if outcome == 'done' then
       local follow = true
       if cfield ~= '' then
@@ -180,6 +188,7 @@ for c = 1, n do
           end
         end
       end
+      --[[mark:c_content]]
       local targets -- aopic only
       if AOPIC then targets = {} end
       if follow then
@@ -218,12 +227,15 @@ for c = 1, n do
         end
       end
       if AOPIC then pay(-tonumber(prio), targets) end
+      --[[mark:c_links]]
     end
   end
+  --[[mark:c_other]]
 end
 acks[#acks + 1] = added
 call_chunked('ZREM', K_LEASE, ended_list, 1)
 call_chunked('HDEL', K_LEASEDATA, ended_list, 1)
+--[[mark:c_lease_end]]
 `
 
 // Complete implements Frontier.
@@ -309,14 +321,16 @@ func (f *Redis) acksOf(arr []any, sent [][]uint64) []bool {
 // then cfg.
 // Returns: completeScript's n acks and links enqueued, then claimScript's
 // result.
-var completeClaimScript = redis.NewScript(luaPrelude + luaComplete + `
+var completeClaimScript = redis.NewScript(completeClaimSrc)
+
+var completeClaimSrc = luaPrelude + luaComplete + `
 local maxn, lease_ms = tonumber(ARGV[#ARGV - 3]), tonumber(ARGV[#ARGV - 2])
 local render = ARGV[#ARGV - 1] == '1'
 local function claim_return(out)
   for _, v in ipairs(out) do acks[#acks + 1] = v end
   return acks
 end
-` + luaClaim)
+` + luaClaim
 
 // CompleteClaim acknowledges cs and then claims up to max tasks, in one
 // script (completeClaimScript): Complete followed by ClaimWaitOpts, in one

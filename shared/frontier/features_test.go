@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -519,4 +520,196 @@ func BenchmarkScriptCost(b *testing.B) {
 	b.ReportMetric(pf, "complete-fixed-µs")
 	b.ReportMetric(pp, "complete-µs/page")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkScriptSections splits Redis's time in the scripts of a crawl
+// like the bench's (make bench: 20 hosts × 1,000 pages, 8 links per page,
+// 4 in flight per host, delay 0, 64 leases in flight, acks sent with the
+// claim in batches of 10, the link cache on, a ~500-byte page event and a
+// content hash per page) into the sections marked --[[mark:name]] in the
+// scripts' source, in µs per page, and reports the total script time per
+// page (INFO commandstats), what making the call's arguments into Lua
+// strings costs (ArgsOnlyUs) and what no section holds (the rest of the
+// call's dispatch, the result's conversion). The markers run Redis TIME;
+// what one adds is measured (MarkCostUs) and taken off every figure.
+//
+//	go test -run '^$' -bench ScriptSections -benchtime 1x ./shared/frontier/
+func BenchmarkScriptSections(b *testing.B) {
+	rdb := testRedis(b)
+	ctx := context.Background()
+	markUs, err := frontier.MarkCostUs(ctx, rdb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total map[string]frontier.ProfileSection
+	var plainUs, profUs, argsUs, pages float64
+	b.ResetTimer()
+	for range b.N {
+		// the same crawl with the scripts as they are, then instrumented
+		us, _, n, _ := sectionsCrawl(b, rdb, false)
+		plainUs += us
+		us, args, n2, prof := sectionsCrawl(b, rdb, true)
+		profUs, argsUs, pages = profUs+us, argsUs+args, pages+float64(n+n2)/2
+		if total == nil {
+			total = map[string]frontier.ProfileSection{}
+		}
+		for k, v := range prof {
+			s := total[k]
+			s.Us += v.Us
+			s.N += v.N
+			total[k] = s
+		}
+	}
+	b.StopTimer()
+	type row struct {
+		name    string
+		perPage float64
+	}
+	var rows []row
+	var sum float64
+	for name, s := range total {
+		us := (float64(s.Us) - float64(s.N)*markUs) / pages
+		sum += us
+		rows = append(rows, row{name, us})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].perPage > rows[j].perPage })
+	rows = append(rows, row{"(arguments)", argsUs / pages})
+	var markers float64
+	for _, s := range total {
+		markers += float64(s.N) * markUs / pages
+	}
+	rows = append(rows, row{"(no section)", (profUs-argsUs)/pages - markers - sum})
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%.1f µs per page in the scripts (%.1f instrumented, %.1f of it the markers' at %.2f µs each); by section, µs per page:",
+		plainUs/pages, profUs/pages, markers, markUs)
+	for i, r := range rows {
+		if i%4 == 0 {
+			sb.WriteString("\n ")
+		}
+		fmt.Fprintf(&sb, " %s %.2f", r.name, r.perPage)
+	}
+	b.Log(sb.String())
+	b.ReportMetric(plainUs/pages, "script-µs/page")
+	b.ReportMetric(sum, "sections-µs/page")
+	b.ReportMetric(argsUs/pages, "args-µs/page")
+	b.ReportMetric(0, "ns/op")
+}
+
+// sectionsCrawl runs BenchmarkScriptSections' crawl in a new crawl, its
+// scripts instrumented when profile, and returns the scripts' µs, the
+// arguments' µs (ArgsOnlyUs, with profile), the pages and the profile.
+func sectionsCrawl(b *testing.B, rdb *redis.Client, profile bool) (scriptUs, argsUs float64, pages int, prof map[string]frontier.ProfileSection) {
+	b.Helper()
+	ctx := context.Background()
+	const hosts, perHost, links, inFlight, batch = 20, 1000, 8, 64, 10
+	url := func(h, n int) string { return fmt.Sprintf("http://h%02d.test/page/%d", h, n) }
+	f := newFrontier(b, rdb, "sections", func(o *frontier.Options) {
+		o.HostConcurrency, o.ExpectedURLs, o.LinkCache = 4, hosts*perHost, 1<<17
+	})
+	if profile {
+		f.ProfileScripts()
+	}
+	var seeds []frontier.Task
+	for h := range hosts {
+		seeds = append(seeds, tk(url(h, 0), 0))
+	}
+	if _, err := f.Seed(ctx, seeds); err != nil {
+		b.Fatal(err)
+	}
+	var held []frontier.Lease
+	for range 100_000 { // bounded: the crawl is 20,000 pages
+		n := min(batch, len(held))
+		if len(held) < inFlight/2 {
+			n = len(held) // few left: ack them all
+		}
+		cs := make([]frontier.Completion, n)
+		for i, l := range held[:n] {
+			var h, p int
+			fmt.Sscanf(l.URL, "http://h%02d.test/page/%d", &h, &p)
+			var ls []frontier.Task
+			for k := range links {
+				ls = append(ls, tk(url((h+k)%hosts, (p*7+k*131+1)%perHost), l.Depth+1))
+			}
+			ev := fmt.Sprintf(`{"crawl":"sections","url":%q,"final_url":%q,"status":200,"content_type":"text/html; charset=utf-8","bytes":15003,"depth":%d,"fetched_at":1795403045380,"slave":"sections-s1","content_hash":"1f092cb6a1c5abf3be4b41362a91211374eb9a0c","duration_ms":7,"attempt":0,"links":8,"charset":"utf-8","proxy":"direct","handler":"html","checksum":"1e1317a5bac7e063"}`, l.URL, l.URL, l.Depth)
+			cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, ContentHash: uint64(h*perHost+p) + 1,
+				Links: ls, Events: []frontier.Event{{Type: "page", Data: []byte(ev)}}}
+		}
+		held = held[n:]
+		pages += n
+		if n > 0 && profile {
+			us, err := f.ArgsOnlyUs(ctx, "s1", cs, inFlight-len(held))
+			if err != nil {
+				b.Fatal(err)
+			}
+			argsUs += float64(us)
+		}
+		u0 := scriptUsec(b, rdb)
+		_, res, err := f.CompleteClaim(ctx, "s1", cs, inFlight-len(held), frontier.ClaimOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		scriptUs += float64(scriptUsec(b, rdb) - u0)
+		held = append(held, res.Leases...)
+		if len(held) == 0 {
+			break
+		}
+	}
+	if pages != hosts*perHost {
+		b.Fatalf("crawled %d pages, want %d", pages, hosts*perHost)
+	}
+	if profile {
+		var err error
+		if prof, err = f.ScriptProfile(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return scriptUs, argsUs, pages, prof
+}
+
+// TestScriptProfile runs the instrumented scripts (BenchmarkScriptSections)
+// through a claim, a complete and a complete-and-claim, and checks each
+// names its sections: a marker that breaks a script or is never reached
+// shows here.
+func TestScriptProfile(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	f := newFrontier(t, rdb, "profile", func(o *frontier.Options) { o.HostConcurrency = 2 })
+	f.ProfileScripts()
+	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/1", 0), tk("http://b.test/1", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := f.Claim(ctx, "s1", 2)
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("claim: %d leases, %v", len(ls), err)
+	}
+	done := func(l frontier.Lease) frontier.Completion {
+		return frontier.Completion{Lease: l, Outcome: frontier.Done, ContentHash: uint64(len(l.URL)) + uint64(l.Token),
+			Links: []frontier.Task{tk(l.URL+"0", 1)}, Events: []frontier.Event{{Type: "page", Data: []byte(`{}`)}}}
+	}
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{done(ls[0])}); err != nil {
+		t.Fatal(err)
+	}
+	acked, res, err := f.CompleteClaim(ctx, "s1", []frontier.Completion{done(ls[1])}, 4, frontier.ClaimOptions{})
+	if err != nil || len(acked) != 1 || !acked[0] || len(res.Leases) == 0 {
+		t.Fatalf("complete and claim: acked %v, %d leases, %v", acked, len(res.Leases), err)
+	}
+	prof, err := f.ScriptProfile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for _, name := range []string{"prelude", "c_args", "c_lease_hmget", "c_lease_fields", "c_prefetch", "c_ack", "c_events",
+		"c_content", "c_links", "c_lease_end", "k_retries", "k_control", "k_candidates", "k_pop", "k_lease_each", "k_host",
+		"k_lease_write", "k_hint", "flush_hashes", "flush_ready", "flush_stats", "flush_events", "flush_meta"} {
+		if prof[name].N == 0 {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("sections never timed: %v (profile %v)", missing, prof)
+	}
+	// 3 scripts ran: each runs its prelude once
+	if got := prof["prelude"].N; got != 3 {
+		t.Errorf("prelude timed %d times, want 3", got)
+	}
 }

@@ -237,7 +237,13 @@ func (k Keys) all() []string {
 // the list priority with bfs and dfs, and the pq score (-importance) with
 // priority and aopic; lease data, retry and failed entries carry it the same
 // way, so every requeue (push) goes back into the strategy's structure.
+//
+// The --[[mark:name]] and --[[profile:...]] comments cost nothing: the
+// section profile (BenchmarkScriptSections) runs copies of the claim and
+// complete scripts in which each becomes a timer, and a mark names the
+// section that ends there.
 var luaPrelude = fmt.Sprintf(`
+--[[profile:start]]
 local P = ARGV[1]
 local K_META, K_STATS, K_READY, K_HNEXT, K_HINFL, K_HDELAY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local K_LEASE, K_LEASEDATA, K_RETRY, K_FAILED, K_SCOPE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
@@ -698,11 +704,18 @@ local work_added = false
 -- finish ends every script that changes the queues: it writes the stats
 -- and reopens the crawl when work was added
 local function finish()
+  --[[mark:finish_entry]]
   flush_hashes()
+  --[[mark:flush_hashes]]
   flush_ready()
+  --[[mark:flush_ready]]
   flush_stats()
+  --[[mark:flush_stats]]
   flush_events()
+  --[[mark:flush_events]]
   if work_added then redis.call('HDEL', K_META, 'idle_since', 'finished') end
+  --[[mark:flush_meta]]
+  --[[profile:flush]]
 end
 
 -- enqueue a task on its host, in the queues of its class (render tasks in
@@ -832,4 +845,5 @@ local function host_done(host)
   local infl = hincr(K_HINFL, host, -1)
   if infl <= 0 then hdel(K_HINFL, host) end
 end
+--[[mark:prelude]]
 `, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ, sfxBloom, eventsPerEntry)

@@ -164,6 +164,9 @@ type Redis struct {
 	bloom    bloomSize  // the Bloom filter's size, fixed per crawl in meta (bloom mode)
 	cfg      string     // strategy config, the last ARGV of every script (luaPrelude)
 	links    *linkCache // nil: every link goes to the script (linkcache.go)
+	// scripts, when set, replaces the scripts run (the section profile's
+	// instrumented copies: profile_test.go); nil in production
+	scripts map[*redis.Script]*redis.Script
 }
 
 var (
@@ -434,6 +437,9 @@ func seed() int64 { return rand.Int64N(math.MaxInt32) }
 
 // run executes a script with the crawl's fixed keys.
 func (f *Redis) run(ctx context.Context, s *redis.Script, args ...any) (any, error) {
+	if r := f.scripts[s]; r != nil {
+		s = r
+	}
 	argv := make([]any, 0, len(args)+2)
 	argv = append(append(append(argv, f.keys.Prefix), args...), f.cfg)
 	return s.Run(ctx, f.rdb, f.allKeys, argv...).Result()
