@@ -196,12 +196,16 @@ func (f *Redis) ArgsOnlyUs(ctx context.Context, slave string, cs []Completion, m
 		return 0, err
 	}
 	args = append(args, max, ms(f.opt.LeaseDuration), boolArg(false))
+	// loaded first, so the measured call is an EVALSHA that runs
+	if err := argsOnlyScript.Load(ctx, f.rdb).Err(); err != nil {
+		return 0, err
+	}
 	u0, err := evalshaUsec(ctx, f.rdb)
 	if err != nil {
 		return 0, err
 	}
 	argv := append(append([]any{f.keys.Prefix}, args...), f.cfg)
-	if err := argsOnlyScript.Run(ctx, f.rdb, f.allKeys, argv...).Err(); err != nil {
+	if err := argsOnlyScript.EvalSha(ctx, f.rdb, f.allKeys, argv...).Err(); err != nil {
 		return 0, err
 	}
 	u1, err := evalshaUsec(ctx, f.rdb)
