@@ -4,34 +4,26 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 // commandCalls returns the calls of each command Redis has run (INFO
 // commandstats), scripts' inner commands included.
 func commandCalls(tb testing.TB, rdb *redis.Client) map[string]int64 {
 	tb.Helper()
-	s, err := rdb.Info(context.Background(), "commandstats").Result()
+	stats, err := testutil.CommandStats(context.Background(), rdb)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	out := map[string]int64{}
-	for _, line := range strings.Split(s, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
-				out[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
+	out := make(map[string]int64, len(stats))
+	for name, st := range stats {
+		out[name] = st.Calls
 	}
 	return out
 }

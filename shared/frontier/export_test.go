@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 // Test hooks: read the seen structures without adding to them.
@@ -214,20 +215,6 @@ func (f *Redis) ArgsOnlyUs(ctx context.Context, slave string, cs []Completion, m
 
 // evalshaUsec is INFO commandstats' usec of evalsha.
 func evalshaUsec(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
-		if !ok {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "usec="); ok {
-				return strconv.ParseInt(v, 10, 64)
-			}
-		}
-	}
-	return 0, nil
+	stats, err := testutil.CommandStats(ctx, rdb)
+	return stats["evalsha"].Usec, err
 }

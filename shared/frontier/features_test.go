@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 func newFrontier(t testing.TB, rdb *redis.Client, name string, mod func(*frontier.Options)) *frontier.Redis {
@@ -380,26 +381,11 @@ func BenchmarkClaimComplete(b *testing.B) {
 // so other clients of the same Redis add to it.
 func scriptUsec(b *testing.B, rdb *redis.Client) int64 {
 	b.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	stats, err := testutil.CommandStats(context.Background(), rdb)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total int64
-	for _, line := range strings.Split(info, "\n") {
-		for _, name := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
-			rest, ok := strings.CutPrefix(strings.TrimSpace(line), name)
-			if !ok {
-				continue
-			}
-			for _, kv := range strings.Split(rest, ",") {
-				if v, ok := strings.CutPrefix(kv, "usec="); ok {
-					n, _ := strconv.ParseInt(v, 10, 64)
-					total += n
-				}
-			}
-		}
-	}
-	return total
+	return stats["evalsha"].Usec + stats["eval"].Usec
 }
 
 // BenchmarkQueuedMemory measures the Redis memory of a queued URL under

@@ -165,7 +165,8 @@ type Redis struct {
 	cfg      string     // strategy config, the last ARGV of every script (luaPrelude)
 	links    *linkCache // nil: every link goes to the script (linkcache.go)
 	// scripts, when set, replaces the scripts run (the section profile's
-	// instrumented copies: profile_test.go); nil in production
+	// instrumented copies: ProfileScripts in export_test.go); nil in
+	// production
 	scripts map[*redis.Script]*redis.Script
 }
 

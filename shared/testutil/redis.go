@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -35,4 +37,35 @@ func DeleteCrawl(ctx context.Context, rdb redis.UniversalClient, crawl string) e
 		return rdb.Del(ctx, keys...).Err()
 	}
 	return nil
+}
+
+// CommandStat is one command's INFO commandstats counters: its calls and
+// the µs Redis spent in it (a script's include the commands it ran, which
+// are counted under their own names too).
+type CommandStat struct{ Calls, Usec int64 }
+
+// CommandStats reads INFO commandstats, keyed by command name ("evalsha",
+// "hset", "client|list", ...). It is server-wide: every client counts.
+func CommandStats(ctx context.Context, rdb redis.UniversalClient) (map[string]CommandStat, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]CommandStat{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var st CommandStat
+		for kv := range strings.SplitSeq(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				st.Calls, _ = strconv.ParseInt(v, 10, 64)
+			} else if v, ok := strings.CutPrefix(kv, "usec="); ok {
+				st.Usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = st
+	}
+	return out, nil
 }

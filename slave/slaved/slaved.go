@@ -364,7 +364,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 	}
 	fail := 0
 	// acks go with the claims (CompleteClaim) when the frontier can
-	cc, merge := s.front.(frontier.CompleteClaimer)
+	cc, _ := s.front.(frontier.CompleteClaimer)
 	for ctx.Err() == nil {
 		// wait for at least one free worker
 		select {
@@ -374,7 +374,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 		}
 		n := 1 + takeFree(free, conc-1)
 		if n < max(2, conc/4) {
-			if merge {
+			if cc != nil {
 				// few workers are free: give others a moment to finish,
 				// so that one script acks and claims for several
 				retry.Sleep(ctx, claimGather)
@@ -382,13 +382,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				// their pages' host slots open in Redis only when their
 				// acks land: wait for the next ack (at most claimGather)
 				drainSignal(s.acked)
-				t := time.NewTimer(claimGather)
-				select {
-				case <-ctx.Done():
-				case <-t.C:
-				case <-s.acked:
-				}
-				t.Stop()
+				s.waitAck(ctx, claimGather)
 			}
 			n += takeFree(free, conc-n)
 		}
@@ -459,13 +453,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			}
 			d += time.Duration(rand.Int64N(int64(d)/4 + int64(time.Millisecond)))
 			// ... or until one of this slave's acks frees a host slot
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			case <-s.acked:
-			}
-			t.Stop()
+			s.waitAck(ctx, d)
 		}
 	}
 }
@@ -512,6 +500,18 @@ func takeFree(free chan struct{}, n int) int {
 		}
 	}
 	return n
+}
+
+// waitAck waits up to d for one of this slave's acks to land (s.acked),
+// or for ctx to end.
+func (s *Slave) waitAck(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-s.acked:
+	}
 }
 
 // drainSignal empties a signal channel of capacity one.

@@ -117,6 +117,17 @@ func urls(ls []frontier.Lease) []string {
 	return out
 }
 
+// pageURLs lists the URLs of the page events among evs, in order.
+func pageURLs(evs []events.Envelope) []string {
+	var out []string
+	for _, e := range evs {
+		if e.Page != nil {
+			out = append(out, e.Page.URL)
+		}
+	}
+	return out
+}
+
 // claimAll claims until nothing is claimable, completing each lease Done.
 func claimAll(t *testing.T, f Backend, slave string) []frontier.Lease {
 	t.Helper()
@@ -288,13 +299,7 @@ func testBatchClaim(t *testing.T, nb Factory) {
 		t.Fatalf("after acking: %+v", st)
 	}
 	// one page event per ack, whatever the stream entries hold
-	pages := 0
-	for _, e := range drain() {
-		if e.Page != nil {
-			pages++
-		}
-	}
-	if pages != 6 {
+	if pages := len(pageURLs(drain())); pages != 6 {
 		t.Errorf("%d page events, want 6", pages)
 	}
 }
@@ -345,13 +350,7 @@ func testCompleteClaim(t *testing.T, nb Factory) {
 	if err != nil || len(acked) != 1 || acked[0] || len(res.Leases) != 0 || !res.Busy {
 		t.Errorf("second ack of the same lease: acked %v, %d leases, busy %v, %v; want lost, none, busy", acked, len(res.Leases), res.Busy, err)
 	}
-	pages := 0
-	for _, e := range drain() {
-		if e.Page != nil {
-			pages++
-		}
-	}
-	if pages != 1 {
+	if pages := len(pageURLs(drain())); pages != 1 {
 		t.Errorf("%d page events, want 1", pages)
 	}
 }
@@ -508,13 +507,7 @@ func testCompleteLinks(t *testing.T, nb Factory) {
 	if st.Done != 1 || st.Queued != 2 || st.InFlight != 0 {
 		t.Fatalf("stats %+v, want done 1 queued 2 (the seed is not enqueued twice)", st)
 	}
-	var pages []string
-	for _, e := range drain() {
-		if e.Page != nil {
-			pages = append(pages, e.Page.URL)
-		}
-	}
-	if d := cmp.Diff([]string{"http://a.test/"}, pages); d != "" {
+	if d := cmp.Diff([]string{"http://a.test/"}, pageURLs(drain())); d != "" {
 		t.Fatalf("page events (-want +got):\n%s", d)
 	}
 }
