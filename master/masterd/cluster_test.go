@@ -377,10 +377,10 @@ func TestClusterSlaveKilled(t *testing.T) {
 	ctx := context.Background()
 	killed := false
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && !killed; {
-		info, _ := rdb.HGet(ctx, keys.SlaveInfo, "victim").Result()
+		info, _ := rdb.Get(ctx, keys.SlaveBeat("victim")).Result()
 		var holding bool
 		if strings.Contains(info, `"pages"`) && !strings.Contains(info, `"pages":0,`) {
-			all, _ := rdb.HVals(ctx, keys.LeaseData).Result()
+			all, _ := rdb.HVals(ctx, keys.SlaveLeaseData("victim")).Result()
 			for _, v := range all {
 				if strings.HasPrefix(v, "victim\t") {
 					holding = true

@@ -81,13 +81,29 @@ func (m *monitor) run(ctx context.Context) {
 			m.rl.Log(ctx, slog.LevelWarn, "monitor", "monitor slaves", "err", err)
 			continue
 		}
-		slaves, err := m.front.Slaves(ctx)
+		slaves, err := m.front.Registered(ctx)
 		if err != nil {
 			m.rl.Log(ctx, slog.LevelWarn, "monitor", "monitor slaves", "err", err)
 			continue
 		}
 		sample := now.Sub(lastSample) >= m.sampleEvery
 		for _, s := range slaves {
+			if s.Gone {
+				if now.Sub(s.LastSeen) <= m.deadAfter {
+					// registered by a claim moments ago: its heartbeat is
+					// on its way
+					continue
+				}
+				// it left (its leave is recorded) or was retired: drop it
+				// from the registry, as a death if it still holds leases
+				n, err := m.front.RetireGone(ctx, s.Slave)
+				if err != nil {
+					m.rl.Log(ctx, slog.LevelWarn, "monitor", "retire gone slave", "slave", s.Slave, "err", err)
+				} else if n > 0 && m.recovered != nil {
+					m.recovered(events.LostSlaveDead, n)
+				}
+				continue
+			}
 			if now.Sub(s.LastSeen) > m.deadAfter {
 				n, err := m.front.RecoverSlave(ctx, s.Slave)
 				if err != nil {

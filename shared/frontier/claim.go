@@ -12,7 +12,7 @@ import (
 // claimScript leases up to max tasks from hosts whose next allowed time has
 // come, first moving retries that are due back to their queues.
 //
-// KEYS: the crawl's fixed keys (Keys.all).
+// KEYS: the meta key (Keys.all).
 // ARGV: prefix, slave, max, lease_ms, seed, render, cfg.
 // Returns: a flat array, 6 entries per lease:
 //
@@ -236,8 +236,15 @@ for _, c in ipairs(cands) do
   --[[mark:k_host]]
 end
 if seq and seq > seq_first then redis.call('HINCRBY', K_META, 'leaseseq', seq - seq_first) end
-call_chunked('ZADD', K_LEASE, lease_z, 2)
-call_chunked('HSET', K_LEASEDATA, lease_h, 2)
+if n > 0 then
+  call_chunked('ZADD', k_slease(slave), lease_z, 2)
+  call_chunked('HSET', k_sld(slave), lease_h, 2)
+  -- a slave holding leases is in the registry, so the recoverer finds
+  -- them even if the master retired it while it was frozen
+  if redis.call('ZADD', K_SLAVES, 'NX', now, slave) == 1 then
+    emit('slave', cjson.encode({crawl = CRAWL, slave = slave, kind = 'join', host = '', at = now, detail = 'registered by a claim'}))
+  end
+end
 --[[mark:k_lease_write]]
 -- wait hint: ms until the earliest host is ready, -1 when none is queued
 flush_ready()

@@ -29,7 +29,7 @@ import (
 // (set_policy). A render task (its task string's flag) goes back to its
 // host's render queues on retry and release; links keep their own flag.
 //
-// KEYS: the crawl's fixed keys (Keys.all).
+// KEYS: the meta key (Keys.all).
 // ARGV: prefix, slave, max_attempts, scope_by_seeds, seed, crawl, n; then
 // per completion:
 //
@@ -79,7 +79,7 @@ end
 local lease_data = {}
 do
   local hosts = {}
-  local lds = hmget(K_LEASEDATA, lease_urls)
+  local lds = hmget(k_sld(slave), lease_urls)
   --[[mark:c_lease_hmget]]
   for c, data in ipairs(lds) do
     local d = false
@@ -233,8 +233,8 @@ for c = 1, n do
   --[[mark:c_other]]
 end
 acks[#acks + 1] = added
-call_chunked('ZREM', K_LEASE, ended_list, 1)
-call_chunked('HDEL', K_LEASEDATA, ended_list, 1)
+call_chunked('ZREM', k_slease(slave), ended_list, 1)
+call_chunked('HDEL', k_sld(slave), ended_list, 1)
 --[[mark:c_lease_end]]
 `
 
@@ -316,7 +316,7 @@ func (f *Redis) acksOf(arr []any, sent [][]uint64) []bool {
 // before another slave's claim can take them, and one call's fixed cost
 // serves both. The claim runs at the acks' time (one TIME call).
 //
-// KEYS: the crawl's fixed keys (Keys.all).
+// KEYS: the meta key (Keys.all).
 // ARGV: completeScript's ARGV without cfg, then max, lease_ms, render,
 // then cfg.
 // Returns: completeScript's n acks and links enqueued, then claimScript's

@@ -69,7 +69,7 @@ func (f *Redis) Drain(ctx context.Context, slave string) (bool, error) {
 
 // drainScript marks a registered slave as draining.
 //
-// KEYS: the crawl's fixed keys (Keys.all).
+// KEYS: the meta key (Keys.all).
 // ARGV: prefix, slave, cfg.
 // Returns: 1 when the slave is registered (and now draining), else 0.
 var drainScript = redis.NewScript(luaPrelude + `
@@ -132,7 +132,7 @@ func (f *Redis) RetiredProxies(ctx context.Context) ([]string, error) {
 // requeueFailedScript moves up to limit failed tasks back to their queues
 // with their attempts reset, oldest failure first.
 //
-// KEYS: the crawl's fixed keys (Keys.all).
+// KEYS: the meta key (Keys.all).
 // ARGV: prefix, limit, cfg.
 // Returns: the number of tasks requeued.
 var requeueFailedScript = redis.NewScript(luaPrelude + `
@@ -209,13 +209,22 @@ func (f *Redis) SeedURLs(ctx context.Context) ([]string, error) {
 // priority (bfs, dfs) or its host's pq (priority, aopic). Trap caps are not
 // counted again.
 //
-// KEYS: the crawl's fixed keys (Keys.all).
+// KEYS: the meta key (Keys.all).
 // ARGV: prefix, n, np, then np × policy (see seedScript), then n × tuple,
 // then cfg.
 // Returns: the number of tasks enqueued.
 var reseedScript = redis.NewScript(luaPrelude + `
 local n, np = tonumber(ARGV[2]), tonumber(ARGV[3])
 set_policies(4, np)
+-- leased: whether a slave (or a legacy crawl-wide lease) holds url
+local slaves = redis.call('ZRANGE', K_SLAVES, 0, -1)
+local function leased(url)
+  if redis.call('HEXISTS', K_LEGACY_LEASEDATA, url) == 1 then return true end
+  for _, s in ipairs(slaves) do
+    if redis.call('HEXISTS', k_sld(s), url) == 1 then return true end
+  end
+  return false
+end
 local added = 0
 for s = 0, n - 1 do
   local j = 4 + 4 * np + TUPLE * s
@@ -223,7 +232,7 @@ for s = 0, n - 1 do
   local url = task_url(task)
   local r = is_render(task)
   local queued
-  if redis.call('HEXISTS', K_LEASEDATA, url) == 1 then
+  if leased(url) then
     queued = true
   elseif PQ then
     queued = redis.call('ZSCORE', kq_pq(r, host), url) ~= false

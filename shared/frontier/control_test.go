@@ -94,6 +94,14 @@ func TestDrainAndRetireThroughHeartbeat(t *testing.T) {
 	if err := f.Leave(ctx, "s1", "drained"); err != nil {
 		t.Fatal(err)
 	}
+	// the slave's own user cannot write the control hash: the master's
+	// monitor drops the drain with the slave it finds gone
+	if ss, err := f.Registered(ctx); err != nil || len(ss) != 2 || !ss[0].Gone {
+		t.Fatalf("registered after leave = %+v, %v; want s1 gone", ss, err)
+	}
+	if n, err := f.RetireGone(ctx, "s1"); err != nil || n != 0 {
+		t.Fatalf("retire gone = %d, %v", n, err)
+	}
 	d, err := f.Draining(ctx)
 	if err != nil || len(d) != 0 {
 		t.Fatalf("draining after leave = %v, %v; want none", d, err)

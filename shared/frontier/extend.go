@@ -9,7 +9,7 @@ import (
 
 // extendScript pushes the deadlines of leases that this slave still holds.
 //
-// KEYS: the crawl's fixed keys (Keys.all).
+// KEYS: the meta key (Keys.all).
 // ARGV: prefix, slave, lease_ms, n, then n × (url, token), then cfg.
 // Returns: n values, 1 when the lease was held and extended, 0 when lost.
 var extendScript = redis.NewScript(luaPrelude + `
@@ -18,12 +18,12 @@ local now = now_ms()
 local out = {}
 for e = 0, n - 1 do
   local url, token = ARGV[5 + 2 * e], ARGV[6 + 2 * e]
-  local data = redis.call('HGET', K_LEASEDATA, url)
+  local data = redis.call('HGET', k_sld(slave), url)
   local ok = 0
   if data then
     local d = lease_fields(data)
     if d[1] == slave and d[2] == token then
-      redis.call('ZADD', K_LEASE, 'XX', now + lease_ms, url)
+      redis.call('ZADD', k_slease(slave), 'XX', now + lease_ms, url)
       ok = 1
     end
   end

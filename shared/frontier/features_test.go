@@ -240,10 +240,13 @@ func TestAOPICCashConserved(t *testing.T) {
 		}
 		lam, _ := rdb.HGet(ctx, keys.Meta, "aopic_lambda").Float64()
 		total += lam
-		lds, _ := rdb.HGetAll(ctx, keys.LeaseData).Result()
-		for _, d := range lds {
-			p, _ := strconv.ParseFloat(strings.Split(d, "\t")[4], 64)
-			total -= p
+		slaves, _ := rdb.ZRange(ctx, keys.Slaves, 0, -1).Result()
+		for _, sl := range slaves {
+			lds, _ := rdb.HGetAll(ctx, keys.SlaveLeaseData(sl)).Result()
+			for _, d := range lds {
+				p, _ := strconv.ParseFloat(strings.Split(d, "\t")[4], 64)
+				total -= p
+			}
 		}
 		rs, _ := rdb.ZRange(ctx, keys.Retry, 0, -1).Result()
 		for _, r := range rs {

@@ -188,6 +188,9 @@ type Stats struct {
 type SlaveInfo struct {
 	events.Heartbeat
 	LastSeen time.Time
+	// Gone: the slave is in the registry but has no heartbeat key (it
+	// left, or was retired); only Registered lists such slaves.
+	Gone bool
 }
 
 // Frontier is what a slave needs.

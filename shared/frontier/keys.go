@@ -3,6 +3,7 @@ package frontier
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Every Redis key of a crawl is built here. All of them share the hash tag
@@ -39,13 +40,22 @@ import (
 //	crawl:{name}:rules         hash   version, blob: the rule set the master published
 //	                                  (PutRules); crawl:{name}:rules:changed is the pub/sub
 //	                                  channel of its versions (RulesChannel, not a key)
-//	crawl:{name}:lease         zset   url -> lease deadline (ms)
-//	crawl:{name}:leasedata     hash   url -> slave \t token \t leased_at \t host \t prio \t task
+//	crawl:{name}:s:<slave>:lease  zset  that slave's leases: url -> lease deadline (ms)
+//	crawl:{name}:s:<slave>:ld  hash   that slave's lease data: url -> slave \t token \t
+//	                                  leased_at \t host \t prio \t task
+//	crawl:{name}:s:<slave>:hb  string that slave's last heartbeat: ms \t JSON (Redis's clock)
+//	                                  The three keys of a slave are written by its own Redis
+//	                                  user only (acl.go): no slave can take, extend or ack
+//	                                  another's lease. The master's user takes them back.
 //	crawl:{name}:retry         zset   host \t prio \t task -> due time (ms)
 //	crawl:{name}:failed        list   reason \t host \t prio \t task
 //	crawl:{name}:scopehosts    set    host names of the seeds (scope when allow_hosts is empty)
-//	crawl:{name}:slaves        zset   slave id -> last heartbeat (ms)
-//	crawl:{name}:slaveinfo     hash   slave id -> last heartbeat JSON
+//	crawl:{name}:slaves        zset   slave id -> when it registered (ms): the registry the
+//	                                  recoverer and the monitor walk. A slave adds itself
+//	                                  (ZADD, its only right on this key); the master removes
+//	                                  it. Liveness is the later of this score and its hb.
+//	crawl:{name}:lease, leasedata, slaveinfo: the crawl-wide lease and heartbeat keys of
+//	                                  older versions; the recoverer still empties them
 //	crawl:{name}:events        stream page, exception, slave, heartbeat and lost records: an
 //	                                  entry holds one (type, data) or, written by a script,
 //	                                  up to eventsPerEntry (t0, d0, t1, d1, ...; stream.go)
@@ -91,13 +101,10 @@ type Keys struct {
 	HostNext   string
 	HostInfl   string
 	HostDelay  string
-	Lease      string
-	LeaseData  string
 	Retry      string
 	Failed     string
 	ScopeHosts string
 	Slaves     string
-	SlaveInfo  string
 	Events     string
 	Robots     string // hash of older versions, no longer used: see RobotsHost
 	PQData     string
@@ -117,6 +124,59 @@ type Keys struct {
 	Control      string
 	Seeds        string
 	RulesChannel string
+	// LegacyLease and LegacyLeaseData are the crawl-wide lease keys of
+	// versions before per-slave leases: the recoverer still takes back
+	// what they hold, nothing writes them.
+	LegacyLease     string
+	LegacyLeaseData string
+	// LegacySlaveInfo is the crawl-wide heartbeat hash of those versions:
+	// a retired slave's field is removed.
+	LegacySlaveInfo string
+}
+
+// fixedKeys names the fixed keys once: the Lua variable the prelude binds
+// (luaFixedKeys), the key's suffix after the crawl prefix, and its field
+// in Keys.
+var fixedKeys = []struct {
+	lua, suffix string
+	field       func(*Keys) *string
+}{
+	{"K_META", "meta", func(k *Keys) *string { return &k.Meta }},
+	{"K_STATS", "stats", func(k *Keys) *string { return &k.Stats }},
+	{"K_READY", "ready", func(k *Keys) *string { return &k.Ready }},
+	{"K_HNEXT", "hnext", func(k *Keys) *string { return &k.HostNext }},
+	{"K_HINFL", "hinfl", func(k *Keys) *string { return &k.HostInfl }},
+	{"K_HDELAY", "hdelay", func(k *Keys) *string { return &k.HostDelay }},
+	{"K_RETRY", "retry", func(k *Keys) *string { return &k.Retry }},
+	{"K_FAILED", "failed", func(k *Keys) *string { return &k.Failed }},
+	{"K_SCOPE", "scopehosts", func(k *Keys) *string { return &k.ScopeHosts }},
+	{"K_SLAVES", "slaves", func(k *Keys) *string { return &k.Slaves }},
+	{"K_EVENTS", "events", func(k *Keys) *string { return &k.Events }},
+	{"K_PQDATA", "pqdata", func(k *Keys) *string { return &k.PQData }},
+	{"K_HPAGES", "hpages", func(k *Keys) *string { return &k.HostPages }},
+	{"K_QVAR", "qvar", func(k *Keys) *string { return &k.QueryVars }},
+	{"K_RREADY", "rready", func(k *Keys) *string { return &k.RenderReady }},
+	{"K_HCONC", "hconc", func(k *Keys) *string { return &k.HostConc }},
+	{"K_HJITTER", "hjitter", func(k *Keys) *string { return &k.HostJitter }},
+	{"K_HPDELAY", "hpdelay", func(k *Keys) *string { return &k.HostPDelay }},
+	{"K_RULES", "rules", func(k *Keys) *string { return &k.Rules }},
+	{"K_CONTROL", "control", func(k *Keys) *string { return &k.Control }},
+	{"K_SEEDS", "seeds", func(k *Keys) *string { return &k.Seeds }},
+	{"K_LEGACY_LEASE", "lease", func(k *Keys) *string { return &k.LegacyLease }},
+	{"K_LEGACY_LEASEDATA", "leasedata", func(k *Keys) *string { return &k.LegacyLeaseData }},
+	{"K_LEGACY_SLAVEINFO", "slaveinfo", func(k *Keys) *string { return &k.LegacySlaveInfo }},
+}
+
+// luaFixedKeys binds the fixed keys' Lua variables from the prefix P.
+// Scripts declare only the meta key as KEYS (for routing and the ACL check
+// of declared keys); every other key they touch is built from P, and Redis
+// checks each command against the caller's ACL (acl.go).
+func luaFixedKeys() string {
+	var b strings.Builder
+	for _, f := range fixedKeys {
+		fmt.Fprintf(&b, "local %s = P .. %q\n", f.lua, f.suffix)
+	}
+	return b.String()
 }
 
 const (
@@ -130,42 +190,30 @@ const (
 	sfxRPrios  = "rqp:"
 	sfxRPQ     = "rpq:"
 	sfxBloom   = "bloom:"
+	sfxSlave   = "s:"
 )
 
 // NewKeys returns the keys of a crawl.
 func NewKeys(crawl string) Keys {
 	p := "crawl:{" + crawl + "}:"
-	return Keys{
-		Prefix:     p,
-		Meta:       p + "meta",
-		Stats:      p + "stats",
-		Ready:      p + "ready",
-		HostNext:   p + "hnext",
-		HostInfl:   p + "hinfl",
-		HostDelay:  p + "hdelay",
-		Lease:      p + "lease",
-		LeaseData:  p + "leasedata",
-		Retry:      p + "retry",
-		Failed:     p + "failed",
-		ScopeHosts: p + "scopehosts",
-		Slaves:     p + "slaves",
-		SlaveInfo:  p + "slaveinfo",
-		Events:     p + "events",
-		Robots:     p + "robots",
-		PQData:     p + "pqdata",
-		HostPages:  p + "hpages",
-		QueryVars:  p + "qvar",
-
-		RenderReady:  p + "rready",
-		HostConc:     p + "hconc",
-		HostJitter:   p + "hjitter",
-		HostPDelay:   p + "hpdelay",
-		Rules:        p + "rules",
-		RulesChannel: p + "rules:changed",
-		Control:      p + "control",
-		Seeds:        p + "seeds",
+	k := Keys{Prefix: p, Robots: p + "robots", RulesChannel: p + "rules:changed"}
+	for _, f := range fixedKeys {
+		*f.field(&k) = p + f.suffix
 	}
+	return k
 }
+
+// SlaveLease returns the key of a slave's leases: a zset url -> deadline
+// (ms). Only the slave's own Redis user may write it.
+func (k Keys) SlaveLease(slave string) string { return k.Prefix + sfxSlave + slave + ":lease" }
+
+// SlaveLeaseData returns the key of a slave's lease data: a hash url ->
+// slave \t token \t leased_at \t host \t prio \t task.
+func (k Keys) SlaveLeaseData(slave string) string { return k.Prefix + sfxSlave + slave + ":ld" }
+
+// SlaveBeat returns the key of a slave's last heartbeat: a string
+// ms \t heartbeat JSON, ms being Redis's clock.
+func (k Keys) SlaveBeat(slave string) string { return k.Prefix + sfxSlave + slave + ":hb" }
 
 // Seen returns the key of a fingerprint bucket.
 func (k Keys) Seen(bucket uint32) string {
@@ -209,16 +257,13 @@ func (k Keys) Content(bucket uint32) string {
 // RobotsHost returns the key of a host's robots.txt record.
 func (k Keys) RobotsHost(host string) string { return k.Prefix + sfxRobots + host }
 
-// all lists the fixed keys, passed as KEYS to every script so that a
-// cluster client routes the script to the crawl's slot.
-func (k Keys) all() []string {
-	return []string{k.Meta, k.Stats, k.Ready, k.HostNext, k.HostInfl, k.HostDelay,
-		k.Lease, k.LeaseData, k.Retry, k.Failed, k.ScopeHosts, k.Slaves, k.SlaveInfo, k.Events,
-		k.PQData, k.HostPages, k.QueryVars, k.RenderReady, k.HostConc, k.HostJitter, k.HostPDelay, k.Rules,
-		k.Control, k.Seeds}
-}
+// all lists the keys every script declares: only meta, which the master's
+// and the slaves' Redis users may both read and write (Redis checks
+// declared keys for read and write access), and which routes a script to
+// the crawl's slot in a cluster.
+func (k Keys) all() []string { return []string{k.Meta} }
 
-// luaPrelude names the fixed keys (KEYS in the order of Keys.all) and the
+// luaPrelude names the fixed keys (built from the prefix: luaFixedKeys) and the
 // helpers every script shares. ARGV[1] is always the crawl prefix and the
 // last ARGV is always the strategy config (Redis.cfg):
 //
@@ -245,12 +290,13 @@ func (k Keys) all() []string {
 var luaPrelude = fmt.Sprintf(`
 --[[profile:start]]
 local P = ARGV[1]
-local K_META, K_STATS, K_READY, K_HNEXT, K_HINFL, K_HDELAY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local K_LEASE, K_LEASEDATA, K_RETRY, K_FAILED, K_SCOPE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
-local K_SLAVES, K_SLAVEINFO, K_EVENTS = KEYS[12], KEYS[13], KEYS[14]
-local K_PQDATA, K_HPAGES, K_QVAR = KEYS[15], KEYS[16], KEYS[17]
-local K_RREADY, K_HCONC, K_HJITTER, K_HPDELAY, K_RULES = KEYS[18], KEYS[19], KEYS[20], KEYS[21], KEYS[22]
-local K_CONTROL, K_SEEDS = KEYS[23], KEYS[24]
+-- the crawl's name, from its prefix crawl:{name}:
+local CRAWL = string.match(P, '^crawl:{(.-)}:')
+%s-- a slave's own keys (Keys.SlaveLease, SlaveLeaseData, SlaveBeat): only
+-- that slave's Redis user may write them (acl.go)
+local function k_slease(s) return P .. %q .. s .. ':lease' end
+local function k_sld(s) return P .. %q .. s .. ':ld' end
+local function k_sbeat(s) return P .. %q .. s .. ':hb' end
 local TUPLE = %d
 local function k_seen(b) return P .. %q .. b end
 local function k_queue(host, prio) return P .. %q .. host .. ':' .. prio end
@@ -846,4 +892,4 @@ local function host_done(host)
   if infl <= 0 then hdel(K_HINFL, host) end
 end
 --[[mark:prelude]]
-`, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ, sfxBloom, eventsPerEntry)
+`, luaFixedKeys(), sfxSlave, sfxSlave, sfxSlave, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ, sfxBloom, eventsPerEntry)

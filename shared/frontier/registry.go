@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,18 +16,22 @@ import (
 
 // heartbeatScript registers or refreshes a slave, stamped with Redis's
 // clock so that slaves' clocks never matter; a slave's first heartbeat (or
-// its first after being declared dead) records a join.
+// its first after being declared dead or leaving) records a join. The
+// heartbeat goes to the slave's own key (Keys.SlaveBeat); the registry
+// only gains the slave (ZADD NX), which is all a slave's Redis user may do
+// to it (acl.go).
 //
-// KEYS: the crawl's fixed keys (Keys.all).
+// KEYS: the meta key (Keys.all).
 // ARGV: prefix, slave, heartbeat_json, crawl, host, cfg.
 // Returns: {joined (1 when the slave joined, else 0), then the control
 // fields (control.go) addressed to it: drain:<slave> and every retire:<proxy>}.
 var heartbeatScript = redis.NewScript(luaPrelude + `
 local slave, info, crawl, host = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now = now_ms()
-local added = redis.call('ZADD', K_SLAVES, now, slave)
-redis.call('HSET', K_SLAVEINFO, slave, info)
-if added == 1 then
+local added = redis.call('ZADD', K_SLAVES, 'NX', now, slave)
+local had = redis.call('EXISTS', k_sbeat(slave))
+redis.call('SET', k_sbeat(slave), now .. '\t' .. info)
+if added == 1 or had == 0 then
   emit('slave', cjson.encode({crawl = crawl, slave = slave, kind = 'join', host = host, at = now, detail = ''}))
   flush_events()
 end
@@ -63,54 +68,115 @@ func (f *Redis) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Cont
 	return controlOf(hb.Slave, arr[1:]), nil
 }
 
-// Leave implements Registry. Leases the slave still holds are taken back.
+// Leave implements Registry: the slave gives back the leases it still
+// holds and records its leave (leaveScript, which a slave's restricted
+// Redis user may run); the master's monitor then drops it from the
+// registry.
 func (f *Redis) Leave(ctx context.Context, slave, detail string) error {
-	_, err := f.retire(ctx, slave, "leave", detail)
-	return err
+	_, err := f.run(ctx, leaveScript, f.opt.MaxAttempts, f.opt.Crawl, slave, detail)
+	return wrap("leave", err)
 }
 
-// Slaves implements Registry.
+// RetireGone drops from the registry a slave whose heartbeat key is gone
+// (it left, or the master retired it): silently when it holds no lease,
+// else as a death (its leases are taken back). The monitor calls it for
+// slaves Registered reports Gone.
+func (f *Redis) RetireGone(ctx context.Context, slave string) (int, error) {
+	return f.retire(ctx, slave, "gone", "heartbeats missed")
+}
+
+// registrySrc lists the registry with each slave's heartbeat.
+//
+// KEYS: the meta key (Keys.all).
+// ARGV: prefix, then cfg (unused).
+// Returns: a flat array, 3 entries per registered slave: id, registered
+// at (ms), and its heartbeat key's value (ms \t JSON) or false.
+const registrySrc = `
+local out = {}
+local reg = redis.call('ZRANGE', K_SLAVES, 0, -1, 'WITHSCORES')
+for k = 1, #reg, 2 do
+  out[#out + 1] = reg[k]
+  out[#out + 1] = reg[k + 1]
+  out[#out + 1] = redis.call('GET', k_sbeat(reg[k]))
+end
+`
+
+var registryScript = redis.NewScript(luaPrelude + registrySrc + "return out\n")
+
+// Slaves implements Registry: the registered slaves that have a heartbeat
+// (not those that left).
 func (f *Redis) Slaves(ctx context.Context) ([]SlaveInfo, error) {
-	pipe := f.rdb.Pipeline()
-	decode := f.queueSlaves(ctx, pipe)
-	if _, err := pipe.Exec(ctx); err != nil {
+	all, err := f.Registered(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, s := range all {
+		if !s.Gone {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// Registered lists every slave in the registry, those that left or were
+// retired (Gone: no heartbeat key) too; the monitor walks it.
+func (f *Redis) Registered(ctx context.Context) ([]SlaveInfo, error) {
+	res, err := f.run(ctx, registryScript)
+	if err != nil {
 		return nil, wrap("list slaves", err)
 	}
-	ss, _, err := decode()
+	ss, _, err := decodeRegistry(res)
 	return ss, err
 }
 
-// queueSlaves adds the registry reads to a pipeline; decode reads them
-// after Exec. render says which slaves' heartbeat JSON has "render": true
-// (read apart from events.Heartbeat, which need not have the field).
-func (f *Redis) queueSlaves(ctx context.Context, pipe redis.Pipeliner) (decode func() (ss []SlaveInfo, render map[string]bool, err error)) {
-	seen := pipe.ZRangeWithScores(ctx, f.keys.Slaves, 0, -1)
-	info := pipe.HGetAll(ctx, f.keys.SlaveInfo)
-	return func() ([]SlaveInfo, map[string]bool, error) {
-		var out []SlaveInfo
-		render := map[string]bool{}
-		for _, z := range seen.Val() {
-			id, _ := z.Member.(string)
-			var s SlaveInfo
-			if raw, ok := info.Val()[id]; ok {
-				if err := json.Unmarshal([]byte(raw), &s.Heartbeat); err != nil {
-					return nil, nil, fmt.Errorf("list slaves: decode %s: %w", id, err)
-				}
-				var caps struct {
-					Render bool `json:"render"`
-				}
-				if json.Unmarshal([]byte(raw), &caps) == nil && caps.Render {
-					render[id] = true
-				}
+// decodeRegistry decodes registrySrc's result. render says which slaves'
+// heartbeat JSON has "render": true (read apart from events.Heartbeat,
+// which need not have the field). A slave's LastSeen is its last
+// heartbeat, or when it registered when it has none.
+func decodeRegistry(res any) ([]SlaveInfo, map[string]bool, error) {
+	arr, _ := res.([]any)
+	var out []SlaveInfo
+	render := map[string]bool{}
+	for k := 0; k+2 < len(arr); k += 3 {
+		id, _ := arr[k].(string)
+		score, _ := arr[k+1].(string)
+		reg, _ := strconv.ParseFloat(score, 64)
+		s := SlaveInfo{LastSeen: time.UnixMilli(int64(reg))}
+		beat, ok := arr[k+2].(string)
+		if !ok {
+			s.Gone = true
+		} else {
+			msStr, raw, _ := strings.Cut(beat, "\t")
+			if ms, err := strconv.ParseInt(msStr, 10, 64); err == nil {
+				s.LastSeen = time.UnixMilli(ms)
 			}
-			s.Slave = id
-			s.LastSeen = time.UnixMilli(int64(z.Score))
-			out = append(out, s)
+			if err := json.Unmarshal([]byte(raw), &s.Heartbeat); err != nil {
+				return nil, nil, fmt.Errorf("list slaves: decode %s: %w", id, err)
+			}
+			var caps struct {
+				Render bool `json:"render"`
+			}
+			if json.Unmarshal([]byte(raw), &caps) == nil && caps.Render {
+				render[id] = true
+			}
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Slave < out[j].Slave })
-		return out, render, nil
+		s.Slave = id
+		out = append(out, s)
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Slave < out[j].Slave })
+	return out, render, nil
 }
+
+// inFlightSrc follows registrySrc in Snapshot's script: it appends the
+// number of leases held, over every registered slave and the legacy
+// crawl-wide lease zset.
+const inFlightSrc = `
+local leased = redis.call('ZCARD', K_LEGACY_LEASE)
+for k = 1, #reg, 2 do leased = leased + redis.call('ZCARD', k_slease(reg[k])) end
+out[#out + 1] = leased
+return out
+`
 
 // Now returns Redis's clock, the one every lease and heartbeat is stamped
 // with.
@@ -140,12 +206,11 @@ func (f *Redis) Snapshot(ctx context.Context) (Snapshot, error) {
 	pipe := f.rdb.Pipeline()
 	tm := pipe.Time(ctx)
 	st := pipe.HGetAll(ctx, f.keys.Stats)
-	lease := pipe.ZCard(ctx, f.keys.Lease)
+	reg := pipe.Eval(ctx, luaPrelude+registrySrc+inFlightSrc, f.allKeys, f.keys.Prefix, f.cfg)
 	retry := pipe.ZCard(ctx, f.keys.Retry)
 	meta := pipe.HGetAll(ctx, f.keys.Meta)
 	ready := pipe.ZCard(ctx, f.keys.Ready)
 	control := pipe.HGetAll(ctx, f.keys.Control)
-	decodeSlaves := f.queueSlaves(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Snapshot{}, wrap("stats", err)
 	}
@@ -153,10 +218,16 @@ func (f *Redis) Snapshot(ctx context.Context) (Snapshot, error) {
 		v, _ := strconv.ParseInt(m[k], 10, 64)
 		return v
 	}
+	regArr, _ := reg.Val().([]any)
+	var inFlight int64
+	if len(regArr) > 0 {
+		inFlight, _ = toInt(regArr[len(regArr)-1])
+		regArr = regArr[:len(regArr)-1]
+	}
 	s := Stats{
 		Crawl:    f.opt.Crawl,
 		Queued:   get(st.Val(), "queued"),
-		InFlight: lease.Val(),
+		InFlight: inFlight,
 		Retry:    retry.Val(),
 		Done:     get(st.Val(), "done"),
 		Failed:   get(st.Val(), "failed"),
@@ -178,12 +249,15 @@ func (f *Redis) Snapshot(ctx context.Context) (Snapshot, error) {
 		s.Finished, s.FinishedAt = true, fa
 	}
 	snap := Snapshot{Stats: s, Now: tm.Val(), Draining: drainingOf(control.Val())}
-	slaves, render, err := decodeSlaves()
+	registered, render, err := decodeRegistry(regArr)
 	if err != nil {
 		return snap, err
 	}
-	snap.Slaves = slaves
-	for _, sl := range slaves {
+	for _, sl := range registered {
+		if sl.Gone {
+			continue
+		}
+		snap.Slaves = append(snap.Slaves, sl)
 		if snap.Now.Sub(sl.LastSeen) <= f.opt.DeadAfter {
 			snap.SlavesAlive++
 			snap.PagesPerSec += sl.PagesPerSec

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -270,8 +271,13 @@ func TestStatsRenderSlaves(t *testing.T) {
 		}
 	}
 	// the heartbeat JSON as a render-capable slave writes it
+	now, err := f.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range []string{"browser1", "browser2"} {
-		if err := rdb.HSet(ctx, f.Keys().SlaveInfo, s, `{"slave":"`+s+`","render":true}`).Err(); err != nil {
+		beat := strconv.FormatInt(now.UnixMilli(), 10) + "\t" + `{"slave":"` + s + `","render":true}`
+		if err := rdb.Set(ctx, f.Keys().SlaveBeat(s), beat, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 // Host policies come first, so the seeds of a host are queued under its
 // policy; a policy already in force costs no write (set_policy).
 //
-// KEYS: the crawl's fixed keys (Keys.all).
+// KEYS: the meta key (Keys.all).
 // ARGV: prefix, scope_by_seeds, n, np, then np × policy (host, delay_ms,
 // jitter, conc: see completeScript), then n × (bucket, field, host,
 // scope_host, prio, task, qvar), then cfg.
