@@ -12,6 +12,8 @@
 //	master pause | resume [--crawl NAME]
 //	master requeue --failed [--crawl NAME]
 //	master drain --slave ID | retire-proxy --proxy URL [--crawl NAME]
+//	master acl --crawl NAME [--role slave|master|admin] [--slave ID] [--password-file F]
+//	master acl --mysql [...]
 //
 // Exit status: 0 ok, 1 runtime error, 2 bad usage or bad config.
 package main
@@ -51,6 +53,8 @@ commands:
           validate the rule files (default rules.dir) without running anything;
           exit 2 with file:line errors
   export  stream extracted items out of MySQL (--format jsonl or csv, --out FILE)
+  acl     print the Redis ACL rules of a role of a crawl (--crawl NAME --role slave
+          --slave ID, master, admin) or the MySQL GRANTs (--mysql)
 
 admin commands (human tables, --json for JSON):
   exceptions [--since 1h] [--until D] [--kind K] [--host H] [--slave S] [--limit N] [--offset N]
@@ -82,6 +86,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd, args := args[0], args[1:]
 	if _, ok := adminCommands[cmd]; ok {
 		return adminCmd(ctx, cmd, args, stdout, stderr)
+	}
+	if cmd == "acl" {
+		return aclCmd(args, stdout, stderr)
 	}
 	fs := flag.NewFlagSet("master "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)

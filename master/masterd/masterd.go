@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -304,12 +305,20 @@ func (m *Master) connect(ctx context.Context) error {
 
 // warnEviction warns when Redis may evict the frontier's keys.
 func (m *Master) warnEviction(ctx context.Context) {
-	res, err := m.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	// INFO memory, not CONFIG GET: the master's least-privilege Redis user
+	// (bin/master acl --role master) may run INFO but not CONFIG
+	info, err := m.rdb.Info(ctx, "memory").Result()
 	if err != nil {
 		m.log.Info("cannot read redis maxmemory-policy; make sure it is noeviction", "err", err)
 		return
 	}
-	if p := res["maxmemory-policy"]; p != "" && p != "noeviction" {
+	p := ""
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "maxmemory_policy:"); ok {
+			p = v
+		}
+	}
+	if p != "" && p != "noeviction" {
 		m.log.Warn("redis maxmemory-policy is not noeviction: Redis may silently drop queued URLs, leases and dedup state", "policy", p)
 	}
 }

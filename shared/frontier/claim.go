@@ -48,6 +48,8 @@ var claimScript = redis.NewScript(claimSrc)
 
 var claimSrc = luaPrelude + `
 local slave, maxn, lease_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local own_err = check_own(slave)
+if own_err then return own_err end
 math.randomseed(tonumber(ARGV[5]))
 local render = ARGV[6] == '1'
 local now = now_ms()

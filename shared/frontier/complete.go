@@ -54,6 +54,8 @@ return acks
 // acks and the number of links enqueued; nothing is flushed yet (finish).
 const luaComplete = `
 local slave, max_attempts, scope_by_seeds = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
+local own_err = check_own(slave)
+if own_err then return own_err end
 math.randomseed(tonumber(ARGV[5]))
 local crawl, n = ARGV[6], tonumber(ARGV[7])
 local now = now_ms()

@@ -14,6 +14,8 @@ import (
 // Returns: n values, 1 when the lease was held and extended, 0 when lost.
 var extendScript = redis.NewScript(luaPrelude + `
 local slave, lease_ms, n = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local own_err = check_own(slave)
+if own_err then return own_err end
 local now = now_ms()
 local out = {}
 for e = 0, n - 1 do

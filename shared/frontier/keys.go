@@ -297,6 +297,17 @@ local CRAWL = string.match(P, '^crawl:{(.-)}:')
 local function k_slease(s) return P .. %q .. s .. ':lease' end
 local function k_sld(s) return P .. %q .. s .. ':ld' end
 local function k_sbeat(s) return P .. %q .. s .. ':hb' end
+-- check_own fails the script before it writes anything unless the calling
+-- Redis user may write slave s's own keys: a script that failed half way
+-- would keep its first writes (a task popped from its queue and never
+-- leased), so a slave whose id is not the one its ACL user was made for
+-- loses nothing, it gets an error
+local function check_own(s)
+  if not redis.acl_check_cmd('HSET', k_sld(s), 'u', 'v') or not redis.acl_check_cmd('ZADD', k_slease(s), '0', 'u') then
+    return redis.error_reply('NOPERM this Redis user may not write the keys of slave ' .. s ..
+      ': is its slave.id the one its ACL user was made for (bin/master acl --role slave --slave ID)?')
+  end
+end
 local TUPLE = %d
 local function k_seen(b) return P .. %q .. b end
 local function k_queue(host, prio) return P .. %q .. host .. ':' .. prio end

@@ -137,6 +137,8 @@ return n
 var leaveScript = redis.NewScript(luaPrelude + luaLose + `
 local max_attempts, crawl = tonumber(ARGV[2]), ARGV[3]
 local slave, detail = ARGV[4], ARGV[5]
+local own_err = check_own(slave)
+if own_err then return own_err end
 local now = now_ms()
 local n = lose_all(slave, 'slave_left', now, max_attempts, crawl)
 local host = ''

@@ -27,6 +27,8 @@ import (
 // fields (control.go) addressed to it: drain:<slave> and every retire:<proxy>}.
 var heartbeatScript = redis.NewScript(luaPrelude + `
 local slave, info, crawl, host = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local own_err = check_own(slave)
+if own_err then return own_err end
 local now = now_ms()
 local added = redis.call('ZADD', K_SLAVES, 'NX', now, slave)
 local had = redis.call('EXISTS', k_sbeat(slave))

@@ -1,0 +1,171 @@
+package frontier
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Redis ACL rules for each role of a crawl (Redis ≥ 7.0: selectors and
+// read/write key permissions). Redis checks every command a script runs
+// against the calling user's rules, so these rules are what keeps a slave
+// on an untrusted machine inside its crawl: they list, per group of keys,
+// exactly the commands the slave's scripts and calls run on them.
+//
+//   - slave: its crawl's shared frontier keys with the data commands the
+//     claim, complete, extend, heartbeat, leave and robots calls use (no DEL,
+//     no UNLINK, no RENAME: a slave cannot drop a queue wholesale); the
+//     events stream for XADD only; the registry for ZADD only (it can join,
+//     never remove another slave); its own lease, lease data and heartbeat
+//     keys; the rule set, control hash and scope hosts read-only; the rules
+//     channel to subscribe. Nothing of another crawl, no other slave's
+//     keys, and no administrative command: no CONFIG, FLUSHALL/FLUSHDB,
+//     KEYS, SCAN, MODULE, DEBUG, SCRIPT FLUSH/KILL, FUNCTION, MONITOR,
+//     SHUTDOWN, ACL, CLIENT KILL, PUBLISH.
+//   - master: every key and channel of its crawl with the data, stream,
+//     scripting, transaction and pub/sub commands, SCAN (deleting a crawl)
+//     and INFO (the eviction-policy check); no other crawl, nothing
+//     @dangerous or @admin besides INFO.
+//   - admin: the master's rules plus read-only diagnostics (CONFIG GET,
+//     SLOWLOG GET, MEMORY USAGE, LATENCY LATEST, CLIENT LIST): for an
+//     operator running bin/master's admin commands and looking into Redis.
+//
+// A crawl name and a slave id hold only A-Z a-z 0-9 _ . - (validated
+// here and by the config), so no glob character reaches a pattern and a
+// slave's exact keys cannot match another's.
+
+// ACL roles.
+const (
+	RoleSlave  = "slave"
+	RoleMaster = "master"
+	RoleAdmin  = "admin"
+)
+
+var aclNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// ValidName reports whether s may name a crawl or a slave: 1 to 64 of
+// A-Z a-z 0-9 _ . - (no hash-tag brace, glob character, colon or space).
+func ValidName(s string) bool { return aclNameRE.MatchString(s) }
+
+// connCommands are what a client runs to connect and route (go-redis:
+// HELLO with AUTH and SETNAME, SELECT; a cluster client's
+// slot map and replica reads) and the clock.
+var connCommands = []string{"+hello", "+auth", "+ping", "+select", "+client|setname",
+	"+client|getname", "+client|id", "+cluster|slots", "+cluster|shards",
+	"+cluster|nodes", "+cluster|info", "+readonly", "+readwrite", "+quit", "+reset", "+time"}
+
+// slaveDataCommands are the commands the slave's scripts and calls run on
+// the crawl's shared frontier keys (queues, ready sets, host state, dedup,
+// stats, retries, robots records).
+var slaveDataCommands = []string{
+	"+hget", "+hmget", "+hset", "+hdel", "+hincrby", "+hincrbyfloat", "+hsetnx", "+hexists",
+	"+exists", "+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zpopmin", "+zscore",
+	"+zincrby", "+zcard", "+llen", "+lpop", "+lpos", "+lpush", "+rpush",
+	"+getbit", "+setbit", "+get", "+set"}
+
+// slaveOwnCommands are what a slave runs on its own lease, lease data and
+// heartbeat keys.
+var slaveOwnCommands = []string{"+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zcard",
+	"+hget", "+hmget", "+hset", "+hdel", "+hgetall", "+get", "+set", "+exists", "+del"}
+
+// slaveReadCommands read the rule set, the control hash and the scope
+// hosts.
+var slaveReadCommands = []string{"+hget", "+hmget", "+hkeys", "+hgetall", "+sismember"}
+
+// ACLRules returns the Redis ACL rules (the arguments of ACL SETUSER after
+// the user name, or the words after "user NAME" of an ACL file line) of a
+// role of a crawl. slave names the slave for RoleSlave (one Redis user
+// per slave) and must be empty otherwise. The rules start with reset: they
+// are the user's whole definition, without a password (WithPassword).
+func ACLRules(crawl, role, slave string) ([]string, error) {
+	if !ValidName(crawl) {
+		return nil, fmt.Errorf("acl: crawl name %q: want 1 to 64 of A-Z a-z 0-9 _ . -", crawl)
+	}
+	k := NewKeys(crawl)
+	rules := []string{"reset", "on", "resetkeys", "resetchannels", "-@all"}
+	rules = append(rules, connCommands...)
+	switch role {
+	case RoleSlave:
+		if !ValidName(slave) {
+			return nil, fmt.Errorf("acl: slave id %q: want 1 to 64 of A-Z a-z 0-9 _ . -", slave)
+		}
+		rules = append(rules, "&"+k.RulesChannel, "+subscribe", "+unsubscribe")
+		// the shared frontier keys: scripts are declared on meta, so
+		// EVAL and EVALSHA go with this group
+		shared := []string{k.Meta, k.Stats, k.Ready, k.RenderReady, k.HostNext, k.HostInfl,
+			k.HostDelay, k.HostPDelay, k.HostJitter, k.HostConc, k.Retry, k.Failed, k.PQData,
+			k.HostPages, k.QueryVars}
+		for _, sfx := range []string{sfxQueue, sfxPrios, sfxPQ, sfxRQueue, sfxRPrios, sfxRPQ,
+			sfxSeen, sfxBloom, sfxContent, sfxRobots} {
+			shared = append(shared, k.Prefix+sfx+"*")
+		}
+		rules = append(rules, selector(shared, "~", append([]string{"+eval", "+evalsha"}, slaveDataCommands...)))
+		rules = append(rules, selector([]string{k.Rules, k.Control, k.ScopeHosts}, "%R~", slaveReadCommands))
+		rules = append(rules, selector([]string{k.Events}, "%W~", []string{"+xadd"}))
+		rules = append(rules, selector([]string{k.Slaves}, "~", []string{"+zadd"}))
+		rules = append(rules, selector([]string{k.SlaveLease(slave), k.SlaveLeaseData(slave), k.SlaveBeat(slave)}, "~", slaveOwnCommands))
+	case RoleMaster, RoleAdmin:
+		if slave != "" {
+			return nil, fmt.Errorf("acl: --slave goes with the slave role only")
+		}
+		rules = append(rules, "~"+k.Prefix+"*", "&"+k.Prefix+"*",
+			"+@read", "+@write", "+@keyspace", "+@string", "+@bitmap", "+@hash", "+@list",
+			"+@set", "+@sortedset", "+@stream", "+@scripting", "+@transaction", "+@pubsub",
+			"+@fast", "+@slow", "-@dangerous", "-@admin", "+info", "+scan",
+			"-script|flush", "-script|kill", "-function", "-eval_ro", "-evalsha_ro",
+			"-flushall", "-flushdb", "-keys", "-swapdb", "-move", "-migrate", "-restore",
+			"-debug", "-module", "-monitor", "-shutdown", "-acl", "-failover")
+		rules = append(rules, connCommands...)
+		if role == RoleAdmin {
+			rules = append(rules, "+config|get", "+slowlog|get", "+slowlog|len", "+memory|usage",
+				"+memory|stats", "+latency|latest", "+latency|history", "+client|list", "+client|info",
+				"+acl|whoami", "+dbsize")
+		}
+	default:
+		return nil, fmt.Errorf("acl: role %q: want slave, master or admin", role)
+	}
+	return rules, nil
+}
+
+// selector is one ACL selector: the keys with one permission prefix (~
+// read and write, %R~ read, %W~ write) and the commands allowed on them.
+func selector(keys []string, perm string, cmds []string) string {
+	parts := make([]string, 0, len(keys)+len(cmds))
+	for _, k := range keys {
+		parts = append(parts, perm+k)
+	}
+	parts = append(parts, cmds...)
+	return "(" + strings.Join(parts, " ") + ")"
+}
+
+// ACLUserName is the Redis user name of a role: redcrawl-slave-<slave>,
+// redcrawl-master-<crawl> or redcrawl-admin-<crawl>.
+func ACLUserName(crawl, role, slave string) string {
+	if role == RoleSlave {
+		return "redcrawl-slave-" + slave
+	}
+	return "redcrawl-" + role + "-" + crawl
+}
+
+// WithPassword adds a password to rules as its SHA-256 (#hex), so an ACL
+// file never holds it in clear.
+func WithPassword(rules []string, password string) []string {
+	sum := sha256.Sum256([]byte(password))
+	out := append([]string(nil), rules...)
+	// after reset and on
+	return append(out[:2:2], append([]string{"#" + hex.EncodeToString(sum[:])}, out[2:]...)...)
+}
+
+// ACLFileLine formats a user as a line of a Redis ACL file (aclfile).
+func ACLFileLine(user string, rules []string) string {
+	// an ACL file line does not take reset: a user is defined whole there
+	var out []string
+	for _, r := range rules {
+		if r != "reset" {
+			out = append(out, r)
+		}
+	}
+	return "user " + user + " " + strings.Join(out, " ")
+}

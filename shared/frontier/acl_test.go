@@ -1,0 +1,328 @@
+package frontier_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/testutil"
+)
+
+// aclServer is a private redis-server whose only users are the ACL
+// file's: a superuser for the test's own checks, the crawl's master and
+// one user per slave, each with the rules frontier.ACLRules prints.
+type aclServer struct {
+	addr  string
+	crawl string
+	root  *redis.Client
+}
+
+const aclTestPassword = "pw-of-"
+
+func startACLServer(t *testing.T, crawl string, slaves ...string) *aclServer {
+	t.Helper()
+	var lines []string
+	lines = append(lines, "user default off", "user root on >root-pw ~* &* +@all")
+	add := func(role, slave string) {
+		rules, err := frontier.ACLRules(crawl, role, slave)
+		if err != nil {
+			t.Fatal(err)
+		}
+		user := frontier.ACLUserName(crawl, role, slave)
+		lines = append(lines, frontier.ACLFileLine(user, frontier.WithPassword(rules, aclTestPassword+user)))
+	}
+	add(frontier.RoleMaster, "")
+	add(frontier.RoleAdmin, "")
+	for _, s := range slaves {
+		add(frontier.RoleSlave, s)
+	}
+	aclFile := filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(aclFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := testutil.StartRedis(t, func(ctx context.Context, addr string) error {
+		c := redis.NewClient(&redis.Options{Addr: addr, Username: "root", Password: "root-pw", MaxRetries: -1})
+		defer c.Close()
+		return c.Ping(ctx).Err()
+	}, "--aclfile", aclFile)
+	root := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "root", Password: "root-pw"})
+	t.Cleanup(func() { root.Close() })
+	return &aclServer{addr: srv.Addr, crawl: crawl, root: root}
+}
+
+// client connects as a role's user.
+func (s *aclServer) client(t *testing.T, role, slave string) *redis.Client {
+	t.Helper()
+	user := frontier.ACLUserName(s.crawl, role, slave)
+	c := redis.NewClient(&redis.Options{Addr: s.addr, Username: user, Password: aclTestPassword + user, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// denials reads ACL LOG: every command a user was refused.
+func (s *aclServer) denials(t *testing.T) []string {
+	t.Helper()
+	res, err := s.root.Do(context.Background(), "ACL", "LOG").Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range res {
+		m := map[string]any{}
+		switch v := e.(type) {
+		case map[any]any:
+			for k, x := range v {
+				m[fmt.Sprint(k)] = x
+			}
+		case []any:
+			for i := 0; i+1 < len(v); i += 2 {
+				m[fmt.Sprint(v[i])] = v[i+1]
+			}
+		}
+		out = append(out, fmt.Sprintf("%v %v %v %v", m["username"], m["reason"], m["object"], m["context"]))
+	}
+	return out
+}
+
+func TestACLRulesPerRole(t *testing.T) {
+	for _, tc := range []struct {
+		name, crawl, role, slave string
+		wantErr                  bool
+		has, hasNot              []string
+	}{
+		{name: "slave", crawl: "news", role: frontier.RoleSlave, slave: "pi1",
+			has:    []string{"-@all", "&crawl:{news}:rules:changed", "(%W~crawl:{news}:events +xadd)", "(~crawl:{news}:slaves +zadd)"},
+			hasNot: []string{"+@all", "~*", "+config", "+flushall", "+keys", "+scan", "+del", "+publish"}},
+		{name: "master", crawl: "news", role: frontier.RoleMaster,
+			has:    []string{"~crawl:{news}:*", "&crawl:{news}:*", "-@dangerous", "+info", "-flushall", "-script|flush"},
+			hasNot: []string{"~*", "+config|get"}},
+		{name: "admin", crawl: "news", role: frontier.RoleAdmin, has: []string{"+config|get", "-@dangerous"}},
+		{name: "slave needs an id", crawl: "news", role: frontier.RoleSlave, wantErr: true},
+		{name: "slave id with a glob", crawl: "news", role: frontier.RoleSlave, slave: "pi*", wantErr: true},
+		{name: "slave id with a colon", crawl: "news", role: frontier.RoleSlave, slave: "pi:1", wantErr: true},
+		{name: "crawl with a brace", crawl: "ne}ws", role: frontier.RoleMaster, wantErr: true},
+		{name: "crawl with a glob", crawl: "n[e]ws", role: frontier.RoleMaster, wantErr: true},
+		{name: "master with a slave id", crawl: "news", role: frontier.RoleMaster, slave: "pi1", wantErr: true},
+		{name: "unknown role", crawl: "news", role: "root", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rules, err := frontier.ACLRules(tc.crawl, tc.role, tc.slave)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			// words: every rule and every word of a selector; a word
+			// of hasNot must not appear at all, except that a slave may
+			// delete its own keys
+			words := map[string]bool{}
+			for _, r := range rules {
+				words[r] = true
+				own := strings.Contains(r, ":s:"+tc.slave+":lease ")
+				for _, w := range strings.Fields(strings.Trim(r, "()")) {
+					if !(own && w == "+del") {
+						words[w] = true
+					}
+				}
+			}
+			for _, h := range tc.has {
+				if !words[h] {
+					t.Errorf("rules lack %q:\n%s", h, strings.Join(rules, " "))
+				}
+			}
+			for _, h := range tc.hasNot {
+				if words[h] {
+					t.Errorf("rules hold %q:\n%s", h, strings.Join(rules, " "))
+				}
+			}
+		})
+	}
+}
+
+// TestACLSlaveLeaseIsolation: against a real redis-server with one ACL user
+// per slave, each slave's user runs the whole slave side of the frontier,
+// and no slave's user can take, extend or ack another slave's lease, by
+// the frontier's calls or by raw commands.
+func TestACLSlaveLeaseIsolation(t *testing.T) {
+	crawl := testutil.CrawlName("acl")
+	srv := startACLServer(t, crawl, "s1", "s2")
+	ctx := context.Background()
+	opt := frontier.Options{Crawl: crawl, HostConcurrency: 1, LeaseDuration: time.Minute,
+		MaxAttempts: 3, ExpectedURLs: 10000, DeadAfter: 10 * time.Second}
+	master, err := frontier.NewRedis(ctx, srv.client(t, frontier.RoleMaster, ""), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := frontier.NewRedis(ctx, srv.client(t, frontier.RoleSlave, "s1"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := frontier.NewRedis(ctx, srv.client(t, frontier.RoleSlave, "s2"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := master.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0), tk("http://c.test/", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		f  *frontier.Redis
+		id string
+	}{{s1, "s1"}, {s2, "s2"}} {
+		if err := s.f.Heartbeat(ctx, events.Heartbeat{Slave: s.id, Host: "box"}); err != nil {
+			t.Fatalf("%s heartbeat: %v", s.id, err)
+		}
+	}
+	l1, err := s1.Claim(ctx, "s1", 2)
+	if err != nil || len(l1) != 2 {
+		t.Fatalf("s1 claim: %d leases, %v", len(l1), err)
+	}
+	if held, err := s1.Extend(ctx, "s1", l1); err != nil || !held[0] || !held[1] {
+		t.Fatalf("s1 extends its own leases: %v %v", held, err)
+	}
+
+	// s2 with s1's identity: refused by Redis (s1's keys are not s2's)
+	if _, err := s2.Claim(ctx, "s1", 1); !isNoPerm(err) {
+		t.Errorf("s2 claims as s1: err = %v, want NOPERM", err)
+	}
+	if _, err := s2.Extend(ctx, "s1", l1); !isNoPerm(err) {
+		t.Errorf("s2 extends s1's leases: err = %v, want NOPERM", err)
+	}
+	if _, err := s2.Complete(ctx, "s1", []frontier.Completion{{Lease: l1[0], Outcome: frontier.Done}}); !isNoPerm(err) {
+		t.Errorf("s2 acks s1's lease as s1: err = %v, want NOPERM", err)
+	}
+	if err := s2.Leave(ctx, "s1", "forged"); !isNoPerm(err) {
+		t.Errorf("s2 makes s1 leave: err = %v, want NOPERM", err)
+	}
+	// the refused scripts wrote nothing: c.test's task is still queued
+	if st, err := master.Stats(ctx); err != nil || st.Queued != 1 || st.InFlight != 2 {
+		t.Fatalf("after the forged calls: queued %d, in flight %d, %v; want 1, 2", st.Queued, st.InFlight, err)
+	}
+	// s2 with its own identity and s1's lease tokens: not its leases
+	if acked, err := s2.Complete(ctx, "s2", []frontier.Completion{{Lease: l1[0], Outcome: frontier.Done}}); err != nil || acked[0] {
+		t.Errorf("s2 acks s1's lease as s2: acked %v, %v; want refused", acked, err)
+	}
+	if held, err := s2.Extend(ctx, "s2", l1); err != nil || held[0] || held[1] {
+		t.Errorf("s2 extends s1's leases as s2: %v, %v; want not held", held, err)
+	}
+	// raw commands on s1's keys, the registry and the control keys
+	keys := master.Keys()
+	s2c := srv.client(t, frontier.RoleSlave, "s2")
+	for _, tc := range []struct {
+		name string
+		args []any
+	}{
+		{"take s1's lease (lease zset)", []any{"ZADD", keys.SlaveLease("s1"), 0, l1[0].URL}},
+		{"take s1's lease (lease data)", []any{"HSET", keys.SlaveLeaseData("s1"), l1[0].URL, "s2\t1\t0\ta.test\t0\t0\t0\t0\t" + l1[0].URL}},
+		{"read s1's lease data", []any{"HGETALL", keys.SlaveLeaseData("s1")}},
+		{"drop s1's leases", []any{"DEL", keys.SlaveLease("s1")}},
+		{"forge s1's heartbeat", []any{"SET", keys.SlaveBeat("s1"), "0\t{}"}},
+		{"drop s1 from the registry", []any{"ZREM", keys.Slaves, "s1"}},
+		{"delete the registry", []any{"DEL", keys.Slaves}},
+		{"pause the crawl", []any{"HSET", keys.Control, "paused", 1}},
+		{"drain s1", []any{"HSET", keys.Control, "drain:s1", 1}},
+		{"rewrite the rules", []any{"HSET", keys.Rules, "version", "evil"}},
+		{"publish a rules version", []any{"PUBLISH", keys.RulesChannel, "evil"}},
+		{"trim the event stream", []any{"XTRIM", keys.Events, "MAXLEN", 0}},
+		{"delete the event stream", []any{"DEL", keys.Events}},
+		{"delete a queue", []any{"DEL", keys.Prefix + "q:c.test:0"}},
+		{"write another crawl", []any{"HSET", "crawl:{other}:meta", "x", 1}},
+		{"read another crawl", []any{"HGETALL", "crawl:{other}:stats"}},
+		{"a script on another crawl", []any{"EVAL", "return redis.call('HSET', KEYS[1], 'x', 1)", 1, "crawl:{other}:meta"}},
+		{"a script writing the rules", []any{"EVAL", "return redis.call('HSET', ARGV[1], 'version', 'x')", 1, keys.Meta, keys.Rules}},
+		{"a script deleting s1's leases", []any{"EVAL", "return redis.call('DEL', ARGV[1])", 1, keys.Meta, keys.SlaveLease("s1")}},
+		{"CONFIG SET dir", []any{"CONFIG", "SET", "dir", "/tmp"}},
+		{"CONFIG GET", []any{"CONFIG", "GET", "*"}},
+		{"FLUSHALL", []any{"FLUSHALL"}},
+		{"FLUSHDB", []any{"FLUSHDB"}},
+		{"KEYS", []any{"KEYS", "*"}},
+		{"SCAN", []any{"SCAN", 0}},
+		{"MODULE LIST", []any{"MODULE", "LIST"}},
+		{"DEBUG", []any{"DEBUG", "SLEEP", 0}},
+		{"SCRIPT FLUSH", []any{"SCRIPT", "FLUSH"}},
+		{"SCRIPT KILL", []any{"SCRIPT", "KILL"}},
+		{"FUNCTION FLUSH", []any{"FUNCTION", "FLUSH"}},
+		{"ACL SETUSER", []any{"ACL", "SETUSER", "redcrawl-slave-s2", "+@all", "~*"}},
+		{"SHUTDOWN", []any{"SHUTDOWN", "NOSAVE"}},
+		{"MONITOR", []any{"MONITOR"}},
+		{"CLIENT KILL", []any{"CLIENT", "KILL", "TYPE", "normal"}},
+	} {
+		// refused by the ACL itself (ACL DRYRUN; a script's commands are
+		// checked as it runs them), and when tried
+		dry := append([]any{"ACL", "DRYRUN", "redcrawl-slave-s2"}, tc.args...)
+		if tc.args[0] == "EVAL" {
+			// DRYRUN checks only EVAL itself
+		} else if res, err := srv.root.Do(ctx, dry...).Result(); err != nil || res == "OK" {
+			t.Errorf("%s: ACL DRYRUN = %v, %v; want a refusal", tc.name, res, err)
+		}
+		if tc.args[0] == "DEBUG" {
+			continue // refused before the ACL (enable-debug-command)
+		}
+		if err := s2c.Do(ctx, tc.args...).Err(); !isNoPerm(err) {
+			t.Errorf("%s: %v; want NOPERM", tc.name, err)
+		}
+	}
+	// s1 is unharmed: it still holds, extends and acks its leases
+	if held, err := s1.Extend(ctx, "s1", l1); err != nil || !held[0] || !held[1] {
+		t.Fatalf("s1 extends after s2's attempts: %v %v", held, err)
+	}
+	acked, err := s1.Complete(ctx, "s1", []frontier.Completion{{Lease: l1[0], Outcome: frontier.Done}, {Lease: l1[1], Outcome: frontier.Done}})
+	if err != nil || !acked[0] || !acked[1] {
+		t.Fatalf("s1 acks: %v %v", acked, err)
+	}
+	// s2 works within its rights; its graceful leave gives back its lease,
+	// and the master's monitor step drops it from the registry
+	l2, err := s2.Claim(ctx, "s2", 5)
+	if err != nil || len(l2) != 1 {
+		t.Fatalf("s2 claim: %d, %v", len(l2), err)
+	}
+	if err := s2.Leave(ctx, "s2", "signal"); err != nil {
+		t.Fatalf("s2 leaves: %v", err)
+	}
+	if n, err := master.RetireGone(ctx, "s2"); err != nil || n != 0 {
+		t.Fatalf("retire gone s2: %d %v", n, err)
+	}
+	// the master takes back s1's leases when it dies
+	l1b, err := s1.Claim(ctx, "s1", 5)
+	if err != nil || len(l1b) != 1 {
+		t.Fatalf("s1 claims the lease s2 gave back: %d %v", len(l1b), err)
+	}
+	if n, err := master.RecoverSlave(ctx, "s1"); err != nil || n != 1 {
+		t.Fatalf("recover s1: %d %v", n, err)
+	}
+	st, err := master.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]int64{1, 0, 2}, []int64{st.Queued, st.InFlight, st.Done}); d != "" {
+		t.Errorf("queued, in flight, done (-want +got):\n%s", d)
+	}
+	// the only refusals are the ones this test provoked: every command the
+	// slave side ran on its own behalf was allowed
+	for _, d := range srv.denials(t) {
+		if !strings.HasPrefix(d, "redcrawl-slave-s2 ") {
+			t.Errorf("unexpected ACL denial: %s", d)
+		}
+	}
+}
+
+func isNoPerm(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, s := range []string{"NOPERM", "no permissions", "can't run this command", "can't access at least one of the keys"} {
+		if strings.Contains(err.Error(), s) {
+			return true
+		}
+	}
+	return false
+}
