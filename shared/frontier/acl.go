@@ -63,7 +63,7 @@ var slaveDataCommands = []string{
 	"+hget", "+hmget", "+hset", "+hdel", "+hincrby", "+hincrbyfloat", "+hsetnx", "+hexists",
 	"+exists", "+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zpopmin", "+zscore",
 	"+zincrby", "+zcard", "+llen", "+lpop", "+lpos", "+lpush", "+rpush",
-	"+getbit", "+setbit", "+get", "+set"}
+	"+getbit", "+setbit", "+get", "+set", "+pttl"}
 
 // slaveOwnCommands are what a slave runs on its own lease, lease data and
 // heartbeat keys.

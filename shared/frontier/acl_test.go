@@ -2,96 +2,17 @@ package frontier_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/frontier/frontiertest"
 	"github.com/redcrawl/redcrawl/shared/testutil"
 )
-
-// aclServer is a private redis-server whose only users are the ACL
-// file's: a superuser for the test's own checks, the crawl's master and
-// one user per slave, each with the rules frontier.ACLRules prints.
-type aclServer struct {
-	addr  string
-	crawl string
-	root  *redis.Client
-}
-
-const aclTestPassword = "pw-of-"
-
-func startACLServer(t *testing.T, crawl string, slaves ...string) *aclServer {
-	t.Helper()
-	var lines []string
-	lines = append(lines, "user default off", "user root on >root-pw ~* &* +@all")
-	add := func(role, slave string) {
-		rules, err := frontier.ACLRules(crawl, role, slave)
-		if err != nil {
-			t.Fatal(err)
-		}
-		user := frontier.ACLUserName(crawl, role, slave)
-		lines = append(lines, frontier.ACLFileLine(user, frontier.WithPassword(rules, aclTestPassword+user)))
-	}
-	add(frontier.RoleMaster, "")
-	add(frontier.RoleAdmin, "")
-	for _, s := range slaves {
-		add(frontier.RoleSlave, s)
-	}
-	aclFile := filepath.Join(t.TempDir(), "users.acl")
-	if err := os.WriteFile(aclFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := testutil.StartRedis(t, func(ctx context.Context, addr string) error {
-		c := redis.NewClient(&redis.Options{Addr: addr, Username: "root", Password: "root-pw", MaxRetries: -1})
-		defer c.Close()
-		return c.Ping(ctx).Err()
-	}, "--aclfile", aclFile)
-	root := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "root", Password: "root-pw"})
-	t.Cleanup(func() { root.Close() })
-	return &aclServer{addr: srv.Addr, crawl: crawl, root: root}
-}
-
-// client connects as a role's user.
-func (s *aclServer) client(t *testing.T, role, slave string) *redis.Client {
-	t.Helper()
-	user := frontier.ACLUserName(s.crawl, role, slave)
-	c := redis.NewClient(&redis.Options{Addr: s.addr, Username: user, Password: aclTestPassword + user, MaxRetries: -1})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// denials reads ACL LOG: every command a user was refused.
-func (s *aclServer) denials(t *testing.T) []string {
-	t.Helper()
-	res, err := s.root.Do(context.Background(), "ACL", "LOG").Slice()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range res {
-		m := map[string]any{}
-		switch v := e.(type) {
-		case map[any]any:
-			for k, x := range v {
-				m[fmt.Sprint(k)] = x
-			}
-		case []any:
-			for i := 0; i+1 < len(v); i += 2 {
-				m[fmt.Sprint(v[i])] = v[i+1]
-			}
-		}
-		out = append(out, fmt.Sprintf("%v %v %v %v", m["username"], m["reason"], m["object"], m["context"]))
-	}
-	return out
-}
 
 func TestACLRulesPerRole(t *testing.T) {
 	for _, tc := range []struct {
@@ -155,19 +76,19 @@ func TestACLRulesPerRole(t *testing.T) {
 // the frontier's calls or by raw commands.
 func TestACLSlaveLeaseIsolation(t *testing.T) {
 	crawl := testutil.CrawlName("acl")
-	srv := startACLServer(t, crawl, "s1", "s2")
+	srv := frontiertest.StartACLRedis(t, crawl, "s1", "s2")
 	ctx := context.Background()
 	opt := frontier.Options{Crawl: crawl, HostConcurrency: 1, LeaseDuration: time.Minute,
 		MaxAttempts: 3, ExpectedURLs: 10000, DeadAfter: 10 * time.Second}
-	master, err := frontier.NewRedis(ctx, srv.client(t, frontier.RoleMaster, ""), opt)
+	master, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleMaster, ""), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1, err := frontier.NewRedis(ctx, srv.client(t, frontier.RoleSlave, "s1"), opt)
+	s1, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s1"), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, err := frontier.NewRedis(ctx, srv.client(t, frontier.RoleSlave, "s2"), opt)
+	s2, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s2"), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +137,7 @@ func TestACLSlaveLeaseIsolation(t *testing.T) {
 	}
 	// raw commands on s1's keys, the registry and the control keys
 	keys := master.Keys()
-	s2c := srv.client(t, frontier.RoleSlave, "s2")
+	s2c := srv.Client(t, frontier.RoleSlave, "s2")
 	for _, tc := range []struct {
 		name string
 		args []any
@@ -261,7 +182,7 @@ func TestACLSlaveLeaseIsolation(t *testing.T) {
 		dry := append([]any{"ACL", "DRYRUN", "redcrawl-slave-s2"}, tc.args...)
 		if tc.args[0] == "EVAL" {
 			// DRYRUN checks only EVAL itself
-		} else if res, err := srv.root.Do(ctx, dry...).Result(); err != nil || res == "OK" {
+		} else if res, err := srv.Root.Do(ctx, dry...).Result(); err != nil || res == "OK" {
 			t.Errorf("%s: ACL DRYRUN = %v, %v; want a refusal", tc.name, res, err)
 		}
 		if tc.args[0] == "DEBUG" {
@@ -308,7 +229,7 @@ func TestACLSlaveLeaseIsolation(t *testing.T) {
 	}
 	// the only refusals are the ones this test provoked: every command the
 	// slave side ran on its own behalf was allowed
-	for _, d := range srv.denials(t) {
+	for _, d := range srv.Denials(t) {
 		if !strings.HasPrefix(d, "redcrawl-slave-s2 ") {
 			t.Errorf("unexpected ACL denial: %s", d)
 		}

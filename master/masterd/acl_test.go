@@ -1,0 +1,89 @@
+package masterd_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/frontier/frontiertest"
+)
+
+// TestACLCrawl crawls the test site with a master and two slaves against
+// a redis-server whose ACL file holds what bin/master acl prints: each
+// slave on its own restricted user, the master on its own. Mid-crawl, one
+// slave's user (a third slave's) tries the forbidden commands and writes;
+// the crawl still
+// completes with every page recorded, and the only ACL refusals Redis
+// logged are the ones the test provoked.
+func TestACLCrawl(t *testing.T) {
+	site := startSite(t, 0)
+	cfg := clusterConfig(t)
+	srv := frontiertest.StartACLRedis(t, cfg.Crawl.Name, "s1", "s2", "s3")
+	cfg.Redis.URL = srv.URL(frontier.RoleMaster, "")
+	seed(t, cfg, site)
+
+	slaveCfg := func(id string) *config.Config {
+		c := *cfg
+		c.Redis.URL = srv.URL(frontier.RoleSlave, id)
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return &c
+	}
+	startSlave(t, slaveCfg("s1"), "s1")
+	startSlave(t, slaveCfg("s2"), "s2")
+
+	// s3's user (a slave of the crawl, not running), mid-crawl, against
+	// everything it must not touch
+	ctx := context.Background()
+	keys := frontier.NewKeys(cfg.Crawl.Name)
+	evil := srv.Client(t, frontier.RoleSlave, "s3")
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// wait until s1 holds a lease, so there is one to go after
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if n, _ := srv.Root.ZCard(ctx, keys.SlaveLease("s1")).Result(); n > 0 {
+				break
+			}
+		}
+		urls, _ := srv.Root.ZRange(ctx, keys.SlaveLease("s1"), 0, 0).Result()
+		victim := "http://x.test/"
+		if len(urls) > 0 {
+			victim = urls[0]
+		}
+		for _, args := range [][]any{
+			{"FLUSHALL"}, {"FLUSHDB"}, {"CONFIG", "SET", "dir", "/tmp"}, {"CONFIG", "SET", "dbfilename", "x.so"},
+			{"KEYS", "*"}, {"SCAN", 0}, {"MODULE", "LOAD", "/tmp/x.so"}, {"SCRIPT", "FLUSH"}, {"FUNCTION", "FLUSH"},
+			{"ACL", "SETUSER", "redcrawl-slave-s3", "~*", "+@all"}, {"SHUTDOWN", "NOSAVE"},
+			{"HSET", keys.Rules, "version", "evil", "blob", "x"}, {"PUBLISH", keys.RulesChannel, "evil"},
+			{"HSET", keys.Control, "paused", 1}, {"HSET", keys.Control, "drain:s1", 1},
+			{"ZADD", keys.SlaveLease("s1"), 0, victim}, {"HDEL", keys.SlaveLeaseData("s1"), victim},
+			{"DEL", keys.SlaveLease("s1")}, {"SET", keys.SlaveBeat("s1"), "0\t{}"}, {"ZREM", keys.Slaves, "s1"},
+			{"XTRIM", keys.Events, "MAXLEN", 0}, {"DEL", keys.Events}, {"DEL", keys.Stats},
+			{"HSET", "crawl:{other}:meta", "x", 1}, {"GET", "crawl:{other}:robots:x"},
+			{"EVAL", "return redis.call('DEL', ARGV[1])", 1, keys.Meta, keys.SlaveLeaseData("s1")},
+		} {
+			if err := evil.Do(ctx, args...).Err(); err == nil {
+				t.Errorf("slave s3's user ran %v", args)
+			}
+		}
+	}()
+
+	runMaster(t, cfg)
+	wg.Wait()
+	checkCrawl(t, cfg, site, nil)
+
+	// every refusal is one of s3's: the master's and the running slaves'
+	// users had every right their work needed
+	for _, d := range srv.Denials(t) {
+		if !strings.HasPrefix(d, "redcrawl-slave-s3 ") {
+			t.Errorf("unexpected ACL refusal: %s", d)
+		}
+	}
+}
