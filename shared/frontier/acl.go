@@ -16,10 +16,11 @@ import (
 //
 //   - slave: its crawl's shared frontier keys with the data commands the
 //     claim, complete, extend, heartbeat, leave and robots calls use (no DEL,
-//     no UNLINK, no RENAME: a slave cannot drop a queue wholesale); the
-//     events stream for XADD only; the registry for ZADD only (it can join,
-//     never remove another slave); its own lease, lease data and heartbeat
-//     keys; the rule set, control hash and scope hosts read-only; the rules
+//     no UNLINK, no RENAME: a slave cannot drop a queue wholesale); its own
+//     event stream for XADD only (XADD's MAXLEN could trim a stream: a
+//     slave can trim only its own); the registry for ZADD only (it can
+//     join, never remove another slave); its own lease, lease data and
+//     heartbeat keys; the rule set, control hash and scope hosts read-only; the rules
 //     channel to subscribe. Nothing of another crawl, no other slave's
 //     keys, and no administrative command: no CONFIG, FLUSHALL/FLUSHDB,
 //     KEYS, SCAN, MODULE, DEBUG, SCRIPT FLUSH/KILL, FUNCTION, MONITOR,
@@ -103,7 +104,7 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 		}
 		rules = append(rules, selector(shared, "~", append([]string{"+eval", "+evalsha"}, slaveDataCommands...)))
 		rules = append(rules, selector([]string{k.Rules, k.Control, k.ScopeHosts}, "%R~", slaveReadCommands))
-		rules = append(rules, selector([]string{k.Events}, "%W~", []string{"+xadd"}))
+		rules = append(rules, selector([]string{k.SlaveEvents(slave)}, "%W~", []string{"+xadd"}))
 		rules = append(rules, selector([]string{k.Slaves}, "~", []string{"+zadd"}))
 		rules = append(rules, selector([]string{k.SlaveLease(slave), k.SlaveLeaseData(slave), k.SlaveBeat(slave)}, "~", slaveOwnCommands))
 	case RoleMaster, RoleAdmin:

@@ -242,10 +242,9 @@ if n > 0 then
   call_chunked('ZADD', k_slease(slave), lease_z, 2)
   call_chunked('HSET', k_sld(slave), lease_h, 2)
   -- a slave holding leases is in the registry, so the recoverer finds
-  -- them even if the master retired it while it was frozen
-  if redis.call('ZADD', K_SLAVES, 'NX', now, slave) == 1 then
-    emit('slave', cjson.encode({crawl = CRAWL, slave = slave, kind = 'join', host = '', at = now, detail = 'registered by a claim'}))
-  end
+  -- them even if the master retired it while it was frozen (its next
+  -- heartbeat, finding no heartbeat key, records the join)
+  redis.call('ZADD', K_SLAVES, 'NX', now, slave)
 end
 --[[mark:k_lease_write]]
 -- wait hint: ms until the earliest host is ready, -1 when none is queued

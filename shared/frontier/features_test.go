@@ -37,13 +37,34 @@ func tk(raw string, depth int) frontier.Task {
 	return frontier.Task{URL: raw, Host: host, ScopeHost: host, Depth: depth, Priority: int64(depth)}
 }
 
-// rawEvents reads the stream's entries of one type, decoded as JSON maps.
+// rawEvents reads the entries of one type of the crawl's stream and every
+// slave's (in the registry or the streams set), decoded as JSON maps, in
+// entry id order.
 func rawEvents(t *testing.T, rdb *redis.Client, f *frontier.Redis, typ string) []map[string]any {
 	t.Helper()
-	xs, err := rdb.XRange(context.Background(), f.Keys().Events, "-", "+").Result()
-	if err != nil {
-		t.Fatal(err)
+	ctx := context.Background()
+	k := f.Keys()
+	keys := []string{k.Events}
+	slaves, _ := rdb.ZRange(ctx, k.Slaves, 0, -1).Result()
+	for _, s := range slaves {
+		keys = append(keys, k.SlaveEvents(s))
 	}
+	known, _ := rdb.SMembers(ctx, k.Streams).Result()
+	keys = append(keys, known...)
+	var xs []redis.XMessage
+	done := map[string]bool{}
+	for _, key := range keys {
+		if done[key] {
+			continue
+		}
+		done[key] = true
+		got, err := rdb.XRange(ctx, key, "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs = append(xs, got...)
+	}
+	sort.SliceStable(xs, func(i, j int) bool { return streamIDLess(xs[i].ID, xs[j].ID) })
 	var out []map[string]any
 	for _, x := range xs {
 		// one event (type, data) or several (t0, d0, t1, d1, ...)
@@ -701,4 +722,18 @@ func TestScriptProfile(t *testing.T) {
 	if got := prof["prelude"].N; got != 3 {
 		t.Errorf("prelude timed %d times, want 3", got)
 	}
+}
+
+// streamIDLess orders stream entry ids ms-seq as numbers.
+func streamIDLess(a, b string) bool {
+	am, as, _ := strings.Cut(a, "-")
+	bm, bs, _ := strings.Cut(b, "-")
+	ami, _ := strconv.ParseUint(am, 10, 64)
+	bmi, _ := strconv.ParseUint(bm, 10, 64)
+	if ami != bmi {
+		return ami < bmi
+	}
+	asi, _ := strconv.ParseUint(as, 10, 64)
+	bsi, _ := strconv.ParseUint(bs, 10, 64)
+	return asi < bsi
 }

@@ -44,7 +44,11 @@ import (
 //	crawl:{name}:s:<slave>:ld  hash   that slave's lease data: url -> slave \t token \t
 //	                                  leased_at \t host \t prio \t task
 //	crawl:{name}:s:<slave>:hb  string that slave's last heartbeat: ms \t JSON (Redis's clock)
-//	                                  The three keys of a slave are written by its own Redis
+//	crawl:{name}:s:<slave>:ev  stream that slave's events (its scripts' and Publish's), read
+//	                                  by the master's sink with the crawl's own stream (Stream)
+//	crawl:{name}:streams       set    the slave streams the sink reads (master only), so a
+//	                                  retired slave's stream is drained before it is deleted
+//	                                  The keys of a slave are written by its own Redis
 //	                                  user only (acl.go): no slave can take, extend or ack
 //	                                  another's lease. The master's user takes them back.
 //	crawl:{name}:retry         zset   host \t prio \t task -> due time (ms)
@@ -124,6 +128,9 @@ type Keys struct {
 	Control      string
 	Seeds        string
 	RulesChannel string
+	// Streams is the set of slave event streams the sink reads (master
+	// only): a retired slave's stream stays in it until drained.
+	Streams string
 	// LegacyLease and LegacyLeaseData are the crawl-wide lease keys of
 	// versions before per-slave leases: the recoverer still takes back
 	// what they hold, nothing writes them.
@@ -162,6 +169,7 @@ var fixedKeys = []struct {
 	{"K_RULES", "rules", func(k *Keys) *string { return &k.Rules }},
 	{"K_CONTROL", "control", func(k *Keys) *string { return &k.Control }},
 	{"K_SEEDS", "seeds", func(k *Keys) *string { return &k.Seeds }},
+	{"K_STREAMS", "streams", func(k *Keys) *string { return &k.Streams }},
 	{"K_LEGACY_LEASE", "lease", func(k *Keys) *string { return &k.LegacyLease }},
 	{"K_LEGACY_LEASEDATA", "leasedata", func(k *Keys) *string { return &k.LegacyLeaseData }},
 	{"K_LEGACY_SLAVEINFO", "slaveinfo", func(k *Keys) *string { return &k.LegacySlaveInfo }},
@@ -210,6 +218,11 @@ func (k Keys) SlaveLease(slave string) string { return k.Prefix + sfxSlave + sla
 // SlaveLeaseData returns the key of a slave's lease data: a hash url ->
 // slave \t token \t leased_at \t host \t prio \t task.
 func (k Keys) SlaveLeaseData(slave string) string { return k.Prefix + sfxSlave + slave + ":ld" }
+
+// SlaveEvents returns the key of a slave's event stream: the events of the
+// scripts it runs and of its Publish calls. Its own user may only XADD to
+// it; the master's sink reads every slave's stream (Stream).
+func (k Keys) SlaveEvents(slave string) string { return k.Prefix + sfxSlave + slave + ":ev" }
 
 // SlaveBeat returns the key of a slave's last heartbeat: a string
 // ms \t heartbeat JSON, ms being Redis's clock.
@@ -297,6 +310,10 @@ local CRAWL = string.match(P, '^crawl:{(.-)}:')
 local function k_slease(s) return P .. %q .. s .. ':lease' end
 local function k_sld(s) return P .. %q .. s .. ':ld' end
 local function k_sbeat(s) return P .. %q .. s .. ':hb' end
+local function k_sev(s) return P .. %q .. s .. ':ev' end
+-- EV_KEY: the stream this script's events go to, the crawl's (the
+-- master's scripts) or the calling slave's own (check_own sets it)
+local EV_KEY = K_EVENTS
 -- check_own fails the script before it writes anything unless the calling
 -- Redis user may write slave s's own keys: a script that failed half way
 -- would keep its first writes (a task popped from its queue and never
@@ -307,6 +324,7 @@ local function check_own(s)
     return redis.error_reply('NOPERM this Redis user may not write the keys of slave ' .. s ..
       ': is its slave.id the one its ACL user was made for (bin/master acl --role slave --slave ID)?')
   end
+  EV_KEY = k_sev(s)
 end
 local TUPLE = %d
 local function k_seen(b) return P .. %q .. b end
@@ -724,7 +742,7 @@ end
 local function flush_events()
   local n = #ev_buf / 2
   if n == 1 then
-    redis.call('XADD', K_EVENTS, '*', 'type', ev_buf[1], 'data', ev_buf[2])
+    redis.call('XADD', EV_KEY, '*', 'type', ev_buf[1], 'data', ev_buf[2])
   elseif n > 1 then
     for from = 0, n - 1, EVENTS_PER_ENTRY do
       local args = {}
@@ -735,7 +753,7 @@ local function flush_events()
         args[#args + 1] = 'd' .. i
         args[#args + 1] = ev_buf[2 * e + 2]
       end
-      redis.call('XADD', K_EVENTS, '*', unpack(args))
+      redis.call('XADD', EV_KEY, '*', unpack(args))
     end
   end
   ev_buf = {}
@@ -903,4 +921,4 @@ local function host_done(host)
   if infl <= 0 then hdel(K_HINFL, host) end
 end
 --[[mark:prelude]]
-`, luaFixedKeys(), sfxSlave, sfxSlave, sfxSlave, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ, sfxBloom, eventsPerEntry)
+`, luaFixedKeys(), sfxSlave, sfxSlave, sfxSlave, sfxSlave, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ, sfxBloom, eventsPerEntry)

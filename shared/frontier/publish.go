@@ -17,14 +17,19 @@ type Publisher interface {
 var _ Publisher = (*Redis)(nil)
 
 // Publish implements Publisher: the events are appended to the stream in
-// one pipelined round trip, in order.
+// one pipelined round trip, in order: a slave's own stream
+// (Options.Slave), else the crawl's.
 func (f *Redis) Publish(ctx context.Context, evs []Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
+	key := f.keys.Events
+	if f.opt.Slave != "" {
+		key = f.keys.SlaveEvents(f.opt.Slave)
+	}
 	pipe := f.rdb.Pipeline()
 	for _, e := range evs {
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: f.keys.Events,
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key,
 			Values: []any{events.FieldType, string(e.Type), events.FieldData, e.Data}})
 	}
 	_, err := pipe.Exec(ctx)

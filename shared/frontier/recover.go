@@ -108,6 +108,8 @@ if beat then
   local ok, hb = pcall(cjson.decode, string.match(beat, '^[^\t]*\t(.*)$') or '')
   if ok and type(hb) == 'table' and type(hb.host) == 'string' then host = hb.host end
 end
+-- the sink reads the slave's stream until it is drained (Stream)
+if redis.call('EXISTS', k_sev(slave)) == 1 then redis.call('SADD', K_STREAMS, k_sev(slave)) end
 local removed = redis.call('ZREM', K_SLAVES, slave)
 redis.call('DEL', k_sbeat(slave), k_sld(slave))
 -- gone: the slave left (its leave is recorded) or was retired before; a

@@ -22,7 +22,11 @@ import (
 // Options configure a Redis frontier. Every process of a crawl must use the
 // same values; they come from the shared config file.
 type Options struct {
-	Crawl           string
+	Crawl string
+	// Slave is the slave this frontier acts for, "" for a master: a
+	// slave's Publish goes to its own event stream (Keys.SlaveEvents),
+	// the only stream its Redis user may write.
+	Slave           string
 	Delay           time.Duration // politeness delay between request starts to one host
 	Jitter          float64       // extra random delay, fraction of Delay
 	HostConcurrency int           // requests in flight to one host across all slaves

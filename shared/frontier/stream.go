@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,11 +15,20 @@ import (
 	"github.com/redcrawl/redcrawl/shared/events"
 )
 
-// Stream is a crawl's event stream as read by one consumer group.
+// Stream is a crawl's events as read by one consumer group: the crawl's
+// own stream (the master's scripts and Publish) and every slave's
+// (Keys.SlaveEvents: what its scripts and its Publish write, the only
+// stream its Redis user may write, so a slave can neither read nor trim
+// another's events). The slave streams are found in the registry and the
+// streams set; a retired slave's stream is read until it is empty, then
+// deleted.
 type Stream struct {
 	rdb   redis.UniversalClient
-	key   string
+	keys  Keys
 	group string
+
+	mu    sync.Mutex
+	known map[string]bool // stream keys with the group created
 }
 
 // Entry is one event read from the stream.
@@ -27,7 +38,7 @@ type Entry struct {
 	// events a script writes in one entry (eventID).
 	ID string
 	// StreamID is the stream entry holding it, what Ack takes; the events
-	// of one entry share it.
+	// of one entry share it. For a slave's stream it is slave/entry id.
 	StreamID string
 	Type     events.Type
 	Data     []byte
@@ -55,42 +66,166 @@ func eventID(id string, i int) string {
 	return ms + "-" + strconv.FormatUint(n*eventIDScale+uint64(i), 10)
 }
 
-// Stream returns the crawl's event stream for a consumer group.
+// Stream returns the crawl's event streams for a consumer group.
 func (f *Redis) Stream(group string) *Stream {
-	return &Stream{rdb: f.rdb, key: f.keys.Events, group: group}
+	return &Stream{rdb: f.rdb, keys: f.keys, group: group, known: map[string]bool{}}
 }
 
-// EnsureGroup creates the consumer group (and the stream) if missing. The
-// group starts at the beginning so that events written before the master
-// first ran are not lost.
+// EnsureGroup creates the consumer group (and the stream) if missing on
+// the crawl's stream and every slave stream known. The group starts at the
+// beginning so that events written before the master first ran are not
+// lost.
 func (s *Stream) EnsureGroup(ctx context.Context) error {
-	err := s.rdb.XGroupCreateMkStream(ctx, s.key, s.group, "0").Err()
+	_, err := s.streams(ctx, true)
+	return err
+}
+
+func (s *Stream) ensureGroup(ctx context.Context, key string) error {
+	err := s.rdb.XGroupCreateMkStream(ctx, key, s.group, "0").Err()
 	if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
 		return wrap("create consumer group", err)
 	}
 	return nil
 }
 
-// Read returns up to count entries for consumer. With pending it returns
-// entries delivered before but never acknowledged (after a crash) without
-// waiting; otherwise it waits up to block for new ones.
+// dropStreamScript deletes a slave's event stream once the slave has left
+// the registry and every entry was read and acknowledged (Ack deletes
+// them), and forgets it; atomic, so an event the slave adds meanwhile is
+// never lost.
+//
+// KEYS: the meta key (Keys.all).
+// ARGV: prefix, slave, cfg.
+// Returns: 1 when dropped, else 0.
+var dropStreamScript = redis.NewScript(luaPrelude + `
+local slave = ARGV[2]
+if redis.call('ZSCORE', K_SLAVES, slave) then return 0 end
+local key = k_sev(slave)
+if redis.call('EXISTS', key) == 1 and redis.call('XLEN', key) > 0 then return 0 end
+redis.call('DEL', key)
+redis.call('SREM', K_STREAMS, key)
+return 1
+`)
+
+// streams returns the stream keys to read: the crawl's, then each slave
+// stream in the registry or the streams set, creating the group on new
+// ones (on all with force) and dropping drained streams of slaves that
+// left. It costs one round trip when nothing changed: the sink reads in
+// batches, so once per batch.
+func (s *Stream) streams(ctx context.Context, force bool) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if force {
+		s.known = map[string]bool{}
+	}
+	if err := s.refresh(ctx); err != nil {
+		return nil, err
+	}
+	out := []string{s.keys.Events}
+	for k := range s.known {
+		if k != s.keys.Events {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out[1:])
+	return out, nil
+}
+
+func (s *Stream) refresh(ctx context.Context) error {
+	pipe := s.rdb.Pipeline()
+	members := pipe.SMembers(ctx, s.keys.Streams)
+	reg := pipe.ZRange(ctx, s.keys.Slaves, 0, -1)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return wrap("list event streams", err)
+	}
+	registered := map[string]bool{}
+	for _, sl := range reg.Val() {
+		registered[sl] = true
+	}
+	want := map[string]string{s.keys.Events: ""} // key -> slave
+	for sl := range registered {
+		want[s.keys.SlaveEvents(sl)] = sl
+	}
+	for _, k := range members.Val() {
+		if sl, ok := s.slaveOf(k); ok {
+			want[k] = sl
+		}
+	}
+	for k, sl := range want {
+		if sl != "" && !registered[sl] {
+			// a retired slave's stream: read it until it is empty
+			dropped, err := dropStreamScript.Run(ctx, s.rdb, s.keys.all(), s.keys.Prefix, sl, "").Int()
+			if err != nil {
+				return wrap("drop event stream", err)
+			}
+			if dropped == 1 {
+				delete(s.known, k)
+				continue
+			}
+		}
+		if s.known[k] {
+			continue
+		}
+		if sl != "" {
+			if err := s.rdb.SAdd(ctx, s.keys.Streams, k).Err(); err != nil {
+				return wrap("record event stream", err)
+			}
+		}
+		if err := s.ensureGroup(ctx, k); err != nil {
+			return err
+		}
+		s.known[k] = true
+	}
+	return nil
+}
+
+// slaveOf returns the slave whose stream key is k.
+func (s *Stream) slaveOf(k string) (string, bool) {
+	rest, ok := strings.CutPrefix(k, s.keys.Prefix+sfxSlave)
+	if !ok {
+		return "", false
+	}
+	sl, ok := strings.CutSuffix(rest, ":ev")
+	return sl, ok && sl != ""
+}
+
+// Read returns up to count entries per stream for consumer. With pending
+// it returns entries delivered before but never acknowledged (after a
+// crash) without waiting; otherwise it waits up to block for new ones.
 func (s *Stream) Read(ctx context.Context, consumer string, count int, block time.Duration, pending bool) ([]Entry, error) {
 	id := ">"
 	if pending {
 		id, block = "0", -1
 	}
-	res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: s.group, Consumer: consumer,
-		Streams: []string{s.key, id}, Count: int64(count), Block: block}).Result()
-	if err != nil {
-		if errors.Is(err, redis.Nil) {
-			return nil, nil
+	var res []redis.XStream
+	for attempt := 0; ; attempt++ {
+		keys, err := s.streams(ctx, attempt > 0)
+		if err != nil {
+			return nil, wrap("read events", err)
+		}
+		args := append([]string(nil), keys...)
+		for range keys {
+			args = append(args, id)
+		}
+		res, err = s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: s.group, Consumer: consumer,
+			Streams: args, Count: int64(count), Block: block}).Result()
+		if err == nil || errors.Is(err, redis.Nil) {
+			break
+		}
+		// a stream deleted under the group (by its slave, or an
+		// operator): make the groups again and read once more
+		if attempt == 0 && strings.Contains(err.Error(), "NOGROUP") {
+			continue
 		}
 		return nil, wrap("read events", err)
 	}
 	var out []Entry
 	for _, st := range res {
+		tag := ""
+		if sl, ok := s.slaveOf(st.Stream); ok {
+			tag = sl + "/"
+		}
 		for _, m := range st.Messages {
-			out = appendEntries(out, m.ID, m.Values)
+			out = appendEntries(out, tag, m.ID, m.Values)
 		}
 	}
 	return out, nil
@@ -100,10 +235,11 @@ func (s *Stream) Read(ctx context.Context, consumer string, count int, block tim
 // data, or t0, d0, t1, d1, ... for several. An entry with neither (never
 // written by redcrawl) gives one event of empty type, which the sink drops
 // as undecodable and acks.
-func appendEntries(out []Entry, id string, v map[string]any) []Entry {
+func appendEntries(out []Entry, tag, id string, v map[string]any) []Entry {
+	sid := tag + id
 	if t, ok := v[events.FieldType].(string); ok {
 		d, _ := v[events.FieldData].(string)
-		return append(out, Entry{ID: eventID(id, 0), StreamID: id, Type: events.Type(t), Data: []byte(d)})
+		return append(out, Entry{ID: tag + eventID(id, 0), StreamID: sid, Type: events.Type(t), Data: []byte(d)})
 	}
 	n := 0
 	for i := 0; i < eventsPerEntry; i++ {
@@ -112,36 +248,66 @@ func appendEntries(out []Entry, id string, v map[string]any) []Entry {
 			break
 		}
 		d, _ := v["d"+strconv.Itoa(i)].(string)
-		out = append(out, Entry{ID: eventID(id, i), StreamID: id, Type: events.Type(t), Data: []byte(d)})
+		out = append(out, Entry{ID: tag + eventID(id, i), StreamID: sid, Type: events.Type(t), Data: []byte(d)})
 		n++
 	}
 	if n == 0 {
-		out = append(out, Entry{ID: eventID(id, 0), StreamID: id})
+		out = append(out, Entry{ID: tag + eventID(id, 0), StreamID: sid})
 	}
 	return out
 }
 
 // Ack acknowledges and deletes entries once their records are stored; ids
-// are stream ids (Entry.StreamID), repeats allowed.
+// are Entry.StreamID values (slave/id for a slave's stream), repeats
+// allowed.
 func (s *Stream) Ack(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	byKey := map[string][]string{}
+	var order []string
+	for _, id := range ids {
+		key := s.keys.Events
+		if sl, raw, ok := strings.Cut(id, "/"); ok {
+			key, id = s.keys.SlaveEvents(sl), raw
+		}
+		if _, ok := byKey[key]; !ok {
+			order = append(order, key)
+		}
+		byKey[key] = append(byKey[key], id)
+	}
 	pipe := s.rdb.Pipeline()
-	pipe.XAck(ctx, s.key, s.group, ids...)
-	pipe.XDel(ctx, s.key, ids...)
+	for _, key := range order {
+		pipe.XAck(ctx, key, s.group, byKey[key]...)
+		pipe.XDel(ctx, key, byKey[key]...)
+	}
 	_, err := pipe.Exec(ctx)
 	return wrap("ack events", err)
 }
 
-// Append adds an event to the stream.
+// Append adds an event to the crawl's stream.
 func (s *Stream) Append(ctx context.Context, e Event) error {
-	err := s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: s.key, Values: []any{events.FieldType, string(e.Type), events.FieldData, e.Data}}).Err()
+	err := s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: s.keys.Events, Values: []any{events.FieldType, string(e.Type), events.FieldData, e.Data}}).Err()
 	return wrap("append event", err)
 }
 
-// Len returns the number of entries not yet deleted.
+// Len returns the number of entries not yet deleted, over every stream.
 func (s *Stream) Len(ctx context.Context) (int64, error) {
-	n, err := s.rdb.XLen(ctx, s.key).Result()
-	return n, wrap("event stream length", err)
+	keys, err := s.streams(ctx, false)
+	if err != nil {
+		return 0, wrap("event stream length", err)
+	}
+	pipe := s.rdb.Pipeline()
+	lens := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		lens[i] = pipe.XLen(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, wrap("event stream length", err)
+	}
+	var n int64
+	for _, l := range lens {
+		n += l.Val()
+	}
+	return n, nil
 }

@@ -2,7 +2,9 @@ package frontier_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
@@ -77,5 +79,99 @@ func TestStreamBatchedEntries(t *testing.T) {
 	}
 	if n, err := st.Len(ctx); err != nil || n != 0 {
 		t.Fatalf("stream length %d after ack (err %v), want 0", n, err)
+	}
+}
+
+// TestSlaveStreams: a slave's events go to its own stream, read by the
+// sink's group with the slave's name in their ids; a slave's stream
+// deleted under the group is read again after the group is made anew;
+// once a retired slave's stream is drained, it is deleted.
+func TestSlaveStreams(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	master := newFrontier(t, rdb, "sstream", nil)
+	opt := frontier.Options{Crawl: master.Keys().Prefix[len("crawl:{") : len(master.Keys().Prefix)-2], Slave: "s1",
+		HostConcurrency: 1, LeaseDuration: time.Minute, MaxAttempts: 3, ExpectedURLs: 10000}
+	s1, err := frontier.NewRedis(ctx, rdb, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := master.Stream("sink")
+	if err := st.EnsureGroup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k := master.Keys()
+	if err := s1.Heartbeat(ctx, events.Heartbeat{Slave: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	pub := func(url string) {
+		ev, err := frontier.NewEvent(&events.Page{URL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s1.Publish(ctx, []frontier.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub("http://a.test/1")
+	if n, _ := rdb.XLen(ctx, k.Events).Result(); n != 0 {
+		t.Errorf("crawl stream holds %d entries; a slave's events go to its own", n)
+	}
+	read := func() (types []string, ids []string) {
+		es, err := st.Read(ctx, "c", 100, -1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			from := "crawl"
+			if sl, _, ok := strings.Cut(e.ID, "/"); ok {
+				from = sl
+			}
+			types = append(types, string(e.Type)+" "+from)
+			ids = append(ids, e.StreamID)
+		}
+		return types, ids
+	}
+	types, ids := read()
+	if d := cmp.Diff([]string{"slave s1", "page s1"}, types); d != "" {
+		t.Fatalf("events (-want +got):\n%s", d)
+	}
+	if err := st.Ack(ctx, ids...); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := rdb.XLen(ctx, k.SlaveEvents("s1")).Result(); n != 0 {
+		t.Fatalf("slave stream holds %d entries after ack", n)
+	}
+	// the stream deleted under the group (by its slave): made anew
+	if err := rdb.Del(ctx, k.SlaveEvents("s1")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pub("http://a.test/2")
+	types, ids = read()
+	if d := cmp.Diff([]string{"page s1"}, types); d != "" {
+		t.Fatalf("events after the stream was deleted (-want +got):\n%s", d)
+	}
+	// a retired slave: its stream is read until drained, then deleted
+	pub("http://a.test/3")
+	if _, err := master.RecoverSlave(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Ack(ctx, ids...); err != nil {
+		t.Fatal(err)
+	}
+	types, ids = read()
+	// its death is the master's event, in the crawl's stream
+	if d := cmp.Diff([]string{"slave crawl", "page s1"}, types); d != "" {
+		t.Fatalf("events of the retired slave (-want +got):\n%s", d)
+	}
+	if err := st.Ack(ctx, ids...); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	if n, _ := rdb.Exists(ctx, k.SlaveEvents("s1")).Result(); n != 0 {
+		t.Error("a retired slave's drained stream was not deleted")
+	}
+	if m, _ := rdb.SMembers(ctx, k.Streams).Result(); len(m) != 0 {
+		t.Errorf("streams set after the drop: %v", m)
 	}
 }

@@ -105,8 +105,30 @@ func validEventID(id string) bool {
 	if id == "" || len(id) > maxEventID {
 		return false
 	}
+	// a slave's event: its stream's name first (00005_stream_tags.sql)
+	if tag, rest, ok := strings.Cut(id, "/"); ok {
+		if !validTag(tag) {
+			return false
+		}
+		id = rest
+	}
 	ms, seq, ok := strings.Cut(id, "-")
-	return ok && digits(ms) && digits(seq)
+	// each part a uint64: at most 20 digits
+	return ok && digits(ms) && digits(seq) && len(ms) <= 20 && len(seq) <= 20
+}
+
+// validTag: a slave id, 1 to 64 of A-Z a-z 0-9 _ . -
+func validTag(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func digits(s string) bool {

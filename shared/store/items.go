@@ -20,13 +20,13 @@ var itemCols = []string{
 // itemNewer is true, in an ON DUPLICATE KEY UPDATE clause, when the incoming
 // item (VALUES(...)) is newer than the stored row: a later fetched_at, or
 // the same fetched_at and a later stream id. Stream ids ("<ms>-<seq>", at
-// most 39 digits a part) compare as numbers once both parts are padded to
-// 40 digits. An exact redelivery is not newer, so it changes nothing (not
+// most 39 digits a part, after the "<slave>/" of a slave's stream) compare
+// as numbers once both parts are padded to 40 digits. An exact redelivery is not newer, so it changes nothing (not
 // even updated_at), and the stored row is the newest of all the events
 // whatever order they arrive in.
 const itemNewer = "(VALUES(fetched_at) > fetched_at OR (VALUES(fetched_at) = fetched_at AND " +
-	"(LPAD(SUBSTRING_INDEX(VALUES(event_id), '-', 1), 40, '0'), LPAD(SUBSTRING_INDEX(VALUES(event_id), '-', -1), 40, '0')) > " +
-	"(LPAD(SUBSTRING_INDEX(event_id, '-', 1), 40, '0'), LPAD(SUBSTRING_INDEX(event_id, '-', -1), 40, '0'))))"
+	"(LPAD(SUBSTRING_INDEX(SUBSTRING_INDEX(VALUES(event_id), '/', -1), '-', 1), 40, '0'), LPAD(SUBSTRING_INDEX(VALUES(event_id), '-', -1), 40, '0')) > " +
+	"(LPAD(SUBSTRING_INDEX(SUBSTRING_INDEX(event_id, '/', -1), '-', 1), 40, '0'), LPAD(SUBSTRING_INDEX(event_id, '-', -1), 40, '0'))))"
 
 // itemUpsert ends the items INSERT. MySQL evaluates the assignments left to
 // right, each seeing the columns the earlier ones set (MariaDB does too,

@@ -12,7 +12,7 @@ import (
 // live schema.
 const (
 	maxCrawl       = 64
-	maxEventID     = 41 // "18446744073709551615-18446744073709551615"
+	maxEventID     = 110 // "<slave>/" (up to 65) + "18446744073709551615-18446744073709551615" (41): 00005_stream_tags.sql
 	maxURL         = 2048
 	maxContentType = 255
 	maxHost        = 255

@@ -522,7 +522,8 @@ func TestInsertRoundTrip(t *testing.T) {
 
 func TestInsertRejectsBadIDs(t *testing.T) {
 	s := open(t)
-	for _, id := range []string{"", "abc", "1-", "-1", "1-2-3", "1 -2", "12345678901234567890-123456789012345678901"} {
+	for _, id := range []string{"", "abc", "1-", "-1", "1-2-3", "1 -2", "12345678901234567890-123456789012345678901",
+		"/1-2", "s1/", "s 1/1-2", "s1/x-2", "s{1}/1-2", "s1/1-2/3", strings.Repeat("s", 65) + "/1-2"} {
 		t.Run(fmt.Sprintf("%q", id), func(t *testing.T) {
 			batch := []events.Envelope{
 				{ID: "1-1", Page: &events.Page{Crawl: "c", URL: "http://ok.test/"}},
@@ -1194,5 +1195,25 @@ func TestMigrateFetchKeepsPages(t *testing.T) {
 		"ix_proxy_events_at", "ix_proxy_events_proxy", "uk_duplicates_event", "uk_proxy_events_event"}
 	if d := cmp.Diff(wantKeys, keys); d != "" {
 		t.Errorf("indexes of the new tables (-want +got):\n%s", d)
+	}
+}
+
+// TestInsertSlaveStreamIDs: events of two slaves' streams with the same
+// entry id are two rows; a redelivery of either is none.
+func TestInsertSlaveStreamIDs(t *testing.T) {
+	s := open(t)
+	ctx := t.Context()
+	batch := []events.Envelope{
+		{ID: "5-1000", Page: &events.Page{Crawl: "c", URL: "http://a.test/m"}},
+		{ID: "s1/5-1000", Page: &events.Page{Crawl: "c", URL: "http://a.test/1"}},
+		{ID: strings.Repeat("p", 64) + "/18446744073709551615-18446744073709551615", Page: &events.Page{Crawl: "c", URL: "http://a.test/2"}},
+	}
+	for range 2 {
+		if err := s.Insert(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, err := s.Counts(ctx, "c"); err != nil || c.Pages != 3 {
+		t.Fatalf("pages %d, %v; want 3", c.Pages, err)
 	}
 }

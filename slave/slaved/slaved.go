@@ -221,7 +221,9 @@ func (s *Slave) Run(ctx context.Context) error {
 		var f *frontier.Redis
 		err := retry.Until(ctx, s.rl, "redis", func() error {
 			var err error
-			f, err = frontier.NewRedis(ctx, s.rdb, frontier.OptionsFromConfig(s.cfg))
+			opt := frontier.OptionsFromConfig(s.cfg)
+			opt.Slave = s.id
+			f, err = frontier.NewRedis(ctx, s.rdb, opt)
 			return err
 		})
 		if err != nil {
