@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redcrawl/redcrawl/master/admin"
 	"github.com/redcrawl/redcrawl/master/masterd"
@@ -144,8 +147,8 @@ func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.
 		}
 		fmt.Fprintln(tw, "TIME\tKIND\tHOST\tSLAVE\tSTATUS\tURL\tMESSAGE")
 		for _, x := range page.Items {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", stamp(x.At), x.Kind, dash(x.Host), dash(x.Slave), x.Status,
-				clip(x.URL, 80), clip(oneLine(x.Message), 100))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", stamp(x.At), printable(x.Kind), dash(printable(x.Host)),
+				dash(printable(x.Slave)), x.Status, clip(printable(x.URL), 80), clip(printable(oneLine(x.Message)), 100))
 		}
 		fmt.Fprintf(tw, "(%d of %d)\n", len(page.Items), page.Total)
 	case "lost":
@@ -158,8 +161,8 @@ func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.
 		}
 		fmt.Fprintln(tw, "DETECTED\tSLAVE\tATTEMPT\tREASON\tLEASED\tURL")
 		for _, l := range ls {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", stamp(l.DetectedAt), dash(l.Slave), l.Attempt, l.Reason,
-				stamp(l.LeasedAt), clip(l.URL, 100))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", stamp(l.DetectedAt), dash(printable(l.Slave)), l.Attempt,
+				printable(l.Reason), stamp(l.LeasedAt), clip(printable(l.URL), 100))
 		}
 	case "slaves":
 		ov, err := b.Overview(ctx)
@@ -180,9 +183,9 @@ func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.
 			case state == "":
 				state = "running"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs ago\t%d\t%d\t%d\t%.1f\t%v\t%s\n", s.Slave, dash(s.Host), state,
-				ov.Now.Sub(s.LastSeen).Seconds(), s.Pages, s.Errors, s.InFlight, float64(s.RSS)/(1<<20), s.Render,
-				dash(masterd.ShortVersion(s.RulesVersion)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs ago\t%d\t%d\t%d\t%.1f\t%v\t%s\n", printable(s.Slave), dash(printable(s.Host)),
+				printable(state), ov.Now.Sub(s.LastSeen).Seconds(), s.Pages, s.Errors, s.InFlight, float64(s.RSS)/(1<<20),
+				s.Render, dash(printable(masterd.ShortVersion(s.RulesVersion))))
 		}
 	default:
 		a := admin.Action{Crawl: name}
@@ -205,7 +208,7 @@ func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.
 		if *asJSON {
 			return printJSON(res)
 		}
-		fmt.Fprintf(stdout, "crawl %s: %s\n", name, res.Message)
+		fmt.Fprintf(stdout, "crawl %s: %s\n", name, printable(res.Message))
 	}
 	return 0
 }
@@ -220,6 +223,21 @@ func stamp(ms int64) string {
 func dash(s string) string {
 	if s == "" {
 		return "-"
+	}
+	return s
+}
+
+// printable returns s as it is when it holds no control characters (tabs,
+// newlines and terminal escapes included) and no Unicode format characters
+// (bidirectional overrides, zero-width marks), else quoted with
+// strconv.Quote. Values that slaves and crawled pages supply (hosts, URLs,
+// slave ids, messages) go through it before they reach a terminal, so they
+// cannot break a table's columns or lines or move the cursor.
+func printable(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool {
+		return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError
+	}) {
+		return strconv.Quote(s)
 	}
 	return s
 }

@@ -183,7 +183,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		res, err := masterd.Seed(ctx, cfg, urls)
 		for _, r := range res.Rejected {
-			fmt.Fprintf(stderr, "rejected %s\n", r)
+			fmt.Fprintf(stderr, "rejected %s\n", printable(r))
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "master seed: %v\n", err)

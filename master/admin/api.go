@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
 // Limits of the API's parameters.
@@ -24,6 +25,7 @@ const (
 	defaultLimit  = 50
 	maxLimit      = 1000
 	maxActionBody = 1 << 20
+	maxSeedURLs   = 10000
 )
 
 // msgInternal answers a backend failure; the error itself goes to the log.
@@ -300,7 +302,12 @@ func (s *Server) apiSD(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) apiAction(w http.ResponseWriter, r *http.Request) {
 	a, err := decodeAction(http.MaxBytesReader(w, r.Body, maxActionBody))
-	if err != nil {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("action body larger than %d bytes", tooBig.Limit))
+		return
+	case err != nil:
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -348,6 +355,18 @@ func decodeAction(body io.Reader) (Action, error) {
 		if len(a.URLs) == 0 {
 			return a, errors.New("action seed needs urls")
 		}
+		if len(a.URLs) > maxSeedURLs {
+			return a, fmt.Errorf("action seed: %d urls, at most %d in one action", len(a.URLs), maxSeedURLs)
+		}
+		canon, err := urlx.NewCanonicalizer(nil)
+		if err != nil {
+			return a, fmt.Errorf("action seed: %w", err)
+		}
+		for i, raw := range a.URLs {
+			if err := checkSeedURL(canon, raw); err != nil {
+				return a, fmt.Errorf("action seed: urls[%d]: %w", i, err)
+			}
+		}
 	case ActDrain:
 		return a, need("slave", a.Slave)
 	case ActRetireProxy:
@@ -359,4 +378,17 @@ func decodeAction(body io.Reader) (Action, error) {
 		return a, fmt.Errorf("unknown action kind %q (want one of %s)", a.Kind, actionKindList)
 	}
 	return a, nil
+}
+
+// checkSeedURL accepts what the master can seed: an absolute http or https
+// URL that canonicalizes (a host, at most urlx.MaxURLLength bytes, no
+// control characters). The backend scopes what passes.
+func checkSeedURL(canon *urlx.Canonicalizer, raw string) error {
+	if len(raw) > urlx.MaxURLLength {
+		return fmt.Errorf("longer than %d bytes", urlx.MaxURLLength)
+	}
+	if _, err := canon.Canonicalize(strings.TrimSpace(raw)); err != nil {
+		return fmt.Errorf("%q: %w", raw, err)
+	}
+	return nil
 }

@@ -88,8 +88,9 @@ type Options struct {
 	// Dir is where the files are written; it is created if needed.
 	Dir string
 	// Prefix starts every file name, e.g. the slave id. Characters other
-	// than ASCII letters, digits, '.', '_' and '-' are replaced by '_';
-	// empty means "redcrawl".
+	// than ASCII letters, digits, '.', '_' and '-' are replaced by '_', as
+	// is a leading '.' (no hidden files); it is cut to maxPrefixLen bytes so
+	// that file names stay within NAME_MAX; empty means "redcrawl".
 	Prefix string
 	// MaxFileBytes is the compressed size at which a file is rotated;
 	// 0 means DefaultMaxFileBytes.
@@ -597,11 +598,18 @@ func checkValue(what, v string) error {
 	return nil
 }
 
+// maxPrefixLen bounds Options.Prefix: with the 49 bytes the writer adds
+// (-time-seq-random.warc.gz.open) a name stays far below NAME_MAX (255).
+const maxPrefixLen = 128
+
 func sanitizePrefix(p string) string {
 	if p == "" {
 		return "redcrawl"
 	}
-	b := []byte(p)
+	b := []byte(p[:min(len(p), maxPrefixLen)])
+	if b[0] == '.' {
+		b[0] = '_'
+	}
 	for i, c := range b {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
 			b[i] = '_'

@@ -687,6 +687,11 @@ func TestSanitizePrefix(t *testing.T) {
 		{"slave-1", "slave-1"},
 		{"a b/c\\d:e", "a_b_c_d_e"},
 		{"pi.local_2", "pi.local_2"},
+		{"..", "_."},
+		{"../../x", "_._.._x"},
+		{".hidden", "_hidden"},
+		{strings.Repeat("p", 300), strings.Repeat("p", maxPrefixLen)},
+		{"bü", "b__"},
 	}
 	for _, tc := range tests {
 		if got := sanitizePrefix(tc.in); got != tc.want {

@@ -154,7 +154,10 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 	}
 	host, _ := os.Hostname()
 	if opt.ID == "" {
-		opt.ID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.IntN(1<<16))
+		opt.ID = defaultID(host, os.Getpid(), rand.IntN(1<<16))
+	}
+	if err := config.CheckSlaveID(opt.ID); err != nil {
+		return nil, fmt.Errorf("new slave: %w", err)
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
@@ -671,4 +674,24 @@ func rss() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.Sys)
+}
+
+// defaultID is the slave id when none is given: host-pid-random, with the
+// host name cut to what a slave id may hold (config.CheckSlaveID).
+func defaultID(host string, pid, random int) string {
+	suffix := fmt.Sprintf("-%d-%04x", pid, random)
+	clean := []byte(strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '.', r == '-':
+			return r
+		}
+		return '_'
+	}, host))
+	if n := 64 - len(suffix); len(clean) > n {
+		clean = clean[:n]
+	}
+	if len(clean) == 0 {
+		clean = []byte("slave")
+	}
+	return string(clean) + suffix
 }
