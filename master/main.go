@@ -6,6 +6,8 @@
 //	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N]
 //	master bench  [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results]
 //	master rules check [--config config.yaml] [DIR]
+//	master migrate [--config config.yaml]
+//	master acl --mysql [--user U] [--host H] [--database D] [--migrate-user M] [--password-file F]
 //	master export [--config config.yaml] --crawl NAME [--rule R] [--item I] --format jsonl|csv [--out FILE]
 //	master exceptions [--crawl NAME] [--since 1h] [--kind K] [--host H] [--slave S] [--json]
 //	master lost | slaves [--crawl NAME] [--json]
@@ -51,6 +53,10 @@ commands:
           validate the rule files (default rules.dir) without running anything;
           exit 2 with file:line errors
   export  stream extracted items out of MySQL (--format jsonl or csv, --out FILE)
+  migrate create the database if missing and apply the migrations (as mysql.migrate_dsn's
+          user when set, else mysql.dsn's)
+  acl --mysql [--user U] [--host H] [--database D] [--migrate-user M] [--password-file F]
+          print the MySQL/MariaDB users and GRANTs of least privilege
 
 admin commands (human tables, --json for JSON):
   exceptions [--since 1h] [--until D] [--kind K] [--host H] [--slave S] [--limit N] [--offset N]
@@ -80,6 +86,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd, args := args[0], args[1:]
+	if cmd == "acl" && isACLMySQL(args) {
+		return runACLMySQL(args, stdout, stderr)
+	}
 	if _, ok := adminCommands[cmd]; ok {
 		return adminCmd(ctx, cmd, args, stdout, stderr)
 	}
@@ -120,7 +129,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rounds       = fs.Int("rounds", 1, "bench: repeat colly and every slave count this many times; report the median round")
 	)
 	switch cmd {
-	case "run", "seed", "status", "demo", "rules check", "export", "bench":
+	case "run", "seed", "status", "demo", "rules check", "export", "bench", "migrate":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -159,6 +168,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			log.Error("master failed", "err", err)
 			return 1
 		}
+		return 0
+	case "migrate":
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "master migrate: unexpected arguments %q\n", fs.Args())
+			return 2
+		}
+		if err := masterd.Migrate(ctx, cfg); err != nil {
+			fmt.Fprintf(stderr, "master migrate: %v\n", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, "migrations applied")
 		return 0
 	case "seed":
 		urls := fs.Args()
