@@ -28,10 +28,8 @@ does not exist a random password is written to it (mode 0600) first.
 
 // aclCmd runs "master acl"; it returns the exit status.
 func aclCmd(args []string, stdout, stderr io.Writer) int {
-	for _, a := range args {
-		if a == "--mysql" || a == "-mysql" {
-			return runACLMySQL(args, stdout, stderr)
-		}
+	if isACLMySQL(args) {
+		return runACLMySQL(args, stdout, stderr)
 	}
 	fs := flag.NewFlagSet("master acl", flag.ContinueOnError)
 	fs.SetOutput(stderr)

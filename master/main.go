@@ -6,6 +6,8 @@
 //	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N]
 //	master bench  [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results]
 //	master rules check [--config config.yaml] [DIR]
+//	master migrate [--config config.yaml]
+//	master acl --mysql [--user U] [--host H] [--database D] [--migrate-user M] [--password-file F]
 //	master export [--config config.yaml] --crawl NAME [--rule R] [--item I] --format jsonl|csv [--out FILE]
 //	master exceptions [--crawl NAME] [--since 1h] [--kind K] [--host H] [--slave S] [--json]
 //	master lost | slaves [--crawl NAME] [--json]
@@ -53,8 +55,12 @@ commands:
           validate the rule files (default rules.dir) without running anything;
           exit 2 with file:line errors
   export  stream extracted items out of MySQL (--format jsonl or csv, --out FILE)
-  acl     print the Redis ACL rules of a role of a crawl (--crawl NAME --role slave
-          --slave ID, master, admin) or the MySQL GRANTs (--mysql)
+  migrate create the database if missing and apply the migrations (as mysql.migrate_dsn's
+          user when set, else mysql.dsn's)
+  acl --crawl NAME --role slave|master|admin [--slave ID] [--password-file F]
+          print the Redis ACL rules of a role of a crawl (one user per slave)
+  acl --mysql [--user U] [--host H] [--database D] [--migrate-user M] [--password-file F]
+          print the MySQL/MariaDB users and GRANTs of least privilege
 
 admin commands (human tables, --json for JSON):
   exceptions [--since 1h] [--until D] [--kind K] [--host H] [--slave S] [--limit N] [--offset N]
@@ -127,7 +133,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rounds       = fs.Int("rounds", 1, "bench: repeat colly and every slave count this many times; report the median round")
 	)
 	switch cmd {
-	case "run", "seed", "status", "demo", "rules check", "export", "bench":
+	case "run", "seed", "status", "demo", "rules check", "export", "bench", "migrate":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -166,6 +172,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			log.Error("master failed", "err", err)
 			return 1
 		}
+		return 0
+	case "migrate":
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "master migrate: unexpected arguments %q\n", fs.Args())
+			return 2
+		}
+		if err := masterd.Migrate(ctx, cfg); err != nil {
+			fmt.Fprintf(stderr, "master migrate: %v\n", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, "migrations applied")
 		return 0
 	case "seed":
 		urls := fs.Args()

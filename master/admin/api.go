@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/secret"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
@@ -311,6 +312,10 @@ func (s *Server) apiAction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	// Proxies are named by their redacted URL; one given with its
+	// password is redacted too, so the password is neither logged nor
+	// stored in Redis.
+	a.Proxy = secret.URL(a.Proxy)
 	log := s.log.With("kind", a.Kind, "crawl", a.Crawl, "slave", a.Slave, "proxy", a.Proxy,
 		"urls", len(a.URLs), "remote", r.RemoteAddr)
 	res, err := s.opt.Backend.Act(r.Context(), a)

@@ -221,7 +221,7 @@ func OpenBackend(ctx context.Context, cfg *config.Config) (admin.Backend, func()
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := store.Open(ctx, cfg.MySQL.DSN)
+	st, err := store.OpenMigrated(ctx, cfg.MySQL.DSN, cfg.MySQL.MigrateDSN)
 	if err != nil {
 		closeFront()
 		return nil, nil, err

@@ -297,7 +297,7 @@ func (m *Master) connect(ctx context.Context) error {
 	}
 	m.warnEviction(ctx)
 	return retry.Until(ctx, m.rl, "mysql", func() error {
-		s, err := store.Open(ctx, m.cfg.MySQL.DSN)
+		s, err := store.OpenMigrated(ctx, m.cfg.MySQL.DSN, m.cfg.MySQL.MigrateDSN)
 		m.store = s
 		return err
 	})

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strings"
 
-	"net/url"
-
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/rules"
+	"github.com/redcrawl/redcrawl/shared/secret"
+	"github.com/redcrawl/redcrawl/shared/store"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
@@ -151,13 +151,7 @@ func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 }
 
 // redactURL hides the password of a URL for messages.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "redis.url"
-	}
-	return u.Redacted()
-}
+func redactURL(raw string) string { return secret.URL(raw) }
 
 func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), error) {
 	rdb, err := cfg.NewRedisClient()
@@ -173,4 +167,11 @@ func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), err
 		return nil, nil, err
 	}
 	return f, func() { rdb.Close() }, nil
+}
+
+// Migrate creates the crawl database if it is missing and applies the
+// pending migrations, as mysql.migrate_dsn's user when it is set, else as
+// mysql.dsn's (bin/master migrate).
+func Migrate(ctx context.Context, cfg *config.Config) error {
+	return store.Migrate(ctx, cfg.MigrationDSN())
 }

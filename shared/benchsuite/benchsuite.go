@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/secret"
 	"github.com/redcrawl/redcrawl/shared/testsite"
 )
 
@@ -284,7 +285,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if s, err := b.mon.Info(ctx, "server").Result(); err == nil {
 		rep.RedisVersion = infoField(s, "redis_version")
 	} else {
-		return nil, fmt.Errorf("benchsuite: redis at %s: %w", opt.Config.Redis.URL, err)
+		return nil, fmt.Errorf("benchsuite: redis at %s: %w", secret.URL(opt.Config.Redis.URL), err)
 	}
 	mode := "in-process"
 	if opt.SlaveBinary != "" {

@@ -326,7 +326,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 		res.SeenBytesPerURL = math.NaN()
 	}
 
-	db, err := store.Open(ctx, cfg.MySQL.DSN)
+	db, err := store.OpenMigrated(ctx, cfg.MySQL.DSN, cfg.MySQL.MigrateDSN)
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: mysql: %w", err)
 	}

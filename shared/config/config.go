@@ -37,6 +37,12 @@ type Admin struct {
 	// PublicRead lets reads (dashboard, GET API, /metrics) through without
 	// the token.
 	PublicRead bool `mapstructure:"public_read"`
+
+	// Secrets from files (see Config.resolveSecrets).
+
+	// TokenFile holds the token (one trailing newline dropped); it
+	// overrides Token. "" = none.
+	TokenFile string `mapstructure:"token_file"`
 }
 
 // Redis is where the frontier lives.
@@ -46,6 +52,13 @@ type Redis struct {
 	// Cluster makes URL name Redis Cluster seed nodes:
 	// redis://user:pass@host1:port?addr=host2:port&addr=host3:port.
 	Cluster bool `mapstructure:"cluster"`
+
+	// Secrets from files (see Config.resolveSecrets).
+
+	// PasswordFile holds the Redis password (one trailing newline
+	// dropped); it overrides the password of URL, which may then name
+	// only the user (redis://redcrawl-master-x@host:6379/0). "" = none.
+	PasswordFile string `mapstructure:"password_file"`
 }
 
 // MySQL is where the master writes its logs.
@@ -53,6 +66,19 @@ type MySQL struct {
 	// DSN is a go-sql-driver/mysql DSN. The master creates the database
 	// named in it when it is missing.
 	DSN string `mapstructure:"dsn"`
+
+	// Secrets and the migration user (see Config.resolveSecrets).
+
+	// PasswordFile holds the password of DSN's user (one trailing newline
+	// dropped); it overrides the DSN's password. "" = none.
+	PasswordFile string `mapstructure:"password_file"`
+	// MigrateDSN is a stronger user that only applies the migrations (and
+	// creates the database when it is missing); it must name the same
+	// database as DSN. "" = DSN does both.
+	MigrateDSN string `mapstructure:"migrate_dsn"`
+	// MigratePasswordFile holds the password of MigrateDSN's user; it
+	// overrides MigrateDSN's password. "" = none.
+	MigratePasswordFile string `mapstructure:"migrate_password_file"`
 }
 
 // Crawl names the crawl and its scope.

@@ -34,8 +34,9 @@ const EnvConfigFile = EnvPrefix + "CONFIG"
 // nor the environment sets. Each call returns fresh slices.
 func Default() Config {
 	return Config{
-		Redis: Redis{URL: "redis://127.0.0.1:6379/0", Cluster: false},
-		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/crawler?parseTime=true"},
+		Redis: Redis{URL: "redis://127.0.0.1:6379/0", Cluster: false, PasswordFile: ""},
+		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/crawler?parseTime=true", PasswordFile: "",
+			MigrateDSN: "", MigratePasswordFile: ""},
 		Crawl: Crawl{
 			Name:       "default",
 			MaxDepth:   0,
@@ -139,7 +140,7 @@ func Default() Config {
 			MemoryBytes: 256 << 20},
 		Dedup: Dedup{ExpectedURLs: 10_000_000, Mode: "exact", FalsePositiveRate: 1e-6},
 		Log:   Log{Level: "info", Format: "text"},
-		Admin: Admin{Listen: "127.0.0.1:8080", Token: "", PublicRead: false},
+		Admin: Admin{Listen: "127.0.0.1:8080", Token: "", PublicRead: false, TokenFile: ""},
 	}
 }
 

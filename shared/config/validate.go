@@ -51,6 +51,9 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validateStores() error {
+	if err := c.resolveSecrets(); err != nil {
+		return err
+	}
 	if _, err := c.RedisOptions(); err != nil {
 		return err
 	}
@@ -63,6 +66,15 @@ func (c *Config) validateStores() error {
 	}
 	if !dbNameRE.MatchString(d.DBName) {
 		return errorf("mysql.dsn", "database name %q must be 1 to 64 of A-Z a-z 0-9 _ $ -", d.DBName)
+	}
+	if c.MySQL.MigrateDSN != "" {
+		m, err := mysql.ParseDSN(c.MySQL.MigrateDSN)
+		if err != nil {
+			return &Error{Key: "mysql.migrate_dsn", Msg: "invalid go-sql-driver/mysql dsn (user:pass@tcp(host:3306)/db?parseTime=true)", Err: err}
+		}
+		if m.DBName != d.DBName {
+			return errorf("mysql.migrate_dsn", "names database %q, not mysql.dsn's %q: the migration user must migrate the crawl's database", m.DBName, d.DBName)
+		}
 	}
 	return nil
 }
@@ -528,11 +540,15 @@ func (c *Config) validateRest() error {
 		if msg := checkListen(a.Listen); msg != "" {
 			return errorf("admin.listen", "%q %s", a.Listen, msg)
 		}
+		key := "admin.token"
+		if a.TokenFile != "" {
+			key = "admin.token_file"
+		}
 		if strings.ContainsAny(a.Token, "\r\n \t") {
-			return &Error{Key: "admin.token", Msg: "must not contain spaces or line breaks"}
+			return &Error{Key: key, Msg: "must not contain spaces or line breaks"}
 		}
 		if a.Token != "" && len(a.Token) < 16 {
-			return &Error{Key: "admin.token", Msg: "must be at least 16 characters (or empty: no actions, reads only with admin.public_read)"}
+			return &Error{Key: key, Msg: "must be at least 16 characters (or empty: no actions, reads only with admin.public_read)"}
 		}
 	}
 	return nil

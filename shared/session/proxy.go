@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/proxy"
+
+	"github.com/redcrawl/redcrawl/shared/secret"
 )
 
 // directKey is the key and display name of the direct (no proxy) route.
@@ -93,21 +95,7 @@ func (sp proxySpec) scrub(msg string) string {
 }
 
 // redactRaw hides the password of a URL that may not parse.
-func redactRaw(s string) string {
-	start := 0
-	if i := strings.Index(s, "://"); i >= 0 {
-		start = i + 3
-	}
-	at := strings.LastIndex(s, "@")
-	if at < start {
-		return s
-	}
-	userinfo := s[start:at]
-	if k := strings.Index(userinfo, ":"); k >= 0 {
-		return s[:start] + userinfo[:k] + ":xxxxx" + s[at:]
-	}
-	return s
-}
+func redactRaw(s string) string { return secret.URL(s) }
 
 // dialFunc adapts a DialContext function to proxy.Dialer and
 // proxy.ContextDialer.

@@ -31,6 +31,7 @@ const (
 	errBadDB                = 1049 // ER_BAD_DB_ERROR: unknown database
 	errDBAccessDenied       = 1044 // ER_DBACCESS_DENIED_ERROR
 	errSpecificAccessDenied = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
+	errTableAccessDenied    = 1142 // ER_TABLEACCESS_DENIED_ERROR
 )
 
 // Store is a connection pool to the crawl database.
@@ -78,6 +79,40 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	return s, nil
+}
+
+// OpenMigrated is Open with the migrations applied by another user:
+// migrateDSN (a user with DDL privileges, see MigratePrivileges) creates the
+// database if it is missing and applies the migrations, then the store
+// connects with dsn, which needs only RuntimePrivileges. A migrateDSN that
+// is "" or equal to dsn makes it Open(dsn).
+func OpenMigrated(ctx context.Context, dsn, migrateDSN string) (*Store, error) {
+	if migrateDSN == "" || migrateDSN == dsn {
+		return Open(ctx, dsn)
+	}
+	if err := Migrate(ctx, migrateDSN); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	cfg, err := parseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	db, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store: connect to %s/%s as %q: %w", cfg.Addr, cfg.DBName, cfg.User, err)
+	}
+	return &Store{DB: db, dbName: cfg.DBName}, nil
+}
+
+// Migrate connects with dsn, creates the database if it is missing,
+// applies the pending migrations and disconnects (bin/master migrate, and
+// OpenMigrated's first step).
+func Migrate(ctx context.Context, dsn string) error {
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return s.Close()
 }
 
 // Close closes the connection pool.
@@ -173,6 +208,11 @@ func (s *Store) migrate(ctx context.Context) error {
 	_, upErr := p.Up(ctx)
 	unlockErr := lock.SessionUnlock(context.WithoutCancel(ctx), conn)
 	if upErr != nil {
+		var me *mysql.MySQLError
+		if errors.As(upErr, &me) && (me.Number == errTableAccessDenied || me.Number == errDBAccessDenied) {
+			return fmt.Errorf("migrate %s: this user may not change the schema; set mysql.migrate_dsn to a user "+
+				"that may (see bin/master acl --mysql) or run bin/master migrate with one: %w", s.dbName, upErr)
+		}
 		return fmt.Errorf("migrate %s: %w", s.dbName, upErr)
 	}
 	if unlockErr != nil {

@@ -372,11 +372,19 @@ func (f *httpFetcher) readBody(res *http.Response) (*content.Body, error) {
 }
 
 // requestBlock is the request's header block as a proxy-less HTTP/1.1
-// request would carry it.
+// request would carry it, without credentials: no Cookie (the session's
+// jar adds cookies after this request was built), Authorization or
+// Proxy-Authorization (the transport adds a proxy's credentials), so a
+// WARC request record never holds a session cookie or a proxy password.
+// Response records keep Set-Cookie as received: archiving the response is
+// their purpose.
 func requestBlock(req *http.Request, ua string) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", req.Method, req.URL.RequestURI(), req.URL.Host)
 	h := req.Header.Clone()
+	for _, k := range []string{"Cookie", "Authorization", "Proxy-Authorization"} {
+		h.Del(k)
+	}
 	h.Set("User-Agent", ua)
 	h.Write(&b)
 	b.WriteString("\r\n")
