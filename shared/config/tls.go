@@ -152,6 +152,18 @@ func redisTLSError(addr string, err error) error {
 	return fmt.Errorf("redis %s: TLS handshake failed: %w", addr, err)
 }
 
+// hintError puts a hint before an error. Its Unwrap returns a slice so
+// that errors.Unwrap, which go-redis applies to a connection's set-up
+// error, does not drop the hint, while errors.Is and errors.As still see
+// the error (io.EOF stays io.EOF for go-redis's retries).
+type hintError struct {
+	hint string
+	err  error
+}
+
+func (e *hintError) Error() string   { return e.hint + ": " + e.err.Error() }
+func (e *hintError) Unwrap() []error { return []error{e.err} }
+
 // plainConn is a clear-text connection to Redis. A TLS-only server closes
 // it without a word when the first command arrives; plainConn says so
 // about a connection closed before its first answer. The error wraps the
@@ -168,7 +180,7 @@ func (c *plainConn) Read(p []byte) (int, error) {
 		c.answered = true
 	}
 	if err != nil && !c.answered && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
-		err = fmt.Errorf("redis %s closed the connection before answering (is the server TLS-only? use rediss://): %w", c.addr, err)
+		err = &hintError{fmt.Sprintf("redis %s closed the connection before answering (is the server TLS-only? use rediss://)", c.addr), err}
 	}
 	return n, err
 }
@@ -202,8 +214,8 @@ func (c *tlsConn) Read(p []byte) (int, error) {
 	}
 	var ne net.Error
 	if err != nil && !c.answered && !(errors.As(err, &ne) && ne.Timeout()) {
-		err = fmt.Errorf("redis %s: the TLS connection failed before the first answer "+
-			"(does the server require a client certificate? redis.tls_cert_file, redis.tls_key_file): %w", c.addr, err)
+		err = &hintError{fmt.Sprintf("redis %s: the TLS connection failed before the first answer "+
+			"(does the server require a client certificate? redis.tls_cert_file, redis.tls_key_file)", c.addr), err}
 	}
 	return n, err
 }

@@ -27,7 +27,12 @@ type Files struct {
 	ClientCert string // a client certificate (CN redcrawl-test-client)
 	ClientKey  string
 	OtherCA    string // a CA that signed nothing here
+	// Names are the server certificate's names, as given to Write.
+	Names []string
 }
+
+// ServerName is the server certificate's first name.
+func (f Files) ServerName() string { return f.Names[0] }
 
 // Write makes the certificates into dir. names are the server
 // certificate's DNS names and IP addresses (127.0.0.1, localhost,
@@ -41,6 +46,7 @@ func Write(t testing.TB, dir string, names ...string) Files {
 		CA: filepath.Join(dir, "ca.pem"), OtherCA: filepath.Join(dir, "other-ca.pem"),
 		ServerCert: filepath.Join(dir, "server.pem"), ServerKey: filepath.Join(dir, "server-key.pem"),
 		ClientCert: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem"),
+		Names: names,
 	}
 	caKey, caCert := newCA(t, "redcrawl test CA")
 	writePEM(t, f.CA, "CERTIFICATE", caCert.Raw)
