@@ -221,7 +221,7 @@ func OpenBackend(ctx context.Context, cfg *config.Config) (admin.Backend, func()
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := store.Open(ctx, cfg.MySQL.DSN)
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		closeFront()
 		return nil, nil, err
@@ -231,4 +231,14 @@ func OpenBackend(ctx context.Context, cfg *config.Config) (admin.Backend, func()
 		b.rules = func() rulesState { return rulesState{set: set} }
 	}
 	return b, func() { st.Close(); closeFront() }, nil
+}
+
+// openStore opens the MySQL store of mysql.dsn with the mysql.tls_*
+// settings.
+func openStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
+	mc, err := cfg.MySQLConfig()
+	if err != nil {
+		return nil, err
+	}
+	return store.OpenConfig(ctx, mc)
 }

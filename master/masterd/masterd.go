@@ -296,7 +296,7 @@ func (m *Master) connect(ctx context.Context) error {
 	}
 	m.warnEviction(ctx)
 	return retry.Until(ctx, m.rl, "mysql", func() error {
-		s, err := store.Open(ctx, m.cfg.MySQL.DSN)
+		s, err := openStore(ctx, m.cfg)
 		m.store = s
 		return err
 	})

@@ -326,7 +326,11 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 		res.SeenBytesPerURL = math.NaN()
 	}
 
-	db, err := store.Open(ctx, cfg.MySQL.DSN)
+	mc, err := cfg.MySQLConfig()
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: %w", err)
+	}
+	db, err := store.OpenConfig(ctx, mc)
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: mysql: %w", err)
 	}

@@ -10,6 +10,8 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"encoding/hex"
 	"errors"
@@ -29,6 +31,7 @@ const DefaultDialTimeout = 10 * time.Second
 // MySQL error numbers Open tells apart.
 const (
 	errBadDB                = 1049 // ER_BAD_DB_ERROR: unknown database
+	errAccessDenied         = 1045 // ER_ACCESS_DENIED_ERROR
 	errDBAccessDenied       = 1044 // ER_DBACCESS_DENIED_ERROR
 	errSpecificAccessDenied = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
 )
@@ -57,7 +60,18 @@ type Store struct {
 // The lock is a session lock, so it disappears with a crashed process's
 // connection; the wait is bounded only by ctx.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	cfg, err := parseDSN(dsn)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: parse dsn: %w", err)
+	}
+	return OpenConfig(ctx, cfg)
+}
+
+// OpenConfig is Open for a parsed DSN, which may carry settings a DSN
+// string cannot, such as a TLS configuration (config.MySQLConfig). cfg is
+// not changed.
+func OpenConfig(ctx context.Context, dsn *mysql.Config) (*Store, error) {
+	cfg, err := prepare(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -70,7 +84,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		db, err = connect(ctx, cfg)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open store: connect to %s/%s: %w", cfg.Addr, cfg.DBName, err)
+		return nil, fmt.Errorf("open store: connect to %s/%s: %w", cfg.Addr, cfg.DBName, tlsHint(cfg, err))
 	}
 	s := &Store{DB: db, dbName: cfg.DBName}
 	if err := s.migrate(ctx); err != nil {
@@ -88,12 +102,28 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// parseDSN parses dsn and applies the settings the store relies on.
-func parseDSN(dsn string) (*mysql.Config, error) {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse dsn: %w", err)
+// tlsHint says what to check when the server's certificate did not
+// verify, or when access was denied to a connection without TLS (MariaDB's
+// answer when require_secure_transport is on).
+func tlsHint(cfg *mysql.Config, err error) error {
+	var hostErr x509.HostnameError
+	var verifyErr *tls.CertificateVerificationError
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me) && me.Number == errAccessDenied && cfg.TLS == nil && cfg.Net != "unix":
+		return fmt.Errorf("%w (without TLS: if the server has require_secure_transport, set mysql.tls_ca_file)", err)
+	case errors.As(err, &hostErr):
+		return fmt.Errorf("TLS certificate verification failed: the certificate is not for this name (set mysql.tls_server_name): %w", err)
+	case errors.As(err, &verifyErr):
+		return fmt.Errorf("TLS certificate verification failed (is mysql.tls_ca_file the CA that signed the server's certificate?): %w", err)
 	}
+	return err
+}
+
+// prepare copies a parsed DSN and applies the settings the store relies
+// on.
+func prepare(dsn *mysql.Config) (*mysql.Config, error) {
+	cfg := dsn.Clone()
 	if cfg.DBName == "" {
 		return nil, errors.New("parse dsn: no database name (user@tcp(host:3306)/crawler)")
 	}
