@@ -147,7 +147,7 @@ func redisTLSError(addr string, err error) error {
 	case errors.As(err, &recordErr):
 		return fmt.Errorf("redis %s: the server does not speak TLS (is it its plain port? use redis:// or its tls-port): %w", addr, err)
 	case errors.As(err, &opErr) && opErr.Op == "dial":
-		return err // not reached: go-redis retries dial errors
+		return err // the TCP dial failed: kept as is, go-redis retries it
 	}
 	return fmt.Errorf("redis %s: TLS handshake failed: %w", addr, err)
 }
