@@ -5,6 +5,7 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http"
@@ -43,6 +44,10 @@ type Options struct {
 	// SD lists the Prometheus scrape targets served at /api/v1/sd; nil
 	// answers 404 there.
 	SD func(ctx context.Context) ([]SDTarget, error)
+	// TLS makes Serve speak HTTPS with this configuration (its
+	// certificates; TLS 1.2 at least whatever it says); nil = plain HTTP.
+	// The login cookie is Secure on a TLS connection.
+	TLS *tls.Config
 }
 
 // SDTarget is one target group in Prometheus HTTP service discovery
@@ -112,7 +117,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Serve serves HTTP on ln until ctx is cancelled, then shuts down
+// Serve serves HTTP (HTTPS with Options.TLS) on ln until ctx is cancelled, then shuts down
 // gracefully, waiting at most a few seconds for requests in progress. It
 // returns nil after a shutdown caused by ctx, or the error that stopped
 // the server otherwise.
@@ -125,6 +130,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if s.opt.TLS != nil {
+		t := s.opt.TLS.Clone()
+		t.MinVersion = max(t.MinVersion, tls.VersionTLS12)
+		ln = tls.NewListener(ln, t)
 	}
 	return httpserve.Run(ctx, srv, ln, shutdownTimeout, s.log, "admin server")
 }

@@ -221,7 +221,7 @@ func OpenBackend(ctx context.Context, cfg *config.Config) (admin.Backend, func()
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := store.OpenMigrated(ctx, cfg.MySQL.DSN, cfg.MySQL.MigrateDSN)
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		closeFront()
 		return nil, nil, err
@@ -231,4 +231,18 @@ func OpenBackend(ctx context.Context, cfg *config.Config) (admin.Backend, func()
 		b.rules = func() rulesState { return rulesState{set: set} }
 	}
 	return b, func() { st.Close(); closeFront() }, nil
+}
+
+// openStore opens the MySQL store of mysql.dsn with the mysql.tls_*
+// settings.
+func openStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
+	mc, err := cfg.MySQLConfig()
+	if err != nil {
+		return nil, err
+	}
+	mm, err := cfg.MigrateMySQLConfig()
+	if err != nil {
+		return nil, err
+	}
+	return store.OpenMigratedConfig(ctx, mc, mm)
 }

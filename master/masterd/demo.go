@@ -166,7 +166,7 @@ func demoSummary(ctx context.Context, cfg *config.Config, site *testsite.Site, e
 	if err != nil {
 		return err
 	}
-	db, err := store.OpenMigrated(ctx, cfg.MySQL.DSN, cfg.MySQL.MigrateDSN)
+	db, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -248,10 +248,19 @@ func (m *Master) adminServer(be admin.Backend, met *metrics.Master) (*adminCompo
 			m.log.Warn("admin.token is empty: the admin server refuses every request (set CRAWLER_ADMIN_TOKEN, or admin.public_read)")
 		}
 	}
+	tlsCfg, err := m.cfg.AdminTLSConfig()
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("master: %w", err)
+	}
 	srv := admin.New(admin.Options{Backend: be, Token: m.cfg.Admin.Token, PublicRead: m.cfg.Admin.PublicRead,
-		Logger: m.log, Metrics: met.Handler(), SD: m.scrapeTargets})
+		Logger: m.log, Metrics: met.Handler(), SD: m.scrapeTargets, TLS: tlsCfg})
 	addr := ln.Addr().String()
-	m.log.Info("admin server listening", "url", "http://"+addr+"/", "public_read", m.cfg.Admin.PublicRead)
+	scheme := "http://"
+	if tlsCfg != nil {
+		scheme = "https://"
+	}
+	m.log.Info("admin server listening", "url", scheme+addr+"/", "public_read", m.cfg.Admin.PublicRead)
 	if m.opt.AdminReady != nil {
 		m.opt.AdminReady(addr)
 	}
@@ -297,7 +306,7 @@ func (m *Master) connect(ctx context.Context) error {
 	}
 	m.warnEviction(ctx)
 	return retry.Until(ctx, m.rl, "mysql", func() error {
-		s, err := store.OpenMigrated(ctx, m.cfg.MySQL.DSN, m.cfg.MySQL.MigrateDSN)
+		s, err := openStore(ctx, m.cfg)
 		m.store = s
 		return err
 	})

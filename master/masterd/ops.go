@@ -173,5 +173,9 @@ func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), err
 // pending migrations, as mysql.migrate_dsn's user when it is set, else as
 // mysql.dsn's (bin/master migrate).
 func Migrate(ctx context.Context, cfg *config.Config) error {
-	return store.Migrate(ctx, cfg.MigrationDSN())
+	mm, err := cfg.MigrateMySQLConfig()
+	if err != nil {
+		return err
+	}
+	return store.MigrateConfig(ctx, mm)
 }

@@ -326,7 +326,15 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 		res.SeenBytesPerURL = math.NaN()
 	}
 
-	db, err := store.OpenMigrated(ctx, cfg.MySQL.DSN, cfg.MySQL.MigrateDSN)
+	mc, err := cfg.MySQLConfig()
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: %w", err)
+	}
+	mm, err := cfg.MigrateMySQLConfig()
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: %w", err)
+	}
+	db, err := store.OpenMigratedConfig(ctx, mc, mm)
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: mysql: %w", err)
 	}

@@ -37,6 +37,13 @@ type Admin struct {
 	// PublicRead lets reads (dashboard, GET API, /metrics) through without
 	// the token.
 	PublicRead bool `mapstructure:"public_read"`
+	// TLSCert and TLSKey are PEM files of the server's certificate (chain)
+	// and key; both set = serve HTTPS (TLS 1.2 or later), neither = HTTP.
+	TLSCert string `mapstructure:"tls_cert"`
+	TLSKey  string `mapstructure:"tls_key"`
+	// AllowInsecure lets a Token be used over plain HTTP on an address
+	// that is not loopback.
+	AllowInsecure bool `mapstructure:"allow_insecure"`
 
 	// Secrets from files (see Config.resolveSecrets).
 
@@ -52,6 +59,18 @@ type Redis struct {
 	// Cluster makes URL name Redis Cluster seed nodes:
 	// redis://user:pass@host1:port?addr=host2:port&addr=host3:port.
 	Cluster bool `mapstructure:"cluster"`
+	// TLSCAFile, TLSCertFile, TLSKeyFile and TLSServerName tune the TLS of
+	// a rediss:// URL: PEM CA bundle that verifies the server ("" = the
+	// system's roots), client certificate and key (both or neither) and
+	// the name checked in the server's certificate ("" = the host of each
+	// address). Any of them with a redis:// URL is an error.
+	TLSCAFile     string `mapstructure:"tls_ca_file"`
+	TLSCertFile   string `mapstructure:"tls_cert_file"`
+	TLSKeyFile    string `mapstructure:"tls_key_file"`
+	TLSServerName string `mapstructure:"tls_server_name"`
+	// AllowInsecure lets a password go in clear text (redis://) to an
+	// address that is not loopback.
+	AllowInsecure bool `mapstructure:"allow_insecure"`
 
 	// Secrets from files (see Config.resolveSecrets).
 
@@ -66,6 +85,18 @@ type MySQL struct {
 	// DSN is a go-sql-driver/mysql DSN. The master creates the database
 	// named in it when it is missing.
 	DSN string `mapstructure:"dsn"`
+	// TLSCAFile, TLSCertFile, TLSKeyFile and TLSServerName: any of them set
+	// turns on TLS (1.2 or later, the server verified): PEM CA bundle ("" =
+	// the system's roots), client certificate and key (both or neither),
+	// and the name checked in the server's certificate ("" = the DSN's
+	// host).
+	TLSCAFile     string `mapstructure:"tls_ca_file"`
+	TLSCertFile   string `mapstructure:"tls_cert_file"`
+	TLSKeyFile    string `mapstructure:"tls_key_file"`
+	TLSServerName string `mapstructure:"tls_server_name"`
+	// AllowInsecure lets a password go to a server that is not loopback
+	// over a connection without verified TLS.
+	AllowInsecure bool `mapstructure:"allow_insecure"`
 
 	// Secrets and the migration user (see Config.resolveSecrets).
 

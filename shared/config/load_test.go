@@ -437,7 +437,7 @@ func TestValidateAccepts(t *testing.T) {
 		{"fetch timeout above lease", func(c *Config) { c.Fetch.Timeout = 5 * time.Minute }},
 		{"zero delay and jitter bounds", func(c *Config) { c.Politeness.Delay = 0; c.Politeness.Jitter = 10 }},
 		{"rediss with password", func(c *Config) { c.Redis.URL = "rediss://user:pw@redis:6380/3" }},
-		{"dsn with password and params", func(c *Config) { c.MySQL.DSN = "u:p@tcp(db:3306)/crawl_01?parseTime=true&loc=UTC" }},
+		{"dsn with password and params", func(c *Config) { c.MySQL.DSN = "u:p@tcp(db:3306)/crawl_01?parseTime=true&loc=UTC&tls=true" }},
 		{"tab in user agent", func(c *Config) { c.Fetch.UserAgent = "a\tb" }},
 		{"every proxy scheme with credentials", func(c *Config) {
 			c.Fetch.Proxies = []string{"http://u:p@p1:3128", "https://p2:443", "socks5://u:p@p3:1080", "socks5h://p4:1080/"}

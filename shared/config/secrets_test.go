@@ -38,6 +38,7 @@ func TestSecretFiles(t *testing.T) {
 			yaml: "redis:\n  url: redis://redcrawl-master-x@127.0.0.1:6379/2\n  password_file: " + redisPW +
 				"\nmysql:\n  dsn: crawler@tcp(db:3306)/crawl?parseTime=true\n  password_file: " + mysqlPW +
 				"\n  migrate_dsn: migrator@tcp(db:3306)/crawl?parseTime=true\n  migrate_password_file: " + migratePW +
+				"\n  allow_insecure: true" +
 				"\nadmin:\n  token_file: " + token + "\n",
 			want: want{
 				redisURL:   "redis://redcrawl-master-x:r3dis%20p%40ss%2Fword@127.0.0.1:6379/2",
@@ -159,5 +160,27 @@ func TestMigrationDSN(t *testing.T) {
 	c.MySQL.MigrateDSN = "m:pw@tcp(h:3306)/crawler"
 	if got := c.MigrationDSN(); got != c.MySQL.MigrateDSN {
 		t.Errorf("MigrationDSN() = %q, want mysql.migrate_dsn", got)
+	}
+}
+
+// TestSecretFilesClearText: a password from a file counts for the
+// clear-text check as one in the URL or DSN would, and its key is named.
+func TestSecretFilesClearText(t *testing.T) {
+	pw := secretFile(t, "file-pw\n")
+	for _, tc := range []struct{ name, yaml, key string }{
+		{"redis", "redis:\n  url: redis://pi1@10.0.0.5:6379/0\n  password_file: " + pw + "\n", "redis.url"},
+		{"mysql", "mysql:\n  dsn: crawler@tcp(db.example:3306)/crawl?parseTime=true\n  password_file: " + pw + "\n", "mysql.dsn"},
+		{"mysql migrate", "mysql:\n  migrate_dsn: migrator@tcp(db.example:3306)/crawler?parseTime=true\n  migrate_password_file: " + pw + "\n", "mysql.migrate_dsn"},
+		{"admin", "admin:\n  listen: 0.0.0.0:8080\n  token_file: " + secretFile(t, "0123456789abcdef-token\n") + "\n", "admin.listen"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(writeConfig(t, tc.yaml), nil)
+			if err == nil || !strings.Contains(err.Error(), tc.key+":") || !strings.Contains(err.Error(), "allow_insecure") {
+				t.Fatalf("err = %v, want a clear-text error naming %s", err, tc.key)
+			}
+			if strings.Contains(err.Error(), "file-pw") {
+				t.Errorf("error holds the password: %v", err)
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/shared/rules"
@@ -57,9 +55,9 @@ func (c *Config) validateStores() error {
 	if _, err := c.RedisOptions(); err != nil {
 		return err
 	}
-	d, err := mysql.ParseDSN(c.MySQL.DSN)
+	d, err := c.MySQLConfig()
 	if err != nil {
-		return &Error{Key: "mysql.dsn", Msg: "invalid go-sql-driver/mysql dsn (user:pass@tcp(host:3306)/db?parseTime=true)", Err: err}
+		return err
 	}
 	if d.DBName == "" {
 		return &Error{Key: "mysql.dsn", Msg: "names no database (…/crawler?parseTime=true)"}
@@ -68,15 +66,15 @@ func (c *Config) validateStores() error {
 		return errorf("mysql.dsn", "database name %q must be 1 to 64 of A-Z a-z 0-9 _ $ -", d.DBName)
 	}
 	if c.MySQL.MigrateDSN != "" {
-		m, err := mysql.ParseDSN(c.MySQL.MigrateDSN)
+		m, err := c.MigrateMySQLConfig()
 		if err != nil {
-			return &Error{Key: "mysql.migrate_dsn", Msg: "invalid go-sql-driver/mysql dsn (user:pass@tcp(host:3306)/db?parseTime=true)", Err: err}
+			return err
 		}
 		if m.DBName != d.DBName {
 			return errorf("mysql.migrate_dsn", "names database %q, not mysql.dsn's %q: the migration user must migrate the crawl's database", m.DBName, d.DBName)
 		}
 	}
-	return nil
+	return c.checkClearText()
 }
 
 func (c *Config) validateCrawl() error {
@@ -551,37 +549,39 @@ func (c *Config) validateRest() error {
 			return &Error{Key: key, Msg: "must be at least 16 characters (or empty: no actions, reads only with admin.public_read)"}
 		}
 	}
+	if _, err := c.AdminTLSConfig(); err != nil {
+		return err
+	}
 	return nil
 }
 
-// RedisOptions parses redis.url into client options. The URL must have the
-// redis or rediss scheme. An error is an *Error for redis.url; it never
-// repeats the URL, which may hold a password.
+// RedisOptions parses redis.url into client options, with the redis.tls_*
+// settings applied and a dialer whose errors say what to check (see
+// redisDialer). The URL must have the redis or rediss scheme. An error is
+// an *Error naming the key; it never repeats the URL, which may hold a
+// password. With redis.cluster it only checks the URL and returns empty
+// options: see RedisClusterOptions.
 func (c *Config) RedisOptions() (*redis.Options, error) {
-	u, err := url.Parse(c.Redis.URL)
+	u, err := c.redisURL()
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // url.Error quotes the whole URL
-		}
-		return nil, &Error{Key: "redis.url", Msg: "invalid url", Err: err}
-	}
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, &Error{Key: "redis.url", Msg: fmt.Sprintf("scheme %q must be redis or rediss (redis://[user:pass@]host:port/db)", u.Scheme)}
+		return nil, err
 	}
 	if c.Redis.Cluster {
-		if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
-			return nil, &Error{Key: "redis.url", Msg: "a Redis Cluster has only database 0 (drop /" + p + ")"}
-		}
-		if _, err := redis.ParseClusterURL(c.Redis.URL); err != nil {
-			return nil, &Error{Key: "redis.url", Msg: "invalid redis cluster url (redis://host1:port?addr=host2:port&addr=...)", Err: err}
+		if _, err := c.RedisClusterOptions(); err != nil {
+			return nil, err
 		}
 		return &redis.Options{}, nil
 	}
 	opt, err := redis.ParseURL(c.Redis.URL)
 	if err != nil {
-		return nil, &Error{Key: "redis.url", Msg: "invalid redis url", Err: err}
+		return nil, &Error{Key: "redis.url", Msg: "invalid redis url", Err: stripURL(err)}
 	}
+	t, err := c.redisTLS(u.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	opt.TLSConfig = t
+	opt.Dialer = redisDialer(&opt.DialTimeout, t)
 	return opt, nil
 }
 
@@ -590,9 +590,9 @@ func (c *Config) RedisOptions() (*redis.Options, error) {
 // tag, so a crawl lives in one slot). The caller closes it.
 func (c *Config) NewRedisClient() (redis.UniversalClient, error) {
 	if c.Redis.Cluster {
-		opt, err := redis.ParseClusterURL(c.Redis.URL)
+		opt, err := c.RedisClusterOptions()
 		if err != nil {
-			return nil, &Error{Key: "redis.url", Msg: "invalid redis cluster url", Err: err}
+			return nil, err
 		}
 		return redis.NewClusterClient(opt), nil
 	}

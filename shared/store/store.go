@@ -10,6 +10,8 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"encoding/hex"
 	"errors"
@@ -29,6 +31,7 @@ const DefaultDialTimeout = 10 * time.Second
 // MySQL error numbers Open tells apart.
 const (
 	errBadDB                = 1049 // ER_BAD_DB_ERROR: unknown database
+	errAccessDenied         = 1045 // ER_ACCESS_DENIED_ERROR
 	errDBAccessDenied       = 1044 // ER_DBACCESS_DENIED_ERROR
 	errSpecificAccessDenied = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
 	errTableAccessDenied    = 1142 // ER_TABLEACCESS_DENIED_ERROR
@@ -58,7 +61,18 @@ type Store struct {
 // The lock is a session lock, so it disappears with a crashed process's
 // connection; the wait is bounded only by ctx.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	cfg, err := parseDSN(dsn)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: parse dsn: %w", err)
+	}
+	return OpenConfig(ctx, cfg)
+}
+
+// OpenConfig is Open for a parsed DSN, which may carry settings a DSN
+// string cannot, such as a TLS configuration (config.MySQLConfig). cfg is
+// not changed.
+func OpenConfig(ctx context.Context, dsn *mysql.Config) (*Store, error) {
+	cfg, err := prepare(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -71,7 +85,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		db, err = connect(ctx, cfg)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open store: connect to %s/%s: %w", cfg.Addr, cfg.DBName, err)
+		return nil, fmt.Errorf("open store: connect to %s/%s: %w", cfg.Addr, cfg.DBName, tlsHint(cfg, err))
 	}
 	s := &Store{DB: db, dbName: cfg.DBName}
 	if err := s.migrate(ctx); err != nil {
@@ -83,23 +97,41 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 
 // OpenMigrated is Open with the migrations applied by another user:
 // migrateDSN (a user with DDL privileges, see MigratePrivileges) creates the
-// database if it is missing and applies the migrations, then the store
-// connects with dsn, which needs only RuntimePrivileges. A migrateDSN that
-// is "" or equal to dsn makes it Open(dsn).
+// database if missing and applies the migrations, then the store connects
+// as dsn's user, which needs only the runtime grants. An empty migrateDSN
+// (or dsn itself) is Open.
 func OpenMigrated(ctx context.Context, dsn, migrateDSN string) (*Store, error) {
-	if migrateDSN == "" || migrateDSN == dsn {
-		return Open(ctx, dsn)
+	d, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: parse dsn: %w", err)
 	}
-	if err := Migrate(ctx, migrateDSN); err != nil {
+	if migrateDSN == "" || migrateDSN == dsn {
+		return OpenConfig(ctx, d)
+	}
+	m, err := mysql.ParseDSN(migrateDSN)
+	if err != nil {
+		return nil, fmt.Errorf("open store: parse migrate dsn: %w", err)
+	}
+	return OpenMigratedConfig(ctx, d, m)
+}
+
+// OpenMigratedConfig is OpenMigrated for parsed DSNs, which may carry TLS
+// configurations (config.MySQLConfig, MigrateMySQLConfig). A nil migrate,
+// or one for the same user, is OpenConfig.
+func OpenMigratedConfig(ctx context.Context, dsn, migrate *mysql.Config) (*Store, error) {
+	if migrate == nil || (migrate.User == dsn.User && migrate.Addr == dsn.Addr && migrate.DBName == dsn.DBName) {
+		return OpenConfig(ctx, dsn)
+	}
+	if err := MigrateConfig(ctx, migrate); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	cfg, err := parseDSN(dsn)
+	cfg, err := prepare(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	db, err := connect(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open store: connect to %s/%s as %q: %w", cfg.Addr, cfg.DBName, cfg.User, err)
+		return nil, fmt.Errorf("open store: connect to %s/%s as %q: %w", cfg.Addr, cfg.DBName, cfg.User, tlsHint(cfg, err))
 	}
 	return &Store{DB: db, dbName: cfg.DBName}, nil
 }
@@ -108,7 +140,16 @@ func OpenMigrated(ctx context.Context, dsn, migrateDSN string) (*Store, error) {
 // applies the pending migrations and disconnects (bin/master migrate, and
 // OpenMigrated's first step).
 func Migrate(ctx context.Context, dsn string) error {
-	s, err := Open(ctx, dsn)
+	d, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("migrate: parse dsn: %w", err)
+	}
+	return MigrateConfig(ctx, d)
+}
+
+// MigrateConfig is Migrate for a parsed DSN.
+func MigrateConfig(ctx context.Context, dsn *mysql.Config) error {
+	s, err := OpenConfig(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -123,12 +164,28 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// parseDSN parses dsn and applies the settings the store relies on.
-func parseDSN(dsn string) (*mysql.Config, error) {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse dsn: %w", err)
+// tlsHint says what to check when the server's certificate did not
+// verify, or when access was denied to a connection without TLS (MariaDB's
+// answer when require_secure_transport is on).
+func tlsHint(cfg *mysql.Config, err error) error {
+	var hostErr x509.HostnameError
+	var verifyErr *tls.CertificateVerificationError
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me) && me.Number == errAccessDenied && cfg.TLS == nil && cfg.Net != "unix":
+		return fmt.Errorf("%w (without TLS: if the server has require_secure_transport, set mysql.tls_ca_file)", err)
+	case errors.As(err, &hostErr):
+		return fmt.Errorf("TLS certificate verification failed: the certificate is not for this name (set mysql.tls_server_name): %w", err)
+	case errors.As(err, &verifyErr):
+		return fmt.Errorf("TLS certificate verification failed (is mysql.tls_ca_file the CA that signed the server's certificate?): %w", err)
 	}
+	return err
+}
+
+// prepare copies a parsed DSN and applies the settings the store relies
+// on.
+func prepare(dsn *mysql.Config) (*mysql.Config, error) {
+	cfg := dsn.Clone()
 	if cfg.DBName == "" {
 		return nil, errors.New("parse dsn: no database name (user@tcp(host:3306)/crawler)")
 	}

@@ -1,0 +1,403 @@
+package config
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+)
+
+// This file holds what TLS and clear-text passwords need: the client TLS
+// settings of Redis and MySQL, the admin server's certificate, and the
+// check that no password goes in clear text to an address that is not
+// loopback (redis.allow_insecure, mysql.allow_insecure,
+// admin.allow_insecure turn it off).
+
+// tlsFiles are one section's client TLS keys.
+type tlsFiles struct {
+	section                string // "redis" or "mysql"
+	ca, cert, key, svrName string
+}
+
+func (f tlsFiles) set() []string {
+	var keys []string
+	for _, k := range []struct{ name, v string }{
+		{"tls_ca_file", f.ca}, {"tls_cert_file", f.cert}, {"tls_key_file", f.key}, {"tls_server_name", f.svrName},
+	} {
+		if k.v != "" {
+			keys = append(keys, f.section+"."+k.name)
+		}
+	}
+	return keys
+}
+
+// clientTLS builds a client TLS configuration (TLS 1.2 or later) from the
+// files; errors are *Error naming the key.
+func (f tlsFiles) clientTLS() (*tls.Config, error) {
+	t := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.svrName}
+	if f.ca != "" {
+		pem, err := os.ReadFile(f.ca)
+		if err != nil {
+			return nil, &Error{Key: f.section + ".tls_ca_file", Msg: "cannot read the CA bundle", Err: err}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errorf(f.section+".tls_ca_file", "%s holds no PEM certificate", f.ca)
+		}
+		t.RootCAs = pool
+	}
+	cert, err := loadKeyPair(f.section+".tls_cert_file", f.cert, f.section+".tls_key_file", f.key)
+	if err != nil {
+		return nil, err
+	}
+	if cert != nil {
+		t.Certificates = []tls.Certificate{*cert}
+	}
+	return t, nil
+}
+
+// loadKeyPair loads a PEM certificate and its key, both named or neither
+// (nil, nil).
+func loadKeyPair(certKey, certFile, keyKey, keyFile string) (*tls.Certificate, error) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return nil, nil
+	case certFile == "":
+		return nil, errorf(certKey, "must be set when %s is (both or neither)", keyKey)
+	case keyFile == "":
+		return nil, errorf(keyKey, "must be set when %s is (both or neither)", certKey)
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, &Error{Key: certKey, Msg: fmt.Sprintf("cannot load the certificate %s with the key %s", certFile, keyFile), Err: err}
+	}
+	return &cert, nil
+}
+
+func (c *Config) redisTLSFiles() tlsFiles {
+	r := c.Redis
+	return tlsFiles{section: "redis", ca: r.TLSCAFile, cert: r.TLSCertFile, key: r.TLSKeyFile, svrName: r.TLSServerName}
+}
+
+// redisTLS returns the TLS configuration for a redis.url of this scheme:
+// nil for redis://, where a redis.tls_* key is an error.
+func (c *Config) redisTLS(scheme string) (*tls.Config, error) {
+	f := c.redisTLSFiles()
+	if scheme != "rediss" {
+		if keys := f.set(); len(keys) > 0 {
+			return nil, errorf(keys[0], "is set but redis.url is redis:// (plain TCP); use rediss:// to connect over TLS")
+		}
+		return nil, nil
+	}
+	return f.clientTLS()
+}
+
+// redisDialer dials a Redis node in place of go-redis's own dialer (with
+// its keep-alive policy), so that its errors name the address and say
+// what to check: a certificate that does not verify, a TLS server dialled
+// in clear text.
+func redisDialer(timeout *time.Duration, t *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		to := *timeout
+		if to <= 0 {
+			to = 5 * time.Second // go-redis's default
+		}
+		d := &net.Dialer{Timeout: to, KeepAliveConfig: net.KeepAliveConfig{
+			Enable: true, Idle: 30 * time.Second, Interval: 5 * time.Second, Count: 3,
+		}}
+		if t == nil {
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &plainConn{Conn: conn, addr: addr}, nil
+		}
+		conn, err := (&tls.Dialer{NetDialer: d, Config: t}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, redisTLSError(addr, err)
+		}
+		return &tlsConn{Conn: conn, addr: addr}, nil
+	}
+}
+
+// redisTLSError explains a failed TLS dial.
+func redisTLSError(addr string, err error) error {
+	var hostErr x509.HostnameError
+	var verifyErr *tls.CertificateVerificationError
+	var recordErr tls.RecordHeaderError
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &hostErr):
+		return fmt.Errorf("redis %s: TLS certificate verification failed: the certificate is not for this name "+
+			"(set redis.tls_server_name to a name it holds): %w", addr, err)
+	case errors.As(err, &verifyErr):
+		return fmt.Errorf("redis %s: TLS certificate verification failed "+
+			"(is redis.tls_ca_file the CA that signed the server's certificate?): %w", addr, err)
+	case errors.As(err, &recordErr):
+		return fmt.Errorf("redis %s: the server does not speak TLS (is it its plain port? use redis:// or its tls-port): %w", addr, err)
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return err // the TCP dial failed: kept as is, go-redis retries it
+	}
+	return fmt.Errorf("redis %s: TLS handshake failed: %w", addr, err)
+}
+
+// hintError puts a hint before an error. Its Unwrap returns a slice so
+// that errors.Unwrap, which go-redis applies to a connection's set-up
+// error, does not drop the hint, while errors.Is and errors.As still see
+// the error (io.EOF stays io.EOF for go-redis's retries).
+type hintError struct {
+	hint string
+	err  error
+}
+
+func (e *hintError) Error() string   { return e.hint + ": " + e.err.Error() }
+func (e *hintError) Unwrap() []error { return []error{e.err} }
+
+// plainConn is a clear-text connection to Redis. A TLS-only server closes
+// it without a word when the first command arrives; plainConn says so
+// about a connection closed before its first answer. The error wraps the
+// original (io.EOF stays errors.Is io.EOF).
+type plainConn struct {
+	net.Conn
+	addr     string
+	answered bool
+}
+
+func (c *plainConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.answered = true
+	}
+	if err != nil && !c.answered && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+		err = &hintError{fmt.Sprintf("redis %s closed the connection before answering (is the server TLS-only? use rediss://)", c.addr), err}
+	}
+	return n, err
+}
+
+// SyscallConn lets go-redis's pool check the socket's health as it does
+// for its own connections.
+func (c *plainConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
+}
+
+// NetConn returns the TCP connection.
+func (c *plainConn) NetConn() net.Conn { return c.Conn }
+
+// tlsConn is a TLS connection to Redis. With TLS 1.3 a server that
+// refuses the client's certificate (or its absence) says so after the
+// handshake, on the first read; tlsConn names the address and the keys.
+type tlsConn struct {
+	net.Conn
+	addr     string
+	answered bool
+}
+
+func (c *tlsConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.answered = true
+	}
+	var ne net.Error
+	if err != nil && !c.answered && !(errors.As(err, &ne) && ne.Timeout()) {
+		err = &hintError{fmt.Sprintf("redis %s: the TLS connection failed before the first answer "+
+			"(does the server require a client certificate? redis.tls_cert_file, redis.tls_key_file)", c.addr), err}
+	}
+	return n, err
+}
+
+// NetConn returns the *tls.Conn.
+func (c *tlsConn) NetConn() net.Conn { return c.Conn }
+
+// RedisClusterOptions parses redis.url as Redis Cluster seed nodes, with
+// the redis.tls_* settings applied.
+func (c *Config) RedisClusterOptions() (*redis.ClusterOptions, error) {
+	u, err := c.redisURL()
+	if err != nil {
+		return nil, err
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+		return nil, &Error{Key: "redis.url", Msg: "a Redis Cluster has only database 0 (drop /" + p + ")"}
+	}
+	opt, err := redis.ParseClusterURL(c.Redis.URL)
+	if err != nil {
+		return nil, &Error{Key: "redis.url", Msg: "invalid redis cluster url (redis://host1:port?addr=host2:port&addr=...)", Err: stripURL(err)}
+	}
+	t, err := c.redisTLS(u.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	opt.TLSConfig = t
+	opt.Dialer = redisDialer(&opt.DialTimeout, t)
+	return opt, nil
+}
+
+// redisURL parses redis.url and checks its scheme.
+func (c *Config) redisURL() (*url.URL, error) {
+	u, err := url.Parse(c.Redis.URL)
+	if err != nil {
+		return nil, &Error{Key: "redis.url", Msg: "invalid url", Err: stripURL(err)}
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, &Error{Key: "redis.url", Msg: fmt.Sprintf("scheme %q must be redis or rediss (redis://[user:pass@]host:port/db)", u.Scheme)}
+	}
+	return u, nil
+}
+
+// stripURL drops the *url.Error layer that quotes the whole URL (with its
+// password).
+func stripURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// MySQLConfig parses mysql.dsn and applies the mysql.tls_* settings: any
+// of them set makes the connection use TLS 1.2 or later with the server's
+// certificate verified. The DSN may then only say tls=true or nothing.
+func (c *Config) MySQLConfig() (*mysql.Config, error) {
+	return c.mysqlConfig("mysql.dsn", c.MySQL.DSN)
+}
+
+// MigrateMySQLConfig is MySQLConfig for the user that runs the migrations
+// (mysql.migrate_dsn, else mysql.dsn), with the same TLS settings.
+func (c *Config) MigrateMySQLConfig() (*mysql.Config, error) {
+	if c.MySQL.MigrateDSN == "" {
+		return c.MySQLConfig()
+	}
+	return c.mysqlConfig("mysql.migrate_dsn", c.MySQL.MigrateDSN)
+}
+
+func (c *Config) mysqlConfig(key, dsn string) (*mysql.Config, error) {
+	d, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, &Error{Key: key, Msg: "invalid go-sql-driver/mysql dsn (user:pass@tcp(host:3306)/db?parseTime=true)", Err: err}
+	}
+	m := c.MySQL
+	f := tlsFiles{section: "mysql", ca: m.TLSCAFile, cert: m.TLSCertFile, key: m.TLSKeyFile, svrName: m.TLSServerName}
+	keys := f.set()
+	if len(keys) == 0 {
+		return d, nil
+	}
+	if d.TLSConfig != "" && d.TLSConfig != "true" {
+		return nil, errorf(key, "tls=%s conflicts with %s (drop tls= from the dsn)", d.TLSConfig, keys[0])
+	}
+	t, err := f.clientTLS()
+	if err != nil {
+		return nil, err
+	}
+	if t.ServerName == "" {
+		if host, _, err := net.SplitHostPort(d.Addr); err == nil {
+			t.ServerName = host
+		}
+	}
+	d.TLS = t
+	d.TLSConfig = ""
+	return d, nil
+}
+
+// AdminTLSConfig returns the admin server's TLS configuration (TLS 1.2 or
+// later) from admin.tls_cert and admin.tls_key, or nil when neither is
+// set: the server then speaks plain HTTP.
+func (c *Config) AdminTLSConfig() (*tls.Config, error) {
+	cert, err := loadKeyPair("admin.tls_cert", c.Admin.TLSCert, "admin.tls_key", c.Admin.TLSKey)
+	if err != nil || cert == nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}}, nil
+}
+
+// IsLoopback reports whether host (a name or an address, without port or
+// brackets) is loopback: "localhost", 127.0.0.0/8 or ::1. Other names are
+// not resolved and count as remote.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// remoteAddr returns the first of addrs (host:port) that is not loopback,
+// or "".
+func remoteAddr(addrs ...string) string {
+	for _, a := range addrs {
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			host = a
+		}
+		if !IsLoopback(host) {
+			return a
+		}
+	}
+	return ""
+}
+
+// checkClearText refuses a configuration that would send a password in
+// clear text to an address that is not loopback, unless the section's
+// allow_insecure is set.
+func (c *Config) checkClearText() error {
+	if !c.Redis.AllowInsecure {
+		u, err := c.redisURL()
+		if err != nil {
+			return err
+		}
+		var addrs []string
+		var password bool
+		if c.Redis.Cluster {
+			opt, err := c.RedisClusterOptions()
+			if err != nil {
+				return err
+			}
+			addrs, password = opt.Addrs, opt.Password != ""
+		} else {
+			opt, err := c.RedisOptions()
+			if err != nil {
+				return err
+			}
+			addrs, password = []string{opt.Addr}, opt.Password != ""
+		}
+		if a := remoteAddr(addrs...); password && u.Scheme == "redis" && a != "" {
+			return errorf("redis.url", "a password would be sent in clear text to %s; use rediss:// or set redis.allow_insecure: true", a)
+		}
+	}
+	if !c.MySQL.AllowInsecure {
+		for _, m := range []struct {
+			key string
+			get func() (*mysql.Config, error)
+		}{{"mysql.dsn", c.MySQLConfig}, {"mysql.migrate_dsn", c.MigrateMySQLConfig}} {
+			d, err := m.get()
+			if err != nil {
+				return err
+			}
+			verified := d.TLS != nil && !d.TLS.InsecureSkipVerify && !d.AllowFallbackToPlaintext
+			if d.Passwd != "" && d.Net != "unix" && !verified && remoteAddr(d.Addr) != "" {
+				return errorf(m.key, "a password would be sent without verified TLS to %s; set mysql.tls_ca_file "+
+					"(or tls=true in the dsn) or mysql.allow_insecure: true", d.Addr)
+			}
+		}
+	}
+	if a := c.Admin; !a.AllowInsecure && a.Listen != "" && a.Token != "" && a.TLSCert == "" {
+		if host, _, err := net.SplitHostPort(a.Listen); err == nil && !IsLoopback(host) {
+			return errorf("admin.listen", "%q is not loopback and admin.token would travel in clear text; "+
+				"set admin.tls_cert and admin.tls_key, or admin.allow_insecure: true", a.Listen)
+		}
+	}
+	return nil
+}
