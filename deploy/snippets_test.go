@@ -92,6 +92,50 @@ func testCA(t *testing.T, dir string) (caFile, certFile, keyFile string, pool *x
 		writePEM(t, dir, "redis.key", "PRIVATE KEY", keyDER), pool
 }
 
+// readmeCerts runs the certificate commands of README "Deploy" step 3 (its
+// first code block, with 127.0.0.1 for the server's LAN address) in dir
+// and returns the CA and the Redis certificate they make. Without openssl
+// it falls back to testCA and says so.
+func readmeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Log("openssl not found in PATH: README step 3 is not run, the test makes its own certificates")
+		return testCA(t, dir)
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, step, ok := strings.Cut(string(readme), "**3. TLS certificates.**")
+	if !ok {
+		t.Fatal(`README has no "**3. TLS certificates.**" step`)
+	}
+	_, block, ok := strings.Cut(step, "```sh\n")
+	if ok {
+		block, _, ok = strings.Cut(block, "```")
+	}
+	if !ok || !strings.Contains(block, "openssl") {
+		t.Fatalf("README step 3 has no sh code block of openssl commands")
+	}
+	block = strings.ReplaceAll(block, "10.0.0.5", "127.0.0.1")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", block)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("README step 3:\n%s\n%v\n%s", block, err, out)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("README step 3: ca.crt holds no certificate")
+	}
+	return filepath.Join(dir, "ca.crt"), filepath.Join(dir, "redis.crt"), filepath.Join(dir, "redis.key"), pool
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -119,7 +163,7 @@ func TestRedisSnippet(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	caFile, certFile, keyFile, pool := testCA(t, dir)
+	caFile, certFile, keyFile, pool := readmeCerts(t, dir)
 
 	const opsPassword = "ops-test-password"
 	acl, err := os.ReadFile(filepath.Join("redis", "users.acl.example"))
