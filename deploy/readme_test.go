@@ -61,13 +61,19 @@ func TestReadmeDeployConfig(t *testing.T) {
 	if !ok {
 		t.Fatal("README Deploy has no yaml code block")
 	}
-	f := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(f, []byte(block), 0o600); err != nil {
+	// the CA file is read when the config loads: a real one, elsewhere
+	dir := t.TempDir()
+	caFile, _, _, _ := testCA(t, dir)
+	if !strings.Contains(block, "/etc/redcrawl/tls/ca.crt") {
+		t.Errorf("README Deploy's config does not name /etc/redcrawl/tls/ca.crt")
+	}
+	f := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(f, []byte(strings.ReplaceAll(block, "/etc/redcrawl/tls/ca.crt", caFile)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(f)
 	var ce *config.Error
-	if errors.As(err, &ce) && slices.Contains(agreedFileKeys, ce.Key) {
+	if errors.As(err, &ce) && slices.Contains(agreedFileKeys, ce.Key) && strings.Contains(ce.Msg, "unknown") {
 		t.Skipf("shared/config does not know %s yet (issue 12's TLS branch adds it): %v", ce.Key, err)
 	}
 	if err != nil {
