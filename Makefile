@@ -36,8 +36,11 @@ bench: services build
 demo: services build
 	$(BIN)/master demo --config config.yaml --slaves 2
 
-## release: pure-Go static binaries for amd64, arm64 and armv7 (Raspberry Pi) in bin/release
+## release: pure-Go static binaries for amd64, arm64 and armv7 (Raspberry Pi) in bin/release, one
+## tarball per target (binaries, config.example.yaml, deploy/, docs) and SHA256SUMS (deploy/release.sh);
+## VERSION=... overrides git describe
 RELEASE_FLAGS := -trimpath -ldflags "-s -w"
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 release:
 	@mkdir -p $(BIN)/release
 	@set -e; for t in amd64:amd64: arm64:arm64: armv7:arm:7; do \
@@ -48,6 +51,7 @@ release:
 				$(GO) build $(RELEASE_FLAGS) -o $(BIN)/release/$$cmd-linux-$$name ./$$cmd; \
 		done; \
 	done
+	bash deploy/release.sh '$(VERSION)' $(BIN)/release
 
 ## test-pi: the arm64 slave under qemu-user-static crawls the demo site (slave/pi)
 test-pi: services
