@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/frontier/frontiertest"
@@ -43,7 +44,23 @@ func TestACLCrawl(t *testing.T) {
 	keys := frontier.NewKeys(cfg.Crawl.Name)
 	evil := srv.Client(t, frontier.RoleSlave, "s3")
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
+	// master status on the master's user sees both slaves (Deploy step 8)
+	alive := make(chan int, 1)
+	go func() {
+		defer wg.Done()
+		var best int
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && best < 2; time.Sleep(50 * time.Millisecond) {
+			st, err := masterd.Status(ctx, cfg)
+			if err == nil && st.SlavesAlive > best {
+				best = st.SlavesAlive
+			}
+			if err == nil && st.Finished {
+				break
+			}
+		}
+		alive <- best
+	}()
 	go func() {
 		defer wg.Done()
 		// wait until s1 holds a lease, so there is one to go after
@@ -77,6 +94,9 @@ func TestACLCrawl(t *testing.T) {
 
 	runMaster(t, cfg)
 	wg.Wait()
+	if n := <-alive; n != 2 {
+		t.Errorf("master status saw %d slaves alive at most, want 2", n)
+	}
 	checkCrawl(t, cfg, site, nil)
 
 	// every refusal is one of s3's: the master's and the running slaves'
