@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/redcrawl/redcrawl/shared/config"
 )
 
 // Redis ACL rules for each role of a crawl (Redis ≥ 7.0: selectors and
@@ -46,8 +48,9 @@ const (
 
 var aclNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
-// ValidName reports whether s may name a crawl or a slave: 1 to 64 of
-// A-Z a-z 0-9 _ . - (no hash-tag brace, glob character, colon or space).
+// ValidName reports whether s may name a crawl: 1 to 64 of A-Z a-z 0-9 _
+// . - (no hash-tag brace, glob character, colon or space), as crawl.name
+// (a slave id: config.CheckSlaveID, the same characters).
 func ValidName(s string) bool { return aclNameRE.MatchString(s) }
 
 // connCommands are what a client runs to connect and route (go-redis:
@@ -89,8 +92,8 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 	rules = append(rules, connCommands...)
 	switch role {
 	case RoleSlave:
-		if !ValidName(slave) {
-			return nil, fmt.Errorf("acl: slave id %q: want 1 to 64 of A-Z a-z 0-9 _ . -", slave)
+		if err := config.CheckSlaveID(slave); err != nil {
+			return nil, fmt.Errorf("acl: slave id: %w", err)
 		}
 		rules = append(rules, "&"+k.RulesChannel, "+subscribe", "+unsubscribe")
 		// the shared frontier keys: scripts are declared on meta, so
