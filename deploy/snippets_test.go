@@ -25,6 +25,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 // writePEM writes one PEM block to dir/name and returns the path.
@@ -136,16 +138,6 @@ func readmeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string, po
 	return filepath.Join(dir, "ca.crt"), filepath.Join(dir, "redis.crt"), filepath.Join(dir, "redis.key"), pool
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // TestRedisSnippet starts the real redis-server with deploy/redis/redcrawl.conf
 // included as README "Deploy" says, and users.acl.example as its ACL file,
 // overriding only the host-specific lines (the LAN address, the certificate
@@ -154,8 +146,7 @@ func freePort(t *testing.T) int {
 // default user and runs with the durability and memory settings the
 // snippet documents.
 func TestRedisSnippet(t *testing.T) {
-	server, err := exec.LookPath("redis-server")
-	if err != nil {
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not found in PATH: the Redis snippet test needs it (apt-get install redis-server)")
 	}
 	snippet, err := filepath.Abs(filepath.Join("redis", "redcrawl.conf"))
@@ -180,11 +171,14 @@ func TestRedisSnippet(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var lastLog string
-	for attempt := 0; attempt < 3; attempt++ {
-		port := freePort(t)
-		// later lines win: only the host-specific ones are replaced
-		conf := fmt.Sprintf(`include %s
+	tlsConf := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	opsClient := func(addr string) *redis.Client {
+		return redis.NewClient(&redis.Options{Addr: addr, Username: "ops", Password: opsPassword, TLSConfig: tlsConf, MaxRetries: -1})
+	}
+	srv := testutil.StartServer(t, testutil.ServerOptions{Name: "redis-server",
+		Args: func(srv *testutil.Server) []string {
+			// later lines win: only the host-specific ones are replaced
+			conf := fmt.Sprintf(`include %s
 bind 127.0.0.1
 tls-port %d
 tls-cert-file %s
@@ -194,57 +188,22 @@ aclfile %s
 dir %s
 logfile %s
 daemonize no
-`, snippet, port, certFile, keyFile, caFile, aclFile, dir, filepath.Join(dir, "redis.log"))
-		confFile := filepath.Join(dir, "redis.conf")
-		if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(server, confFile)
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start redis-server: %v", err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		stop := func() {
-			cmd.Process.Kill()
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
+`, snippet, srv.Port, certFile, keyFile, caFile, aclFile, srv.Dir, srv.Log)
+			confFile := filepath.Join(srv.Dir, "redis.conf")
+			if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
+				t.Fatal(err)
 			}
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		tlsConf := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
-		ops := redis.NewClient(&redis.Options{Addr: addr, Username: "ops", Password: opsPassword, TLSConfig: tlsConf, MaxRetries: -1})
-		up := false
-		for deadline := time.Now().Add(10 * time.Second); !up && time.Now().Before(deadline); {
-			select {
-			case <-exited:
-				deadline = time.Time{}
-				continue
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			up = ops.Ping(ctx).Err() == nil
-			cancel()
-			if !up {
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
-		if !up {
-			ops.Close()
-			stop()
-			b, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			lastLog = string(b)
-			if strings.Contains(lastLog, "Address already in use") {
-				continue // the port was taken between picking and binding
-			}
-			t.Fatalf("redis-server with the snippet did not come up:\n%s", lastLog)
-		}
-		t.Cleanup(func() { ops.Close(); stop() })
-		checkRedis(t, ops, addr, tlsConf)
-		return
-	}
-	t.Fatalf("redis-server found no free port in 3 tries:\n%s", lastLog)
+			return []string{confFile}
+		},
+		Ready: func(ctx context.Context, srv *testutil.Server) error {
+			ops := opsClient(srv.Addr)
+			defer ops.Close()
+			return ops.Ping(ctx).Err()
+		},
+	})
+	ops := opsClient(srv.Addr)
+	t.Cleanup(func() { ops.Close() })
+	checkRedis(t, ops, srv.Addr, tlsConf)
 }
 
 func checkRedis(t *testing.T, ops *redis.Client, addr string, tlsConf *tls.Config) {

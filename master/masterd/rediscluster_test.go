@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -144,59 +143,12 @@ func startRedisCluster(t testing.TB, n int) *redisCluster {
 // between picking and binding is retried with another.
 func startClusterNode(t testing.TB, server string) *redisNode {
 	t.Helper()
-	var lastErr string
-	for attempt := 0; attempt < 3; attempt++ {
-		port, bus := freeLoopbackPort(t), freeLoopbackPort(t)
-		dir := t.TempDir()
-		logf := filepath.Join(dir, "redis.log")
-		cmd := exec.Command(server,
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no",
-			"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
-			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--dir", dir, "--logfile", logf, "--daemonize", "no")
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start redis-server: %v", err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		stop := func() {
-			cmd.Process.Kill()
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
-			}
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		up := false
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-			select {
-			case <-exited:
-				deadline = time.Time{}
-				continue
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err := rdb.Ping(ctx).Err()
-			cancel()
-			if err == nil {
-				up = true
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if up {
-			t.Cleanup(func() { rdb.Close(); stop() })
-			return &redisNode{addr: addr, rdb: rdb}
-		}
-		rdb.Close()
-		stop()
-		b, _ := os.ReadFile(logf)
-		lastErr = string(b)
-	}
-	t.Fatalf("redis-server in cluster mode did not start in 3 attempts; last log:\n%s", lastErr)
-	return nil
+	// nodes.conf goes to the server's --dir
+	srv := testutil.StartRedis(t, nil, "--cluster-enabled", "yes",
+		"--cluster-port", strconv.Itoa(testutil.FreePort(t)))
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	return &redisNode{addr: srv.Addr, rdb: rdb}
 }
 
 // slotOwner returns the address of the master serving slot.

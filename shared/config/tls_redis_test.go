@@ -5,9 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/shared/testutil"
 	"github.com/redcrawl/redcrawl/shared/testutil/testcert"
 )
 
@@ -137,10 +136,6 @@ func pingAndScript(t *testing.T, c *Config) error {
 // the test ends. It returns the server's address.
 func startTLSRedis(t *testing.T, certs testcert.Files, authClients string, cluster bool) string {
 	t.Helper()
-	server, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not found in PATH: the Redis TLS tests need it (apt-get install redis-server)")
-	}
 	ca, err := os.ReadFile(certs.CA)
 	if err != nil {
 		t.Fatal(err)
@@ -151,37 +146,23 @@ func startTLSRedis(t *testing.T, certs testcert.Files, authClients string, clust
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lastLog string
-	for attempt := 0; attempt < 3; attempt++ {
-		port := freePort(t)
-		dir := t.TempDir()
-		logf := filepath.Join(dir, "redis.log")
-		args := []string{"--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--tls-cert-file", certs.ServerCert, "--tls-key-file", certs.ServerKey,
-			"--tls-ca-cert-file", certs.CA, "--tls-auth-clients", authClients,
-			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", logf, "--daemonize", "no"}
-		if cluster {
-			args = append(args, "--cluster-enabled", "yes", "--tls-cluster", "yes", "--cluster-announce-ip", "127.0.0.1",
-				"--cluster-port", strconv.Itoa(freePort(t)), "--cluster-config-file", filepath.Join(dir, "nodes.conf"))
-		}
-		cmd := exec.Command(server, args...)
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start redis-server: %v", err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		stop := func() {
-			cmd.Process.Kill()
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
+	srv := testutil.StartServer(t, testutil.ServerOptions{Name: "redis-server", Wait: 30 * time.Second,
+		Args: func(srv *testutil.Server) []string {
+			args := []string{"--port", "0", "--tls-port", strconv.Itoa(srv.Port), "--bind", "127.0.0.1",
+				"--tls-cert-file", certs.ServerCert, "--tls-key-file", certs.ServerKey,
+				"--tls-ca-cert-file", certs.CA, "--tls-auth-clients", authClients,
+				"--save", "", "--appendonly", "no", "--dir", srv.Dir, "--logfile", srv.Log, "--daemonize", "no"}
+			if cluster {
+				args = append(args, "--cluster-enabled", "yes", "--tls-cluster", "yes", "--cluster-announce-ip", "127.0.0.1",
+					"--cluster-port", strconv.Itoa(testutil.FreePort(t)), "--cluster-config-file", filepath.Join(srv.Dir, "nodes.conf"))
 			}
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, TLSConfig: &tls.Config{
-			RootCAs: pool, ServerName: certs.ServerName(), Certificates: []tls.Certificate{clientCert}, MinVersion: tls.VersionTLS12,
-		}})
-		up := waitUp(exited, func(ctx context.Context) error {
+			return args
+		},
+		Ready: func(ctx context.Context, srv *testutil.Server) error {
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, TLSConfig: &tls.Config{
+				RootCAs: pool, ServerName: certs.ServerName(), Certificates: []tls.Certificate{clientCert}, MinVersion: tls.VersionTLS12,
+			}})
+			defer rdb.Close()
 			if err := rdb.Ping(ctx).Err(); err != nil {
 				return err
 			}
@@ -196,45 +177,8 @@ func startTLSRedis(t *testing.T, certs testcert.Files, authClients string, clust
 				err = errors.New("cluster_state not ok yet")
 			}
 			return err
-		})
-		rdb.Close()
-		if up {
-			t.Cleanup(stop)
-			return addr
-		}
-		stop()
-		b, _ := os.ReadFile(logf)
-		lastLog = string(b)
-	}
-	t.Fatalf("redis-server with TLS did not start in 3 attempts; last log:\n%s", lastLog)
-	return ""
+		},
+	})
+	return srv.Addr
 }
 
-// waitUp polls check for up to 30 seconds, or until exited is closed.
-func waitUp(exited <-chan struct{}, check func(ctx context.Context) error) bool {
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		select {
-		case <-exited:
-			return false
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := check(ctx)
-		cancel()
-		if err == nil {
-			return true
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return false
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/testutil"
 	"github.com/redcrawl/redcrawl/shared/testutil/testcert"
 )
 
@@ -115,59 +115,26 @@ func startTLSMariaDB(t *testing.T, certs testcert.Files) string {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
 	sock := filepath.Join(dir, "mysqld.sock")
-	logf := filepath.Join(dir, "mariadb.log")
-	var lastLog string
-	for attempt := 0; attempt < 3; attempt++ {
-		port := freePort(t)
-		cmd := exec.Command(server, "--no-defaults", "--datadir="+data, "--socket="+sock,
-			"--port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--user=root",
-			"--pid-file="+filepath.Join(dir, "mariadb.pid"), "--log-error="+logf,
-			"--skip-log-bin", "--innodb-buffer-pool-size=16M", "--performance-schema=OFF",
-			"--ssl-ca="+certs.CA, "--ssl-cert="+certs.ServerCert, "--ssl-key="+certs.ServerKey,
-			"--require-secure-transport=ON")
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start mariadbd: %v", err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		stop := func() {
-			cmd.Process.Kill()
-			select {
-			case <-exited:
-			case <-time.After(10 * time.Second):
+	srv := testutil.StartServer(t, testutil.ServerOptions{Name: server, Wait: 30 * time.Second,
+		Args: func(srv *testutil.Server) []string {
+			return []string{"--no-defaults", "--datadir=" + data, "--socket=" + sock,
+				"--port=" + strconv.Itoa(srv.Port), "--bind-address=127.0.0.1", "--user=root",
+				"--pid-file=" + filepath.Join(dir, "mariadb.pid"), "--log-error=" + srv.Log,
+				"--skip-log-bin", "--innodb-buffer-pool-size=16M", "--performance-schema=OFF",
+				"--ssl-ca=" + certs.CA, "--ssl-cert=" + certs.ServerCert, "--ssl-key=" + certs.ServerKey,
+				"--require-secure-transport=ON"}
+		},
+		Ready: func(ctx context.Context, srv *testutil.Server) error {
+			// over the socket, which counts as secure transport
+			db, err := sql.Open("mysql", "root@unix("+sock+")/?timeout=2s")
+			if err != nil {
+				return err
 			}
-		}
-		// over the socket, which counts as secure transport
-		db, err := sql.Open("mysql", "root@unix("+sock+")/?timeout=2s")
-		if err != nil {
-			t.Fatal(err)
-		}
-		up := false
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !up; {
-			select {
-			case <-exited:
-				deadline = time.Time{}
-				continue
-			default:
-			}
-			pctx, pcancel := context.WithTimeout(t.Context(), 2*time.Second)
-			up = db.PingContext(pctx) == nil
-			pcancel()
-			if !up {
-				time.Sleep(200 * time.Millisecond)
-			}
-		}
-		db.Close()
-		if up {
-			t.Cleanup(stop)
-			return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		}
-		stop()
-		b, _ := os.ReadFile(logf)
-		lastLog = string(b)
-	}
-	t.Fatalf("mariadbd with SSL did not start in 3 attempts; last log:\n%s", lastLog)
-	return ""
+			defer db.Close()
+			return db.PingContext(ctx)
+		},
+	})
+	return srv.Addr
 }
 
 // lookPath finds a program in PATH or at its usual place.
@@ -181,12 +148,3 @@ func lookPath(name, usual string) (string, error) {
 	return usual, nil
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}

@@ -14,41 +14,50 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisServer is a private redis-server process a test started on a free
-// loopback port.
-type RedisServer struct {
-	Addr string // 127.0.0.1:port
-	Dir  string // its working directory (logs, files the test wrote)
+// Server is a server process a test started on a free loopback port.
+type Server struct {
+	Port int
+	Addr string // 127.0.0.1:Port
+	Dir  string // its own directory (data, logs, files the test wrote)
+	Log  string // Dir/server.log: where Args should send its log
 }
 
-// StartRedis starts redis-server on a free port of 127.0.0.1 with no
-// persistence and the extra arguments given (an aclfile, TLS ports, ...).
-// ready checks the server answers (nil: a PING without credentials, which
-// only works when the default user may log in). The process is killed when
-// the test ends. It skips the test when redis-server is not installed.
-func StartRedis(t testing.TB, ready func(ctx context.Context, addr string) error, args ...string) *RedisServer {
+// ServerOptions say how to start a server process.
+type ServerOptions struct {
+	// Name is the program (looked up in PATH); the test is skipped when
+	// it is not installed.
+	Name string
+	// Args returns the command line for a port and the server's Server
+	// (Dir and Log set).
+	Args func(s *Server) []string
+	// Ready answers nil once the server serves.
+	Ready func(ctx context.Context, s *Server) error
+	// Wait bounds the wait for Ready at each attempt (default 10s).
+	Wait time.Duration
+}
+
+// StartServer starts a server process on a free port of 127.0.0.1 and
+// waits until it is ready. Another process may take the port between the
+// pick and the bind, so it tries up to three ports; it fails the test with
+// the log's tail after that. The process is killed when the test ends.
+func StartServer(t testing.TB, opt ServerOptions) *Server {
 	t.Helper()
-	server, err := exec.LookPath("redis-server")
+	prog, err := exec.LookPath(opt.Name)
 	if err != nil {
-		t.Skip("redis-server is not installed")
+		t.Skipf("%s is not installed", opt.Name)
 	}
-	if ready == nil {
-		ready = func(ctx context.Context, addr string) error {
-			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-			defer c.Close()
-			return c.Ping(ctx).Err()
-		}
+	if opt.Wait <= 0 {
+		opt.Wait = 10 * time.Second
 	}
-	dir := t.TempDir()
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		port := FreePort(t)
-		argv := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir,
-			"--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "no"}, args...)
-		cmd := exec.Command(server, argv...)
+		dir := t.TempDir()
+		s := &Server{Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir,
+			Log: filepath.Join(dir, "server.log")}
+		cmd := exec.Command(prog, opt.Args(s)...)
 		if err := cmd.Start(); err != nil {
-			t.Fatalf("start redis-server: %v", err)
+			t.Fatalf("start %s: %v", opt.Name, err)
 		}
 		exited := make(chan struct{})
 		go func() { cmd.Wait(); close(exited) }()
@@ -56,31 +65,56 @@ func StartRedis(t testing.TB, ready func(ctx context.Context, addr string) error
 			cmd.Process.Kill()
 			select {
 			case <-exited:
-			case <-time.After(5 * time.Second):
+			case <-time.After(10 * time.Second):
 			}
 		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	wait:
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(opt.Wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			select {
 			case <-exited:
-				lastErr = fmt.Errorf("redis-server exited: %s", tail(filepath.Join(dir, "redis.log")))
+				lastErr = fmt.Errorf("%s exited: %s", opt.Name, tail(s.Log))
 				break wait
 			default:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err := ready(ctx, addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := opt.Ready(ctx, s)
 			cancel()
 			if err == nil {
 				t.Cleanup(stop)
-				return &RedisServer{Addr: addr, Dir: dir}
+				return s
 			}
 			lastErr = err
 		}
 		stop()
 	}
-	t.Fatalf("redis-server did not start: %v", lastErr)
+	t.Fatalf("%s did not start in 3 attempts: %v", opt.Name, lastErr)
 	return nil
+}
+
+// RedisServer is a private redis-server process a test started.
+type RedisServer = Server
+
+// StartRedis starts redis-server on a free port of 127.0.0.1 with no
+// persistence and the extra arguments given (an aclfile, ...). ready
+// checks the server answers (nil: a PING without credentials, which only
+// works when the default user may log in).
+func StartRedis(t testing.TB, ready func(ctx context.Context, addr string) error, args ...string) *Server {
+	t.Helper()
+	if ready == nil {
+		ready = func(ctx context.Context, addr string) error {
+			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+			defer c.Close()
+			return c.Ping(ctx).Err()
+		}
+	}
+	return StartServer(t, ServerOptions{Name: "redis-server",
+		Args: func(s *Server) []string {
+			return append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+				"--save", "", "--appendonly", "no", "--dir", s.Dir,
+				"--logfile", s.Log, "--daemonize", "no"}, args...)
+		},
+		Ready: func(ctx context.Context, s *Server) error { return ready(ctx, s.Addr) },
+	})
 }
 
 // FreePort returns a port of 127.0.0.1 that was free a moment ago.
