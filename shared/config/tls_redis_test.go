@@ -181,4 +181,3 @@ func startTLSRedis(t *testing.T, certs testcert.Files, authClients string, clust
 	})
 	return srv.Addr
 }
-

@@ -147,4 +147,3 @@ func lookPath(name, usual string) (string, error) {
 	}
 	return usual, nil
 }
-
