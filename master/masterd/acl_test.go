@@ -79,7 +79,7 @@ func TestACLCrawl(t *testing.T) {
 			{"KEYS", "*"}, {"SCAN", 0}, {"MODULE", "LOAD", "/tmp/x.so"}, {"SCRIPT", "FLUSH"}, {"FUNCTION", "FLUSH"},
 			{"ACL", "SETUSER", "redcrawl-slave-s3", "~*", "+@all"}, {"SHUTDOWN", "NOSAVE"},
 			{"HSET", keys.Rules, "version", "evil", "blob", "x"}, {"PUBLISH", keys.RulesChannel, "evil"},
-			{"HSET", keys.Control, "paused", 1}, {"HSET", keys.Control, "drain:s1", 1},
+			{"HSET", keys.Control, "paused", 1}, {"HSET", keys.Control, "drain:s1", 1}, {"HSET", keys.Finish, "finished", 1},
 			{"ZADD", keys.SlaveLease("s1"), 0, victim}, {"HDEL", keys.SlaveLeaseData("s1"), victim},
 			{"DEL", keys.SlaveLease("s1")}, {"SET", keys.SlaveBeat("s1"), "0\t{}"}, {"ZREM", keys.Slaves, "s1"},
 			{"XTRIM", keys.Events, "MAXLEN", 0}, {"DEL", keys.Events}, {"DEL", keys.Stats},

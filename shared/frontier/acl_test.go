@@ -150,6 +150,7 @@ func TestACLSlaveLeaseIsolation(t *testing.T) {
 		{"drop s1 from the registry", []any{"ZREM", keys.Slaves, "s1"}},
 		{"delete the registry", []any{"DEL", keys.Slaves}},
 		{"pause the crawl", []any{"HSET", keys.Control, "paused", 1}},
+		{"end the crawl", []any{"HSET", keys.Finish, "finished", 1}},
 		{"drain s1", []any{"HSET", keys.Control, "drain:s1", 1}},
 		{"rewrite the rules", []any{"HSET", keys.Rules, "version", "evil"}},
 		{"publish a rules version", []any{"PUBLISH", keys.RulesChannel, "evil"}},

@@ -12,7 +12,8 @@ import (
 // per-host and per-bucket keys with the suffixes below (luaPrelude), so the
 // formats are defined in this file only.
 //
-//	crawl:{name}:meta          hash   seen_bits, leaseseq, idle_since, finished; dedup
+//	crawl:{name}:finish        hash   idle_since, finished: the finish decision (master only)
+//	crawl:{name}:meta          hash   seen_bits, leaseseq; dedup
 //	                                  (exact or bloom) and with bloom bloom_m, bloom_k,
 //	                                  bloom_seg, all fixed when the crawl is created
 //	crawl:{name}:stats         hash   queued, done, failed, seen, lost, retried, ...
@@ -131,6 +132,9 @@ type Keys struct {
 	// Streams is the set of slave event streams the sink reads (master
 	// only): a retired slave's stream stays in it until drained.
 	Streams string
+	// Finish holds the finish decision's marks (master only: a slave's
+	// user cannot end the crawl).
+	Finish string
 	// LegacyLease and LegacyLeaseData are the crawl-wide lease keys of
 	// versions before per-slave leases: the recoverer still takes back
 	// what they hold, nothing writes them.
@@ -170,6 +174,7 @@ var fixedKeys = []struct {
 	{"K_CONTROL", "control", func(k *Keys) *string { return &k.Control }},
 	{"K_SEEDS", "seeds", func(k *Keys) *string { return &k.Seeds }},
 	{"K_STREAMS", "streams", func(k *Keys) *string { return &k.Streams }},
+	{"K_FINISH", "finish", func(k *Keys) *string { return &k.Finish }},
 	{"K_LEGACY_LEASE", "lease", func(k *Keys) *string { return &k.LegacyLease }},
 	{"K_LEGACY_LEASEDATA", "leasedata", func(k *Keys) *string { return &k.LegacyLeaseData }},
 	{"K_LEGACY_SLAVEINFO", "slaveinfo", func(k *Keys) *string { return &k.LegacySlaveInfo }},
@@ -314,6 +319,9 @@ local function k_sev(s) return P .. %q .. s .. ':ev' end
 -- EV_KEY: the stream this script's events go to, the crawl's (the
 -- master's scripts) or the calling slave's own (check_own sets it)
 local EV_KEY = K_EVENTS
+-- SLAVE: the script runs for a slave (check_own), whose Redis user may not
+-- write the finish marks
+local SLAVE = false
 -- check_own fails the script before it writes anything unless the calling
 -- Redis user may write slave s's own keys: a script that failed half way
 -- would keep its first writes (a task popped from its queue and never
@@ -325,6 +333,7 @@ local function check_own(s)
       ': is its slave.id the one its ACL user was made for (bin/master acl --role slave --slave ID)?')
   end
   EV_KEY = k_sev(s)
+  SLAVE = true
 end
 local TUPLE = %d
 local function k_seen(b) return P .. %q .. b end
@@ -788,7 +797,10 @@ local function finish()
   --[[mark:flush_stats]]
   flush_events()
   --[[mark:flush_events]]
-  if work_added then redis.call('HDEL', K_META, 'idle_since', 'finished') end
+  -- a slave adds work only while it holds a lease, and a crawl with a
+  -- lease is neither idle nor finished: only the master's scripts (seeds,
+  -- requeues, leases taken back) reopen it
+  if work_added and not SLAVE then redis.call('HDEL', K_FINISH, 'idle_since', 'finished') end
   --[[mark:flush_meta]]
   --[[profile:flush]]
 end

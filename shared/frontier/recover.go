@@ -197,7 +197,7 @@ func (f *Redis) retire(ctx context.Context, slave, kind, detail string) (int, er
 var finishScript = redis.NewScript(luaPrelude + `
 local q = tonumber(ARGV[2])
 local now = now_ms()
-if redis.call('HGET', K_META, 'finished') then return 1 end
+if redis.call('HGET', K_FINISH, 'finished') then return 1 end
 local queued = tonumber(redis.call('HGET', K_STATS, 'queued') or '0')
 local rqueued = tonumber(redis.call('HGET', K_STATS, 'rqueued') or '0')
 local leased = redis.call('ZCARD', K_LEGACY_LEASE)
@@ -205,16 +205,16 @@ for _, slave in ipairs(redis.call('ZRANGE', K_SLAVES, 0, -1)) do
   leased = leased + redis.call('ZCARD', k_slease(slave))
 end
 if queued > 0 or rqueued > 0 or leased > 0 or redis.call('ZCARD', K_RETRY) > 0 then
-  redis.call('HDEL', K_META, 'idle_since')
+  redis.call('HDEL', K_FINISH, 'idle_since')
   return 0
 end
-local since = redis.call('HGET', K_META, 'idle_since')
+local since = redis.call('HGET', K_FINISH, 'idle_since')
 if not since then
-  redis.call('HSET', K_META, 'idle_since', now)
+  redis.call('HSET', K_FINISH, 'idle_since', now)
   return 0
 end
 if now - tonumber(since) >= q then
-  redis.call('HSET', K_META, 'finished', now)
+  redis.call('HSET', K_FINISH, 'finished', now)
   return 1
 end
 return 0

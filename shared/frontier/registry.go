@@ -210,7 +210,7 @@ func (f *Redis) Snapshot(ctx context.Context) (Snapshot, error) {
 	st := pipe.HGetAll(ctx, f.keys.Stats)
 	reg := pipe.Eval(ctx, luaPrelude+registrySrc+inFlightSrc, f.allKeys, f.keys.Prefix, f.cfg)
 	retry := pipe.ZCard(ctx, f.keys.Retry)
-	meta := pipe.HGetAll(ctx, f.keys.Meta)
+	finish := pipe.HGetAll(ctx, f.keys.Finish)
 	ready := pipe.ZCard(ctx, f.keys.Ready)
 	control := pipe.HGetAll(ctx, f.keys.Control)
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -247,7 +247,7 @@ func (f *Redis) Snapshot(ctx context.Context) (Snapshot, error) {
 	}
 	s.PausedSince = pausedSince(control.Val()[ctlPaused])
 	s.Paused = !s.PausedSince.IsZero()
-	if fa := get(meta.Val(), "finished"); fa > 0 {
+	if fa := get(finish.Val(), "finished"); fa > 0 {
 		s.Finished, s.FinishedAt = true, fa
 	}
 	snap := Snapshot{Stats: s, Now: tm.Val(), Draining: drainingOf(control.Val())}
