@@ -163,6 +163,11 @@ type Crawl struct {
 	// not seen before) on a cron expression or descriptor (@daily, @every
 	// 6h); "" = never. Rule files may carry their own schedule.
 	Schedule string `mapstructure:"schedule"`
+	// Shards splits the crawl into this many complete frontiers, each
+	// under its own hash tag (crawl:{name:k}:…), so a Redis Cluster spreads
+	// one crawl over its nodes; hosts are assigned to shards by jump
+	// consistent hashing. Fixed when the crawl is created; 1 = one frontier.
+	Shards int `mapstructure:"shards"`
 }
 
 // Politeness binds every slave together towards one site.

@@ -65,6 +65,7 @@ func Default() Config {
 			MaxQueryVariants:  1000,
 			ContentDedup:      true,
 			Schedule:          "",
+			Shards:            1,
 		},
 		Politeness: Politeness{
 			Delay:                time.Second,

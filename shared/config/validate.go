@@ -529,6 +529,9 @@ func (c *Config) validateRest() error {
 	default:
 		return errorf("log.format", "%q must be text or json", c.Log.Format)
 	}
+	if c.Crawl.Shards < 1 || c.Crawl.Shards > 1024 {
+		return errorf("crawl.shards", "%d must be 1 to 1024", c.Crawl.Shards)
+	}
 	if c.Crawl.Schedule != "" {
 		if _, err := rules.ParseSchedule(c.Crawl.Schedule); err != nil {
 			return &Error{Key: "crawl.schedule", Msg: "want a 5-field cron expression or a descriptor (@daily, @every 6h)", Err: err}

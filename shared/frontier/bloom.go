@@ -117,7 +117,7 @@ func (b bloomSize) positions(url string) []uint64 {
 // batches. Only the process that created the crawl does it; a segment it
 // has not created yet is created by the first SETBIT into it, which is as
 // correct, only less tightly allocated.
-func (f *Redis) allocBloom(ctx context.Context) error {
+func (f *shard) allocBloom(ctx context.Context) error {
 	const batch = 1000
 	segs := f.bloom.segments()
 	for s := uint64(0); s < segs; s += batch {

@@ -297,7 +297,7 @@ type ClaimResult struct {
 
 // Claim implements Frontier; it never returns render tasks (see
 // ClaimWaitOpts).
-func (f *Redis) Claim(ctx context.Context, slave string, max int) ([]Lease, error) {
+func (f *shard) Claim(ctx context.Context, slave string, max int) ([]Lease, error) {
 	ls, _, err := f.ClaimWait(ctx, slave, max)
 	return ls, err
 }
@@ -305,14 +305,14 @@ func (f *Redis) Claim(ctx context.Context, slave string, max int) ([]Lease, erro
 // ClaimWait is Claim that also says how long to wait before a host is
 // ready (negative: no host has queued work and a free slot), so idle
 // slaves sleep instead of polling. It never returns render tasks.
-func (f *Redis) ClaimWait(ctx context.Context, slave string, max int) ([]Lease, time.Duration, error) {
+func (f *shard) ClaimWait(ctx context.Context, slave string, max int) ([]Lease, time.Duration, error) {
 	res, err := f.ClaimWaitOpts(ctx, slave, max, ClaimOptions{})
 	return res.Leases, res.Wait, err
 }
 
 // ClaimWaitOpts leases up to max tasks as ClaimWait does, render tasks too
 // when opts.Render, and returns the version of the published rule set.
-func (f *Redis) ClaimWaitOpts(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error) {
+func (f *shard) ClaimWaitOpts(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error) {
 	if max <= 0 {
 		return ClaimResult{}, nil
 	}
@@ -329,7 +329,7 @@ func (f *Redis) ClaimWaitOpts(ctx context.Context, slave string, max int, opts C
 }
 
 // claimResult reads the claim script's result (claimScript).
-func (f *Redis) claimResult(slave string, arr []any) (ClaimResult, error) {
+func (f *shard) claimResult(slave string, arr []any) (ClaimResult, error) {
 	if len(arr) < 2 || len(arr)%6 != 2 {
 		return ClaimResult{}, fmt.Errorf("script returned %d values", len(arr))
 	}
@@ -367,7 +367,7 @@ func (f *Redis) claimResult(slave string, arr []any) (ClaimResult, error) {
 		at, _ := toInt(arr[i+4])
 		dl, _ := toInt(arr[i+5])
 		leases = append(leases, Lease{Task: t, Slave: slave, Token: token,
-			LeasedAt: time.UnixMilli(at), Deadline: time.UnixMilli(dl), Importance: importance})
+			LeasedAt: time.UnixMilli(at), Deadline: time.UnixMilli(dl), Importance: importance, Shard: f.index})
 	}
 	return ClaimResult{Leases: leases, Wait: wait, Busy: busy, RulesVersion: version}, nil
 }

@@ -241,7 +241,7 @@ call_chunked('HDEL', k_sld(slave), ended_list, 1)
 `
 
 // Complete implements Frontier.
-func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]bool, error) {
+func (f *shard) Complete(ctx context.Context, slave string, cs []Completion) ([]bool, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
@@ -263,7 +263,7 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 // completeArgs builds the complete script's ARGV after the prefix (and
 // before cfg) for cs; sent[i] holds the fingerprints of the links
 // completion i sends (link cache only), for acksOf.
-func (f *Redis) completeArgs(slave string, cs []Completion) (args []any, sent [][]uint64, err error) {
+func (f *shard) completeArgs(slave string, cs []Completion) (args []any, sent [][]uint64, err error) {
 	args = make([]any, 0, 8+14*len(cs))
 	args = append(args, slave, f.opt.MaxAttempts, boolArg(f.opt.ScopeBySeeds), seed(), f.opt.Crawl, len(cs))
 	sent = make([][]uint64, len(cs))
@@ -298,7 +298,7 @@ func (f *Redis) completeArgs(slave string, cs []Completion) (args []any, sent []
 // acksOf reads the script's acks (the first len(sent) values: 1 held, 2
 // held but its links not followed, 0 lost) and caches the links of the
 // completions acked with their links followed.
-func (f *Redis) acksOf(arr []any, sent [][]uint64) []bool {
+func (f *shard) acksOf(arr []any, sent [][]uint64) []bool {
 	acked := make([]bool, len(sent))
 	for i := range sent {
 		v, _ := toInt(arr[i])
@@ -338,7 +338,7 @@ end
 // script (completeClaimScript): Complete followed by ClaimWaitOpts, in one
 // round trip. With no completions it is ClaimWaitOpts; with max <= 0,
 // Complete.
-func (f *Redis) CompleteClaim(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
+func (f *shard) CompleteClaim(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
 	if len(cs) == 0 {
 		res, err := f.ClaimWaitOpts(ctx, slave, max, opts)
 		return nil, res, err
@@ -370,7 +370,7 @@ func (f *Redis) CompleteClaim(ctx context.Context, slave string, cs []Completion
 
 // unknownLinks returns the links not in the link cache and their
 // fingerprints (each link hashed once).
-func (f *Redis) unknownLinks(links []Task) ([]Task, []uint64) {
+func (f *shard) unknownLinks(links []Task) ([]Task, []uint64) {
 	out := links[:0:0]
 	fps := make([]uint64, 0, len(links))
 	for _, l := range links {

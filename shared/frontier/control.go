@@ -37,7 +37,7 @@ type Control struct {
 
 // Pause stops every claim of the crawl until Resume. It returns false when
 // the crawl was already paused.
-func (f *Redis) Pause(ctx context.Context) (bool, error) {
+func (f *shard) Pause(ctx context.Context) (bool, error) {
 	now, err := f.Now(ctx)
 	if err != nil {
 		return false, fmt.Errorf("pause: %w", err)
@@ -48,13 +48,13 @@ func (f *Redis) Pause(ctx context.Context) (bool, error) {
 
 // Resume lets claims go on after Pause. It returns false when the crawl
 // was not paused.
-func (f *Redis) Resume(ctx context.Context) (bool, error) {
+func (f *shard) Resume(ctx context.Context) (bool, error) {
 	n, err := f.rdb.HDel(ctx, f.keys.Control, ctlPaused).Result()
 	return n > 0, wrap("resume", err)
 }
 
 // Paused says whether the crawl is paused.
-func (f *Redis) Paused(ctx context.Context) (bool, error) {
+func (f *shard) Paused(ctx context.Context) (bool, error) {
 	n, err := f.rdb.HExists(ctx, f.keys.Control, ctlPaused).Result()
 	return n, wrap("paused", err)
 }
@@ -62,7 +62,7 @@ func (f *Redis) Paused(ctx context.Context) (bool, error) {
 // Drain asks a registered slave to finish its leases and leave; it gets no
 // new lease from now on. It returns false when no such slave is
 // registered.
-func (f *Redis) Drain(ctx context.Context, slave string) (bool, error) {
+func (f *shard) Drain(ctx context.Context, slave string) (bool, error) {
 	res, err := drainScript.Run(ctx, f.rdb, f.allKeys, f.keys.Prefix, slave, f.cfg).Int()
 	return res == 1, wrap("drain", err)
 }
@@ -79,7 +79,7 @@ return 1
 `)
 
 // Draining lists the slaves asked to drain.
-func (f *Redis) Draining(ctx context.Context) (map[string]bool, error) {
+func (f *shard) Draining(ctx context.Context) (map[string]bool, error) {
 	all, err := f.rdb.HGetAll(ctx, f.keys.Control).Result()
 	if err != nil {
 		return nil, wrap("draining", err)
@@ -101,7 +101,7 @@ func drainingOf(control map[string]string) map[string]bool {
 // RetireProxy asks every slave to retire a proxy, named by its redacted
 // URL (as in the proxy events). It returns false when it was already
 // retired.
-func (f *Redis) RetireProxy(ctx context.Context, proxy string) (bool, error) {
+func (f *shard) RetireProxy(ctx context.Context, proxy string) (bool, error) {
 	if proxy == "" {
 		return false, fmt.Errorf("retire proxy: empty proxy")
 	}
@@ -114,7 +114,7 @@ func (f *Redis) RetireProxy(ctx context.Context, proxy string) (bool, error) {
 }
 
 // RetiredProxies lists the proxies retired by an admin.
-func (f *Redis) RetiredProxies(ctx context.Context) ([]string, error) {
+func (f *shard) RetiredProxies(ctx context.Context) ([]string, error) {
 	all, err := f.rdb.HKeys(ctx, f.keys.Control).Result()
 	if err != nil {
 		return nil, wrap("retired proxies", err)
@@ -158,7 +158,7 @@ return n
 // RequeueFailed puts failed tasks (attempts used up) back in their queues
 // with their attempts reset, up to limit (0 or less: all). It returns how
 // many.
-func (f *Redis) RequeueFailed(ctx context.Context, limit int) (int, error) {
+func (f *shard) RequeueFailed(ctx context.Context, limit int) (int, error) {
 	total := 0
 	for limit <= 0 || total < limit {
 		batch := 1000
@@ -179,7 +179,7 @@ func (f *Redis) RequeueFailed(ctx context.Context, limit int) (int, error) {
 }
 
 // RecordSeeds remembers seed URLs for scheduled recrawls (Reseed).
-func (f *Redis) RecordSeeds(ctx context.Context, urls []string) error {
+func (f *shard) RecordSeeds(ctx context.Context, urls []string) error {
 	for len(urls) > 0 {
 		n := min(len(urls), 1000)
 		args := make([]any, n)
@@ -195,7 +195,7 @@ func (f *Redis) RecordSeeds(ctx context.Context, urls []string) error {
 }
 
 // SeedURLs returns the recorded seed URLs, sorted.
-func (f *Redis) SeedURLs(ctx context.Context) ([]string, error) {
+func (f *shard) SeedURLs(ctx context.Context) ([]string, error) {
 	out, err := f.rdb.SMembers(ctx, f.keys.Seeds).Result()
 	if err != nil {
 		return nil, wrap("seed urls", err)
@@ -253,7 +253,7 @@ return added
 // Reseed enqueues tasks again for a recrawl, seen or not, with their
 // hosts' policies first (as SeedWithPolicies); a task whose URL is leased
 // or already queued is skipped. It returns how many were enqueued.
-func (f *Redis) Reseed(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
+func (f *shard) Reseed(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
 	n, err := f.withPolicies(ctx, reseedScript, nil, tasks, policies)
 	return n, wrap("reseed", err)
 }

@@ -35,7 +35,7 @@ return out
 `)
 
 // Extend implements Frontier.
-func (f *Redis) Extend(ctx context.Context, slave string, leases []Lease) ([]bool, error) {
+func (f *shard) Extend(ctx context.Context, slave string, leases []Lease) ([]bool, error) {
 	if len(leases) == 0 {
 		return nil, nil
 	}

@@ -62,6 +62,9 @@ type Lease struct {
 	// importance when it was claimed (X·backlinks + Y·Score, or its cash);
 	// Priority is then 0.
 	Importance float64
+	// Shard is the shard that leased it (its host's: sharded.go); 0 in a
+	// crawl of one shard.
+	Shard int
 }
 
 // Outcome says what became of a leased task.
@@ -182,6 +185,20 @@ type Stats struct {
 	// Paused: an admin paused the crawl (Pause); nothing is claimed.
 	Paused      bool      `json:"paused"`
 	PausedSince time.Time `json:"paused_since,omitzero"`
+	// Shards breaks the queues down by shard (a crawl of several shards
+	// only; the totals above are their sums).
+	Shards []ShardStats `json:"shards,omitempty"`
+}
+
+// ShardStats is one shard's part of Stats.
+type ShardStats struct {
+	Shard    int   `json:"shard"`
+	Queued   int64 `json:"queued"`
+	InFlight int64 `json:"in_flight"`
+	Retry    int64 `json:"retry"`
+	Done     int64 `json:"done"`
+	Seen     int64 `json:"seen"`
+	Hosts    int64 `json:"hosts_ready"`
 }
 
 // SlaveInfo is a registered slave's last heartbeat.

@@ -800,7 +800,12 @@ local function finish()
   -- a slave adds work only while it holds a lease, and a crawl with a
   -- lease is neither idle nor finished: only the master's scripts (seeds,
   -- requeues, leases taken back) reopen it
-  if work_added and not SLAVE then redis.call('HDEL', K_FINISH, 'idle_since', 'finished') end
+  if work_added then
+    if not SLAVE then redis.call('HDEL', K_FINISH, 'idle_since', 'finished') end
+    -- the work counter a sharded crawl's finish decision compares
+    -- (CheckFinished in sharded.go)
+    redis.call('HINCRBY', K_META, 'workseq', 1)
+  end
   --[[mark:flush_meta]]
   --[[profile:flush]]
 end

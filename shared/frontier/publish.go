@@ -19,7 +19,7 @@ var _ Publisher = (*Redis)(nil)
 // Publish implements Publisher: the events are appended to the stream in
 // one pipelined round trip, in order: a slave's own stream
 // (Options.Slave), else the crawl's.
-func (f *Redis) Publish(ctx context.Context, evs []Event) error {
+func (f *shard) Publish(ctx context.Context, evs []Event) error {
 	if len(evs) == 0 {
 		return nil
 	}

@@ -84,11 +84,11 @@ return n
 //
 // KEYS: the meta key (Keys.all).
 // ARGV: prefix, max_attempts, crawl, slave, kind (death, leave or gone), detail,
-// cfg.
+// record (1: record the death or leave here), cfg.
 // Returns: the number of leases taken back.
 var retireScript = redis.NewScript(luaPrelude + luaLose + `
 local max_attempts, crawl = tonumber(ARGV[2]), ARGV[3]
-local slave, kind, detail = ARGV[4], ARGV[5], ARGV[6]
+local slave, kind, detail, record = ARGV[4], ARGV[5], ARGV[6], ARGV[7] == '1'
 local now = now_ms()
 local reason = 'slave_dead'
 if kind == 'leave' then reason = 'slave_left' end
@@ -119,7 +119,7 @@ if kind == 'gone' then
 end
 redis.call('HDEL', K_LEGACY_SLAVEINFO, slave)
 redis.call('HDEL', K_CONTROL, 'drain:' .. slave)
-if removed == 1 or n > 0 then
+if record and (removed == 1 or n > 0) then
   if n > 0 then detail = detail .. '; ' .. n .. ' leases taken back' end
   emit('slave', cjson.encode({crawl = crawl, slave = slave, kind = kind, host = host, at = now, detail = detail}))
 end
@@ -134,11 +134,12 @@ return n
 // drops the slave from the registry (RetireGone).
 //
 // KEYS: the meta key (Keys.all).
-// ARGV: prefix, max_attempts, crawl, slave, detail, cfg.
+// ARGV: prefix, max_attempts, crawl, slave, detail, record (1: record the
+// leave here; shard 0 of a sharded crawl), cfg.
 // Returns: the number of leases given back.
 var leaveScript = redis.NewScript(luaPrelude + luaLose + `
 local max_attempts, crawl = tonumber(ARGV[2]), ARGV[3]
-local slave, detail = ARGV[4], ARGV[5]
+local slave, detail, record = ARGV[4], ARGV[5], ARGV[6] == '1'
 local own_err = check_own(slave)
 if own_err then return own_err end
 local now = now_ms()
@@ -151,13 +152,15 @@ if beat then
 end
 redis.call('DEL', k_sbeat(slave), k_sld(slave))
 if n > 0 then detail = detail .. '; ' .. n .. ' leases taken back' end
-emit('slave', cjson.encode({crawl = crawl, slave = slave, kind = 'leave', host = host, at = now, detail = detail}))
+if record then
+  emit('slave', cjson.encode({crawl = crawl, slave = slave, kind = 'leave', host = host, at = now, detail = detail}))
+end
 finish()
 return n
 `)
 
 // RecoverExpired implements Supervisor.
-func (f *Redis) RecoverExpired(ctx context.Context, limit int) (int, error) {
+func (f *shard) RecoverExpired(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
@@ -170,12 +173,15 @@ func (f *Redis) RecoverExpired(ctx context.Context, limit int) (int, error) {
 }
 
 // RecoverSlave implements Supervisor.
-func (f *Redis) RecoverSlave(ctx context.Context, slave string) (int, error) {
-	return f.retire(ctx, slave, "death", "heartbeats missed")
+func (f *shard) RecoverSlave(ctx context.Context, slave string) (int, error) {
+	return f.retire(ctx, slave, "death", "heartbeats missed", true)
 }
 
-func (f *Redis) retire(ctx context.Context, slave, kind, detail string) (int, error) {
-	res, err := f.run(ctx, retireScript, f.opt.MaxAttempts, f.opt.Crawl, slave, kind, detail)
+// retire runs retireScript; record says whether this shard records the
+// slave's death or leave (shard 0 of a sharded crawl; the others record
+// only the leases they take back).
+func (f *shard) retire(ctx context.Context, slave, kind, detail string, record bool) (int, error) {
+	res, err := f.run(ctx, retireScript, f.opt.MaxAttempts, f.opt.Crawl, slave, kind, detail, boolArg(record))
 	if err != nil {
 		return 0, wrap("retire slave "+slave, err)
 	}
@@ -221,7 +227,7 @@ return 0
 `)
 
 // CheckFinished implements Supervisor.
-func (f *Redis) CheckFinished(ctx context.Context, quiescence time.Duration) (bool, error) {
+func (f *shard) CheckFinished(ctx context.Context, quiescence time.Duration) (bool, error) {
 	res, err := f.run(ctx, finishScript, ms(quiescence))
 	if err != nil {
 		return false, wrap("check finished", err)

@@ -23,6 +23,10 @@ import (
 // same values; they come from the shared config file.
 type Options struct {
 	Crawl string
+	// Shards is the number of shards of a crawl (0 or 1: one). It is fixed
+	// when the crawl is created: NewRedis fails on a crawl created with
+	// another count (sharded.go).
+	Shards int
 	// Slave is the slave this frontier acts for, "" for a master: a
 	// slave's Publish goes to its own event stream (Keys.SlaveEvents),
 	// the only stream its Redis user may write.
@@ -124,6 +128,7 @@ const (
 func OptionsFromConfig(c *config.Config) Options {
 	return Options{
 		Crawl:           c.Crawl.Name,
+		Shards:          c.Crawl.Shards,
 		Delay:           c.Politeness.Delay,
 		Jitter:          c.Politeness.Jitter,
 		HostConcurrency: c.Politeness.HostConcurrency,
@@ -157,9 +162,9 @@ func taxFromConfig(t float64) float64 {
 	return t
 }
 
-// Redis is the Redis implementation of Frontier, Seeder, Supervisor and
-// Registry.
-type Redis struct {
+// shard is one complete frontier under one hash tag: the whole crawl when
+// it has one shard, else the hosts that hash to it (Redis, sharded.go).
+type shard struct {
 	rdb      redis.UniversalClient
 	opt      Options
 	keys     Keys
@@ -172,6 +177,10 @@ type Redis struct {
 	// instrumented copies: ProfileScripts in export_test.go); nil in
 	// production
 	scripts map[*redis.Script]*redis.Script
+	// index is the shard's number, tag what its event ids carry ("" for
+	// shard 0, "~k" for shard k of a sharded crawl: stream.go)
+	index int
+	tag   string
 }
 
 var (
@@ -197,11 +206,10 @@ func bucketBits(expected int64) uint {
 	return min(max(b, 8), 24)
 }
 
-// NewRedis opens a crawl's frontier. The crawl's bucket layout is fixed the
-// first time any process opens it; later processes read it from Redis.
-func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Redis, error) {
+// normalize fills opt's defaults and checks its values.
+func normalize(opt Options) (Options, bloomSize, error) {
 	if opt.Crawl == "" {
-		return nil, errors.New("new frontier: empty crawl name")
+		return opt, bloomSize{}, errors.New("new frontier: empty crawl name")
 	}
 	if opt.HostConcurrency < 1 {
 		opt.HostConcurrency = 1
@@ -221,7 +229,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	switch opt.Strategy {
 	case StrategyBFS, StrategyDFS, StrategyPriority, StrategyAOPIC:
 	default:
-		return nil, fmt.Errorf("new frontier: unknown strategy %q", opt.Strategy)
+		return opt, bloomSize{}, fmt.Errorf("new frontier: unknown strategy %q", opt.Strategy)
 	}
 	if opt.JitterDist == "" {
 		opt.JitterDist = JitterUniform
@@ -229,7 +237,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	switch opt.JitterDist {
 	case JitterUniform, JitterExponential, JitterNone:
 	default:
-		return nil, fmt.Errorf("new frontier: unknown jitter distribution %q", opt.JitterDist)
+		return opt, bloomSize{}, fmt.Errorf("new frontier: unknown jitter distribution %q", opt.JitterDist)
 	}
 	if opt.PriorityX == 0 && opt.PriorityY == 0 {
 		opt.PriorityX, opt.PriorityY = 1, 1
@@ -240,7 +248,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	case opt.AOPICTax < 0:
 		opt.AOPICTax = 0
 	case opt.AOPICTax >= 1:
-		return nil, fmt.Errorf("new frontier: aopic tax %v must be below 1", opt.AOPICTax)
+		return opt, bloomSize{}, fmt.Errorf("new frontier: aopic tax %v must be below 1", opt.AOPICTax)
 	}
 	if opt.AOPICLambdaMin <= 0 {
 		opt.AOPICLambdaMin = 0.5
@@ -259,17 +267,22 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 			opt.FalsePositiveRate = 1e-6
 		}
 		if !(opt.FalsePositiveRate > 0 && opt.FalsePositiveRate < 0.5) {
-			return nil, fmt.Errorf("new frontier: false positive rate %v must be in (0, 0.5)", opt.FalsePositiveRate)
+			return opt, bloomSize{}, fmt.Errorf("new frontier: false positive rate %v must be in (0, 0.5)", opt.FalsePositiveRate)
 		}
 		var err error
 		if want, err = newBloomSize(opt.ExpectedURLs, opt.FalsePositiveRate); err != nil {
-			return nil, fmt.Errorf("new frontier: %w", err)
+			return opt, bloomSize{}, fmt.Errorf("new frontier: %w", err)
 		}
 	default:
-		return nil, fmt.Errorf("new frontier: unknown dedup mode %q", opt.DedupMode)
+		return opt, bloomSize{}, fmt.Errorf("new frontier: unknown dedup mode %q", opt.DedupMode)
 	}
-	keys := NewKeys(opt.Crawl)
-	f := &Redis{rdb: rdb, opt: opt, keys: keys, allKeys: keys.all()}
+	return opt, want, nil
+}
+
+// newShard opens one shard of a crawl under keys; opt is normalized, and
+// want is the Bloom filter's size for a new crawl (bloom mode).
+func newShard(ctx context.Context, rdb redis.UniversalClient, opt Options, keys Keys, want bloomSize) (*shard, error) {
+	f := &shard{rdb: rdb, opt: opt, keys: keys, allKeys: keys.all()}
 	if opt.Strategy == "" || opt.Strategy == StrategyBFS || opt.Strategy == StrategyDFS {
 		f.links = newLinkCache(opt.LinkCache)
 	}
@@ -344,15 +357,15 @@ return r
 `)
 
 // pq reports whether the strategy keeps importance-ordered queues.
-func (f *Redis) pq() bool {
+func (f *shard) pq() bool {
 	return f.opt.Strategy == StrategyPriority || f.opt.Strategy == StrategyAOPIC
 }
 
 // Keys returns the crawl's keys.
-func (f *Redis) Keys() Keys { return f.keys }
+func (f *shard) Keys() Keys { return f.keys }
 
 // Client returns the Redis client.
-func (f *Redis) Client() redis.UniversalClient { return f.rdb }
+func (f *shard) Client() redis.UniversalClient { return f.rdb }
 
 // Fingerprint is the 64-bit fingerprint of a canonical URL: the first 8
 // bytes of its SHA-256. It is stored in Redis, so it never changes.
@@ -361,12 +374,12 @@ func Fingerprint(canonical string) uint64 { return urlx.Fingerprint(canonical) }
 // seenSlot returns the bucket and field of a URL: the top bits pick the
 // bucket and the remaining bits, packed big-endian, are the field. Bucket
 // and field together keep all 64 bits.
-func (f *Redis) seenSlot(url string) (string, string) {
+func (f *shard) seenSlot(url string) (string, string) {
 	return f.slot(Fingerprint(url))
 }
 
 // slot splits a 64-bit fingerprint into bucket and field.
-func (f *Redis) slot(fp uint64) (string, string) {
+func (f *shard) slot(fp uint64) (string, string) {
 	b := f.seenBits
 	bucket := fp >> (64 - b)
 	rest := fp << b >> b // low 64-b bits
@@ -392,13 +405,13 @@ func encodeTask(t Task) string {
 // of the URL's Bloom positions (bloom.go).
 const tupleLen = 7
 
-func (f *Redis) appendTuples(args []any, ts []Task) []any {
+func (f *shard) appendTuples(args []any, ts []Task) []any {
 	return f.appendTuplesFP(args, ts, nil)
 }
 
 // appendTuplesFP is appendTuples with the tasks' fingerprints already
 // computed (fps[i] for ts[i]; nil: computed here).
-func (f *Redis) appendTuplesFP(args []any, ts []Task, fps []uint64) []any {
+func (f *shard) appendTuplesFP(args []any, ts []Task, fps []uint64) []any {
 	for i, t := range ts {
 		var b, fld string
 		switch {
@@ -424,7 +437,7 @@ func (f *Redis) appendTuplesFP(args []any, ts []Task, fps []uint64) []any {
 // and dfs (-Depth), the pq score -importance with priority (X·1 + Y·Score:
 // found once) and aopic (cash 1, a seed's; a link's cash is set by the
 // complete script).
-func (f *Redis) prio(t Task) string {
+func (f *shard) prio(t Task) string {
 	switch f.opt.Strategy {
 	case StrategyDFS:
 		return strconv.Itoa(-t.Depth)
@@ -441,7 +454,7 @@ func ms(d time.Duration) int64 { return d.Milliseconds() }
 func seed() int64 { return rand.Int64N(math.MaxInt32) }
 
 // run executes a script with the crawl's fixed keys.
-func (f *Redis) run(ctx context.Context, s *redis.Script, args ...any) (any, error) {
+func (f *shard) run(ctx context.Context, s *redis.Script, args ...any) (any, error) {
 	if r := f.scripts[s]; r != nil {
 		s = r
 	}

@@ -41,9 +41,16 @@ func uniqueCrawl(t testing.TB, rdb *redis.Client, name string) string {
 	return crawl
 }
 
-func TestRedisFrontier(t *testing.T) {
+func TestRedisFrontier(t *testing.T) { testRedisFrontier(t, 1) }
+
+// TestRedisFrontierSharded runs the shared suite on crawls of 4 shards on
+// one Redis: every behaviour holds whatever shard a host lands on.
+func TestRedisFrontierSharded(t *testing.T) { testRedisFrontier(t, 4) }
+
+func testRedisFrontier(t *testing.T, shards int) {
 	rdb := testRedis(t)
 	frontiertest.Run(t, func(t *testing.T, opt frontier.Options) (frontiertest.Backend, func() []events.Envelope) {
+		opt.Shards = shards
 		opt.Crawl = uniqueCrawl(t, rdb, opt.Crawl)
 		f, err := frontier.NewRedis(context.Background(), rdb, opt)
 		if err != nil {

@@ -46,14 +46,14 @@ return out
 `)
 
 // Heartbeat implements Registry.
-func (f *Redis) Heartbeat(ctx context.Context, hb events.Heartbeat) error {
+func (f *shard) Heartbeat(ctx context.Context, hb events.Heartbeat) error {
 	_, err := f.HeartbeatControl(ctx, hb)
 	return err
 }
 
 // HeartbeatControl is Heartbeat that also returns the admin's requests to
 // this slave (drain, retired proxies) at no extra round trip.
-func (f *Redis) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Control, error) {
+func (f *shard) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Control, error) {
 	hb.Crawl = f.opt.Crawl
 	b, err := json.Marshal(hb)
 	if err != nil {
@@ -74,8 +74,12 @@ func (f *Redis) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Cont
 // holds and records its leave (leaveScript, which a slave's restricted
 // Redis user may run); the master's monitor then drops it from the
 // registry.
-func (f *Redis) Leave(ctx context.Context, slave, detail string) error {
-	_, err := f.run(ctx, leaveScript, f.opt.MaxAttempts, f.opt.Crawl, slave, detail)
+func (f *shard) Leave(ctx context.Context, slave, detail string) error {
+	return f.leave(ctx, slave, detail, true)
+}
+
+func (f *shard) leave(ctx context.Context, slave, detail string, record bool) error {
+	_, err := f.run(ctx, leaveScript, f.opt.MaxAttempts, f.opt.Crawl, slave, detail, boolArg(record))
 	return wrap("leave", err)
 }
 
@@ -83,8 +87,8 @@ func (f *Redis) Leave(ctx context.Context, slave, detail string) error {
 // (it left, or the master retired it): silently when it holds no lease,
 // else as a death (its leases are taken back). The monitor calls it for
 // slaves Registered reports Gone.
-func (f *Redis) RetireGone(ctx context.Context, slave string) (int, error) {
-	return f.retire(ctx, slave, "gone", "heartbeats missed")
+func (f *shard) RetireGone(ctx context.Context, slave string) (int, error) {
+	return f.retire(ctx, slave, "gone", "heartbeats missed", true)
 }
 
 // registrySrc lists the registry with each slave's heartbeat.
@@ -107,7 +111,7 @@ var registryScript = redis.NewScript(luaPrelude + registrySrc + "return out\n")
 
 // Slaves implements Registry: the registered slaves that have a heartbeat
 // (not those that left).
-func (f *Redis) Slaves(ctx context.Context) ([]SlaveInfo, error) {
+func (f *shard) Slaves(ctx context.Context) ([]SlaveInfo, error) {
 	all, err := f.Registered(ctx)
 	if err != nil {
 		return nil, err
@@ -123,7 +127,7 @@ func (f *Redis) Slaves(ctx context.Context) ([]SlaveInfo, error) {
 
 // Registered lists every slave in the registry, those that left or were
 // retired (Gone: no heartbeat key) too; the monitor walks it.
-func (f *Redis) Registered(ctx context.Context) ([]SlaveInfo, error) {
+func (f *shard) Registered(ctx context.Context) ([]SlaveInfo, error) {
 	res, err := f.run(ctx, registryScript)
 	if err != nil {
 		return nil, wrap("list slaves", err)
@@ -182,7 +186,7 @@ return out
 
 // Now returns Redis's clock, the one every lease and heartbeat is stamped
 // with.
-func (f *Redis) Now(ctx context.Context) (time.Time, error) {
+func (f *shard) Now(ctx context.Context) (time.Time, error) {
 	t, err := f.rdb.Time(ctx).Result()
 	return t, wrap("redis time", err)
 }
@@ -197,14 +201,14 @@ type Snapshot struct {
 }
 
 // Stats implements Supervisor.
-func (f *Redis) Stats(ctx context.Context) (Stats, error) {
+func (f *shard) Stats(ctx context.Context) (Stats, error) {
 	s, err := f.Snapshot(ctx)
 	return s.Stats, err
 }
 
 // Snapshot reads the crawl's counters, clock, slaves and admin state in
 // one round trip (the dashboard's overview).
-func (f *Redis) Snapshot(ctx context.Context) (Snapshot, error) {
+func (f *shard) Snapshot(ctx context.Context) (Snapshot, error) {
 	pipe := f.rdb.Pipeline()
 	tm := pipe.Time(ctx)
 	st := pipe.HGetAll(ctx, f.keys.Stats)
@@ -269,4 +273,11 @@ func (f *Redis) Snapshot(ctx context.Context) (Snapshot, error) {
 		}
 	}
 	return snap, nil
+}
+
+// counters is Stats of this shard alone (a sharded crawl's Snapshot adds
+// them up).
+func (f *shard) counters(ctx context.Context) (Stats, error) {
+	s, err := f.Snapshot(ctx)
+	return s.Stats, err
 }

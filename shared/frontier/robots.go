@@ -29,7 +29,7 @@ const maxRobotsBody = 500 << 10
 
 // GetRobots returns the stored robots.txt of a host, if any and not
 // expired. It reads the record and its remaining TTL in one round trip.
-func (f *Redis) GetRobots(ctx context.Context, host string) (RobotsRecord, bool, error) {
+func (f *shard) GetRobots(ctx context.Context, host string) (RobotsRecord, bool, error) {
 	key := f.keys.RobotsHost(host)
 	pipe := f.rdb.Pipeline()
 	get := pipe.Get(ctx, key)
@@ -59,7 +59,7 @@ func (f *Redis) GetRobots(ctx context.Context, host string) (RobotsRecord, bool,
 
 // PutRobots stores a host's robots.txt (the body is capped at 500 KiB) for
 // r.TTL, or Options.RobotsTTL when r.TTL is not positive.
-func (f *Redis) PutRobots(ctx context.Context, host string, r RobotsRecord) error {
+func (f *shard) PutRobots(ctx context.Context, host string, r RobotsRecord) error {
 	ttl := r.TTL
 	if ttl <= 0 {
 		ttl = f.opt.RobotsTTL
@@ -74,7 +74,7 @@ func (f *Redis) PutRobots(ctx context.Context, host string, r RobotsRecord) erro
 
 // PutRobotsTTL stores a host's robots.txt for ttl (Options.RobotsTTL when
 // not positive).
-func (f *Redis) PutRobotsTTL(ctx context.Context, host string, r RobotsRecord, ttl time.Duration) error {
+func (f *shard) PutRobotsTTL(ctx context.Context, host string, r RobotsRecord, ttl time.Duration) error {
 	r.TTL = ttl
 	return f.PutRobots(ctx, host, r)
 }

@@ -15,12 +15,12 @@ import (
 
 // RulesChannel returns the pub/sub channel the rules' versions are
 // published on (not a key; it carries the crawl's hash tag).
-func (f *Redis) RulesChannel() string { return f.keys.RulesChannel }
+func (f *shard) RulesChannel() string { return f.keys.RulesChannel }
 
 // PutRules stores a rule set under a version, replacing the previous one,
 // and publishes the version, in one MULTI/EXEC round trip. The version must
 // not be empty ("" means no rules); the frontier does not look into blob.
-func (f *Redis) PutRules(ctx context.Context, version string, blob []byte) error {
+func (f *shard) PutRules(ctx context.Context, version string, blob []byte) error {
 	if version == "" {
 		return errors.New("put rules: empty version")
 	}
@@ -32,7 +32,7 @@ func (f *Redis) PutRules(ctx context.Context, version string, blob []byte) error
 }
 
 // GetRules returns the stored rule set; ok is false when none was put.
-func (f *Redis) GetRules(ctx context.Context) (version string, blob []byte, ok bool, err error) {
+func (f *shard) GetRules(ctx context.Context) (version string, blob []byte, ok bool, err error) {
 	vals, err := f.rdb.HMGet(ctx, f.keys.Rules, "version", "blob").Result()
 	if err != nil {
 		return "", nil, false, wrap("get rules", err)
@@ -53,7 +53,7 @@ func (f *Redis) GetRules(ctx context.Context) (version string, blob []byte, ok b
 // claim's RulesVersion is the check that never misses. The channel is
 // buffered; a version that finds it full replaces nothing and is dropped,
 // as the next claim reports it anyway.
-func (f *Redis) SubscribeRules(ctx context.Context) (versions <-chan string, stop func(), err error) {
+func (f *shard) SubscribeRules(ctx context.Context) (versions <-chan string, stop func(), err error) {
 	ps := f.rdb.Subscribe(ctx, f.keys.RulesChannel)
 	if _, err := ps.Receive(ctx); err != nil {
 		ps.Close()

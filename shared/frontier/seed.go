@@ -41,7 +41,7 @@ return added
 const seedBatch = 1000
 
 // Seed implements Seeder.
-func (f *Redis) Seed(ctx context.Context, tasks []Task) (int, error) {
+func (f *shard) Seed(ctx context.Context, tasks []Task) (int, error) {
 	return f.SeedWithPolicies(ctx, tasks, nil)
 }
 
@@ -49,7 +49,7 @@ func (f *Redis) Seed(ctx context.Context, tasks []Task) (int, error) {
 // (keyed by Task.Host, as Completion.Policies), so that the seeds are
 // claimed under them. Policies go out before any task: a task is never
 // queued before the policy of its host.
-func (f *Redis) SeedWithPolicies(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
+func (f *shard) SeedWithPolicies(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
 	n, err := f.withPolicies(ctx, seedScript, []any{boolArg(f.opt.ScopeBySeeds)}, tasks, policies)
 	return n, wrap("seed", err)
 }
@@ -58,7 +58,7 @@ func (f *Redis) SeedWithPolicies(ctx context.Context, tasks []Task, policies map
 // batches: ARGV are the prefix, head, n, np, np policies, n tuples, cfg.
 // Policies go out before any task: a task is never queued before the
 // policy of its host. It returns the sum of the script's counts.
-func (f *Redis) withPolicies(ctx context.Context, script *redis.Script, head []any, tasks []Task, policies map[string]HostPolicy) (int, error) {
+func (f *shard) withPolicies(ctx context.Context, script *redis.Script, head []any, tasks []Task, policies map[string]HostPolicy) (int, error) {
 	hosts := make([]string, 0, len(policies))
 	for h := range policies {
 		hosts = append(hosts, h)

@@ -2,6 +2,7 @@ package frontier
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"math"
 	"sort"
@@ -29,6 +30,11 @@ type Stream struct {
 
 	mu    sync.Mutex
 	known map[string]bool // stream keys with the group created
+
+	// tag marks the event ids of a shard k>0 of a sharded crawl ("~k");
+	// parts, when set, are a sharded crawl's shards' streams, read in turn
+	tag   string
+	parts []*Stream
 }
 
 // Entry is one event read from the stream.
@@ -66,9 +72,32 @@ func eventID(id string, i int) string {
 	return ms + "-" + strconv.FormatUint(n*eventIDScale+uint64(i), 10)
 }
 
-// Stream returns the crawl's event streams for a consumer group.
+// Stream returns the shard's event streams for a consumer group.
+func (f *shard) Stream(group string) *Stream {
+	return &Stream{rdb: f.rdb, keys: f.keys, group: group, known: map[string]bool{}, tag: f.tag}
+}
+
+// Stream returns the crawl's event streams for a consumer group: every
+// shard's. Event ids of shard k>0 carry "~k" before the "/" (a slave's
+// stream: "<slave>~k/"), so no two shards' ids meet in MySQL.
 func (f *Redis) Stream(group string) *Stream {
-	return &Stream{rdb: f.rdb, keys: f.keys, group: group, known: map[string]bool{}}
+	return f.StreamOf(group, nil)
+}
+
+// StreamOf is Stream over the shards given (nil: all), the ones a master
+// owns.
+func (f *Redis) StreamOf(group string, shards []int) *Stream {
+	if len(f.shards) == 1 {
+		return f.shard.Stream(group)
+	}
+	if shards == nil {
+		shards = f.all()
+	}
+	st := &Stream{group: group}
+	for _, k := range shards {
+		st.parts = append(st.parts, f.shards[k].Stream(group))
+	}
+	return st
 }
 
 // EnsureGroup creates the consumer group (and the stream) if missing on
@@ -76,6 +105,14 @@ func (f *Redis) Stream(group string) *Stream {
 // beginning so that events written before the master first ran are not
 // lost.
 func (s *Stream) EnsureGroup(ctx context.Context) error {
+	for _, p := range s.parts {
+		if err := p.EnsureGroup(ctx); err != nil {
+			return err
+		}
+	}
+	if s.parts != nil {
+		return nil
+	}
 	_, err := s.streams(ctx, true)
 	return err
 }
@@ -192,6 +229,9 @@ func (s *Stream) slaveOf(k string) (string, bool) {
 // it returns entries delivered before but never acknowledged (after a
 // crash) without waiting; otherwise it waits up to block for new ones.
 func (s *Stream) Read(ctx context.Context, consumer string, count int, block time.Duration, pending bool) ([]Entry, error) {
+	if s.parts != nil {
+		return s.readParts(ctx, consumer, count, block, pending)
+	}
 	id := ">"
 	if pending {
 		id, block = "0", -1
@@ -222,10 +262,34 @@ func (s *Stream) Read(ctx context.Context, consumer string, count int, block tim
 	for _, st := range res {
 		tag := ""
 		if sl, ok := s.slaveOf(st.Stream); ok {
-			tag = sl + "/"
+			tag = sl + s.tag + "/"
+		} else if s.tag != "" {
+			tag = s.tag + "/"
 		}
 		for _, m := range st.Messages {
 			out = appendEntries(out, tag, m.ID, m.Values)
+		}
+	}
+	return out, nil
+}
+
+// readParts reads every shard's streams without waiting, then, when none
+// had anything and block > 0, waits a little (the sink reads again).
+func (s *Stream) readParts(ctx context.Context, consumer string, count int, block time.Duration, pending bool) ([]Entry, error) {
+	var out []Entry
+	for _, p := range s.parts {
+		es, err := p.Read(ctx, consumer, count, -1, pending)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, es...)
+	}
+	if len(out) == 0 && block > 0 && !pending {
+		t := time.NewTimer(min(block, 100*time.Millisecond))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
 		}
 	}
 	return out, nil
@@ -264,12 +328,19 @@ func (s *Stream) Ack(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	if s.parts != nil {
+		return s.ackParts(ctx, ids)
+	}
 	byKey := map[string][]string{}
 	var order []string
 	for _, id := range ids {
 		key := s.keys.Events
-		if sl, raw, ok := strings.Cut(id, "/"); ok {
-			key, id = s.keys.SlaveEvents(sl), raw
+		if tag, raw, ok := strings.Cut(id, "/"); ok {
+			// slave~k/ or ~k/: the shard tag was for ackParts
+			if sl, _, _ := strings.Cut(tag, "~"); sl != "" {
+				key = s.keys.SlaveEvents(sl)
+			}
+			id = raw
 		}
 		if _, ok := byKey[key]; !ok {
 			order = append(order, key)
@@ -285,14 +356,52 @@ func (s *Stream) Ack(ctx context.Context, ids ...string) error {
 	return wrap("ack events", err)
 }
 
+// ackParts routes ids to their shards by the "~k" of their tags (none:
+// shard 0).
+func (s *Stream) ackParts(ctx context.Context, ids []string) error {
+	byPart := map[string][]string{}
+	for _, id := range ids {
+		tag, _, _ := strings.Cut(id, "/")
+		shardTag := ""
+		if i := strings.IndexByte(tag, '~'); i >= 0 && strings.Contains(id, "/") {
+			shardTag = tag[i:]
+		}
+		byPart[shardTag] = append(byPart[shardTag], id)
+	}
+	for _, p := range s.parts {
+		if err := p.Ack(ctx, byPart[p.tag]...); err != nil {
+			return err
+		}
+		delete(byPart, p.tag)
+	}
+	for t := range byPart {
+		return fmt.Errorf("ack events: no stream of shard %q here", t)
+	}
+	return nil
+}
+
 // Append adds an event to the crawl's stream.
 func (s *Stream) Append(ctx context.Context, e Event) error {
+	if s.parts != nil {
+		return s.parts[0].Append(ctx, e)
+	}
 	err := s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: s.keys.Events, Values: []any{events.FieldType, string(e.Type), events.FieldData, e.Data}}).Err()
 	return wrap("append event", err)
 }
 
 // Len returns the number of entries not yet deleted, over every stream.
 func (s *Stream) Len(ctx context.Context) (int64, error) {
+	if s.parts != nil {
+		var n int64
+		for _, p := range s.parts {
+			l, err := p.Len(ctx)
+			if err != nil {
+				return n, err
+			}
+			n += l
+		}
+		return n, nil
+	}
 	keys, err := s.streams(ctx, false)
 	if err != nil {
 		return 0, wrap("event stream length", err)
