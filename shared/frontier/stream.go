@@ -2,8 +2,8 @@ package frontier
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
