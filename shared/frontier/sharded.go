@@ -185,7 +185,11 @@ func hashString(s string) uint64 {
 func (f *Redis) NumShards() int { return len(f.shards) }
 
 // ShardOf returns the shard of a host (Task.Host).
-func (f *Redis) ShardOf(host string) int { return JumpHash(hashString(host), len(f.shards)) }
+func (f *Redis) ShardOf(host string) int { return ShardOfHost(host, len(f.shards)) }
+
+// ShardOfHost returns the shard of a host (Task.Host) in a crawl of n
+// shards.
+func ShardOfHost(host string, n int) int { return JumpHash(hashString(host), n) }
 
 // ShardKeysOf returns the keys of shard k.
 func (f *Redis) ShardKeysOf(k int) Keys { return f.shards[k].keys }

@@ -117,8 +117,18 @@ func validEventID(id string) bool {
 	return ok && digits(ms) && digits(seq) && len(ms) <= 20 && len(seq) <= 20
 }
 
-// validTag: a slave id, 1 to 64 of A-Z a-z 0-9 _ . -
+// validTag: a slave id, 1 to 64 of A-Z a-z 0-9 _ . -, then, for shard k>0
+// of a sharded crawl, ~k; or ~k alone (the crawl stream of shard k)
 func validTag(s string) bool {
+	if id, shard, ok := strings.Cut(s, "~"); ok {
+		if shard == "" || len(shard) > 4 || !digits(shard) {
+			return false
+		}
+		if id == "" {
+			return true
+		}
+		s = id
+	}
 	if s == "" || len(s) > 64 {
 		return false
 	}
