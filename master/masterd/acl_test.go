@@ -2,6 +2,7 @@ package masterd_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -21,8 +22,15 @@ import (
 // completes with every page recorded, and the only ACL refusals Redis
 // logged are the ones the test provoked.
 func TestACLCrawl(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) { testACLCrawl(t, shards) })
+	}
+}
+
+func testACLCrawl(t *testing.T, shards int) {
 	site := startSite(t, 0)
 	cfg := clusterConfig(t)
+	cfg.Crawl.Shards = shards
 	srv := frontiertest.StartACLRedis(t, cfg.Crawl.Name, "s1", "s2", "s3")
 	cfg.Redis.URL = srv.URL(frontier.RoleMaster, "")
 	seed(t, cfg, site)
@@ -42,6 +50,7 @@ func TestACLCrawl(t *testing.T) {
 	// everything it must not touch
 	ctx := context.Background()
 	keys := frontier.NewKeys(cfg.Crawl.Name)
+	k1 := frontier.ShardKeys(cfg.Crawl.Name, 1)
 	evil := srv.Client(t, frontier.RoleSlave, "s3")
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -85,6 +94,9 @@ func TestACLCrawl(t *testing.T) {
 			{"XTRIM", keys.Events, "MAXLEN", 0}, {"DEL", keys.Events}, {"DEL", keys.Stats},
 			{"HSET", "crawl:{other}:meta", "x", 1}, {"GET", "crawl:{other}:robots:x"},
 			{"EVAL", "return redis.call('DEL', ARGV[1])", 1, keys.Meta, keys.SlaveLeaseData("s1")},
+			// another shard's keys (the same in a crawl of one shard: no such keys, still refused)
+			{"ZADD", k1.SlaveLease("s1"), 0, victim}, {"HSET", k1.Control, "paused", 1},
+			{"HSET", k1.Finish, "finished", 1}, {"XTRIM", k1.Events, "MAXLEN", 0}, {"XTRIM", k1.SlaveEvents("s1"), "MAXLEN", 0},
 		} {
 			if err := evil.Do(ctx, args...).Err(); err == nil {
 				t.Errorf("slave s3's user ran %v", args)

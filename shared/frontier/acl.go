@@ -37,7 +37,12 @@ import (
 //
 // A crawl name and a slave id hold only A-Z a-z 0-9 _ . - (validated
 // here and by the config), so no glob character reaches a pattern and a
-// slave's exact keys cannot match another's.
+// slave's exact keys cannot match another's. Every key is given twice:
+// crawl:{name}:… (shard 0, and a crawl of one shard) and crawl:{name:*}:…
+// (shards 1 and up of a sharded crawl, whatever their count). A host
+// holds no brace (urlx rejects them) and a slave id no colon, so the *
+// of a shard cannot stretch over another key's name: a key of slave a
+// ends "}:s:a:lease", which no pattern of slave b matches.
 
 // ACL roles.
 const (
@@ -96,25 +101,34 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 			return nil, fmt.Errorf("acl: slave id: %w", err)
 		}
 		rules = append(rules, "&"+k.RulesChannel, "+subscribe", "+unsubscribe")
-		// the shared frontier keys: scripts are declared on meta, so
-		// EVAL and EVALSHA go with this group
-		shared := []string{k.Meta, k.Stats, k.Ready, k.RenderReady, k.HostNext, k.HostInfl,
-			k.HostDelay, k.HostPDelay, k.HostJitter, k.HostConc, k.Retry, k.Failed, k.PQData,
-			k.HostPages, k.QueryVars}
-		for _, sfx := range []string{sfxQueue, sfxPrios, sfxPQ, sfxRQueue, sfxRPrios, sfxRPQ,
-			sfxSeen, sfxBloom, sfxContent, sfxRobots} {
-			shared = append(shared, k.Prefix+sfx+"*")
+		// every key twice: shard 0's crawl:{name}:… and the other
+		// shards' crawl:{name:*}:… (any shard count)
+		var shared, read, events, registry, own []string
+		for _, k := range []Keys{k, NewKeys(crawl + ":*")} {
+			// the shared frontier keys: scripts are declared on meta,
+			// so EVAL and EVALSHA go with this group
+			shared = append(shared, k.Meta, k.Stats, k.Ready, k.RenderReady, k.HostNext, k.HostInfl,
+				k.HostDelay, k.HostPDelay, k.HostJitter, k.HostConc, k.Retry, k.Failed, k.PQData,
+				k.HostPages, k.QueryVars)
+			for _, sfx := range []string{sfxQueue, sfxPrios, sfxPQ, sfxRQueue, sfxRPrios, sfxRPQ,
+				sfxSeen, sfxBloom, sfxContent, sfxRobots} {
+				shared = append(shared, k.Prefix+sfx+"*")
+			}
+			read = append(read, k.Rules, k.Control, k.ScopeHosts)
+			events = append(events, k.SlaveEvents(slave))
+			registry = append(registry, k.Slaves)
+			own = append(own, k.SlaveLease(slave), k.SlaveLeaseData(slave), k.SlaveBeat(slave))
 		}
 		rules = append(rules, selector(shared, "~", append([]string{"+eval", "+evalsha"}, slaveDataCommands...)))
-		rules = append(rules, selector([]string{k.Rules, k.Control, k.ScopeHosts}, "%R~", slaveReadCommands))
-		rules = append(rules, selector([]string{k.SlaveEvents(slave)}, "%W~", []string{"+xadd"}))
-		rules = append(rules, selector([]string{k.Slaves}, "~", []string{"+zadd"}))
-		rules = append(rules, selector([]string{k.SlaveLease(slave), k.SlaveLeaseData(slave), k.SlaveBeat(slave)}, "~", slaveOwnCommands))
+		rules = append(rules, selector(read, "%R~", slaveReadCommands))
+		rules = append(rules, selector(events, "%W~", []string{"+xadd"}))
+		rules = append(rules, selector(registry, "~", []string{"+zadd"}))
+		rules = append(rules, selector(own, "~", slaveOwnCommands))
 	case RoleMaster, RoleAdmin:
 		if slave != "" {
 			return nil, fmt.Errorf("acl: --slave goes with the slave role only")
 		}
-		rules = append(rules, "~"+k.Prefix+"*", "&"+k.Prefix+"*",
+		rules = append(rules, "~"+k.Prefix+"*", "&"+k.Prefix+"*", "~crawl:{"+crawl+":*}:*",
 			"+@read", "+@write", "+@keyspace", "+@string", "+@bitmap", "+@hash", "+@list",
 			"+@set", "+@sortedset", "+@stream", "+@scripting", "+@transaction", "+@pubsub",
 			"+@fast", "+@slow", "-@dangerous", "-@admin", "+info", "+scan",

@@ -21,10 +21,11 @@ func TestACLRulesPerRole(t *testing.T) {
 		has, hasNot              []string
 	}{
 		{name: "slave", crawl: "news", role: frontier.RoleSlave, slave: "pi1",
-			has:    []string{"-@all", "&crawl:{news}:rules:changed", "(%W~crawl:{news}:s:pi1:ev +xadd)", "(~crawl:{news}:slaves +zadd)"},
+			has: []string{"-@all", "&crawl:{news}:rules:changed", "(%W~crawl:{news}:s:pi1:ev %W~crawl:{news:*}:s:pi1:ev +xadd)",
+				"(~crawl:{news}:slaves ~crawl:{news:*}:slaves +zadd)"},
 			hasNot: []string{"+@all", "~*", "+config", "+flushall", "+keys", "+scan", "+del", "+publish"}},
 		{name: "master", crawl: "news", role: frontier.RoleMaster,
-			has:    []string{"~crawl:{news}:*", "&crawl:{news}:*", "-@dangerous", "+info", "-flushall", "-script|flush"},
+			has:    []string{"~crawl:{news}:*", "~crawl:{news:*}:*", "&crawl:{news}:*", "-@dangerous", "+info", "-flushall", "-script|flush"},
 			hasNot: []string{"~*", "+config|get"}},
 		{name: "admin", crawl: "news", role: frontier.RoleAdmin, has: []string{"+config|get", "-@dangerous"}},
 		{name: "slave needs an id", crawl: "news", role: frontier.RoleSlave, wantErr: true},
