@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/events"
@@ -15,6 +17,7 @@ import (
 // recoverer takes back leases whose deadline passed.
 type recoverer struct {
 	front *frontier.Redis
+	owned func() []int // the shards this master serves
 	every time.Duration
 	log   *slog.Logger
 	rl    *ratelog.Logger
@@ -32,7 +35,7 @@ func (r *recoverer) run(ctx context.Context) {
 		case <-t.C:
 		}
 		for range 100 { // at most 100,000 a tick
-			n, err := r.front.RecoverExpired(ctx, 1000)
+			n, err := r.front.RecoverExpiredShards(ctx, 1000, r.owned())
 			if err != nil {
 				if ctx.Err() == nil {
 					r.rl.Log(ctx, slog.LevelWarn, "recover", "recover expired leases", "err", err)
@@ -59,6 +62,7 @@ type monitor struct {
 	stream      *frontier.Stream
 	deadAfter   time.Duration
 	sampleEvery time.Duration
+	owned       func() []int // the shards this master serves: shard 0's watches
 	log         *slog.Logger
 	rl          *ratelog.Logger
 	// recovered, when set, counts leases taken back (metrics)
@@ -75,6 +79,9 @@ func (m *monitor) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if !slices.Contains(m.owned(), 0) {
+			continue // shard 0's master watches the slaves
 		}
 		now, err := m.front.Now(ctx)
 		if err != nil {
@@ -135,6 +142,7 @@ func (m *monitor) run(ctx context.Context) {
 // finisher decides when the crawl is finished and logs progress.
 type finisher struct {
 	front         *frontier.Redis
+	owned         func() []int // the shards this master serves: shard 0's decides
 	quiescence    time.Duration
 	progressEvery time.Duration
 	log           *slog.Logger
@@ -153,7 +161,16 @@ func (f *finisher) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		done, err := f.front.CheckFinished(ctx, f.quiescence)
+		var done bool
+		var err error
+		if slices.Contains(f.owned(), 0) {
+			done, err = f.front.CheckFinished(ctx, f.quiescence)
+		} else {
+			// another master decides; this one learns it
+			var st frontier.Stats
+			st, err = f.front.Stats(ctx)
+			done = st.Finished
+		}
 		if err != nil {
 			f.rl.Log(ctx, slog.LevelWarn, "finish", "check finished", "err", err)
 			continue
@@ -199,9 +216,25 @@ type inserter interface {
 // event; the events wait safely in the stream meanwhile.
 const sinkGather = 250 * time.Millisecond
 
+// A sink takes over the entries another master read and did not
+// acknowledge (it died, or gave up the shard) once they have been idle
+// this long, looking every staleEvery.
+const (
+	staleIdle  = 30 * time.Second
+	staleEvery = 10 * time.Second
+)
+
 func (s *sink) run(ctx context.Context) {
 	pending := true // first redeliver what a previous run read but never stored
+	lastStale := time.Now()
 	for ctx.Err() == nil {
+		if time.Since(lastStale) >= staleEvery {
+			lastStale = time.Now()
+			if n, err := s.stream.ClaimStale(ctx, s.consumer, staleIdle); err == nil && n > 0 {
+				s.log.Info("took over events another master read and did not store", "count", n)
+				pending = true
+			}
+		}
 		n, err := s.once(ctx, pending, time.Second)
 		if err != nil {
 			continue
@@ -295,4 +328,52 @@ func (s *sink) drain(ctx context.Context, limit time.Duration) error {
 		return fmt.Errorf("%d events left in the stream", left)
 	}
 	return err
+}
+
+// owner keeps this master's share of the crawl's shards (frontier.Redis.Own):
+// it renews every third of the lease and publishes the shards it holds.
+type owner struct {
+	front *frontier.Redis
+	id    string
+	lease time.Duration
+	log   *slog.Logger
+	rl    *ratelog.Logger
+	held  atomic.Pointer[[]int]
+}
+
+// owned returns the shards held now.
+func (o *owner) owned() []int {
+	if p := o.held.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// once renews and rebalances; it logs when the shards held change.
+func (o *owner) once(ctx context.Context) error {
+	got, err := o.front.Own(ctx, o.id, o.lease)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(got, o.owned()) {
+		o.log.Info("shards served", "master", o.id, "shards", got, "of", o.front.NumShards())
+	}
+	o.held.Store(&got)
+	return nil
+}
+
+func (o *owner) run(ctx context.Context) {
+	t := time.NewTicker(o.lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := o.once(ctx); err != nil {
+			// keep serving what it holds until the lease would run out
+			o.rl.Log(ctx, slog.LevelWarn, "own", "renew shard leases", "err", err)
+		}
+	}
 }

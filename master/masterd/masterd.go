@@ -49,6 +49,9 @@ type Options struct {
 	// AdminReady, when set, is called with the admin server's address once
 	// it listens (admin.listen may pick a free port with :0).
 	AdminReady func(addr string)
+	// ID names this master among the crawl's masters (its share of the
+	// shards, its stream consumer); "" = master-<host name>.
+	ID string
 }
 
 // Master is the crawl's supervisor.
@@ -60,6 +63,7 @@ type Master struct {
 	rdb   redis.UniversalClient
 	front *frontier.Redis
 	store *store.Store
+	id    string // Options.ID
 }
 
 // New builds a master from a validated config. It does not connect yet.
@@ -71,7 +75,11 @@ func New(cfg *config.Config, opt Options) *Master {
 		opt.ProgressEvery = 10 * time.Second
 	}
 	log := opt.Logger.With("crawl", cfg.Crawl.Name)
-	return &Master{cfg: cfg, opt: opt, log: log, rl: ratelog.New(log, 30*time.Second)}
+	id := opt.ID
+	if id == "" {
+		id = consumerName()
+	}
+	return &Master{cfg: cfg, opt: opt, log: log, rl: ratelog.New(log, 30*time.Second), id: id}
 }
 
 // Run supervises the crawl until ctx is cancelled or, with ExitWhenDone,
@@ -90,15 +98,25 @@ func (m *Master) Run(ctx context.Context) error {
 	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSink()
 
+	own := &owner{front: m.front, id: m.id, lease: m.cfg.Master.ShardLease, log: m.log, rl: m.rl}
+	if err := retry.Until(ctx, m.rl, "redis", func() error { return own.once(ctx) }); err != nil {
+		return nil
+	}
+	defer func() {
+		if err := m.front.Disown(context.WithoutCancel(ctx), m.id); err != nil {
+			m.log.Warn("give back shards", "err", err)
+		}
+	}()
 	snk := &sink{stream: m.front.Stream("master"), store: m.store, batch: m.cfg.Master.SinkBatch,
-		consumer: consumerName(), log: m.log, rl: m.rl}
+		consumer: m.id, log: m.log, rl: m.rl}
+	snk.stream.SetOwned(own.owned)
 	if err := retry.Until(ctx, m.rl, "redis", func() error { return snk.stream.EnsureGroup(ctx) }); err != nil {
 		return nil
 	}
-	rec := &recoverer{front: m.front, every: m.cfg.Master.RecoverInterval, log: m.log, rl: m.rl}
-	mon := &monitor{front: m.front, stream: snk.stream, deadAfter: m.cfg.Master.DeadAfter,
+	rec := &recoverer{front: m.front, owned: own.owned, every: m.cfg.Master.RecoverInterval, log: m.log, rl: m.rl}
+	mon := &monitor{front: m.front, owned: own.owned, stream: snk.stream, deadAfter: m.cfg.Master.DeadAfter,
 		sampleEvery: m.cfg.Master.HeartbeatSample, log: m.log, rl: m.rl}
-	fin := &finisher{front: m.front, quiescence: m.cfg.Master.Quiescence, log: m.log, rl: m.rl,
+	fin := &finisher{front: m.front, owned: own.owned, quiescence: m.cfg.Master.Quiescence, log: m.log, rl: m.rl,
 		progressEvery: m.opt.ProgressEvery, finished: make(chan struct{})}
 
 	met := metrics.NewMaster(m.cfg.Crawl.Name, m.front.Stats)
@@ -113,7 +131,7 @@ func (m *Master) Run(ctx context.Context) error {
 		}
 	}
 
-	comps := []interface{ run(context.Context) }{rec, mon, fin}
+	comps := []interface{ run(context.Context) }{own, rec, mon, fin}
 	var rw *rulesWatcher
 	if m.cfg.Rules.Dir != "" {
 		rw = &rulesWatcher{dir: m.cfg.Rules.Dir, every: m.cfg.Rules.Poll, crawl: m.cfg.Crawl.Name,
@@ -121,7 +139,7 @@ func (m *Master) Run(ctx context.Context) error {
 		rw.check(ctx) // publish before the slaves claim much
 		comps = append(comps, rw)
 	}
-	sched := &scheduler{crawl: m.cfg.Crawl.Name, master: consumerName(), schedules: m.schedulesFunc(rw),
+	sched := &scheduler{crawl: m.cfg.Crawl.Name, master: m.id, schedules: m.schedulesFunc(rw),
 		store: m.store, seed: reseederFunc(func(ctx context.Context, name string) (int, error) {
 			var set *rules.Set
 			if rw != nil {

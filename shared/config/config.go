@@ -365,6 +365,10 @@ type Master struct {
 	HeartbeatSample time.Duration `mapstructure:"heartbeat_sample"`
 	// SinkBatch is the largest number of events inserted in one transaction.
 	SinkBatch int `mapstructure:"sink_batch"`
+	// ShardLease is how long a master's hold on a shard lasts without
+	// renewal (it renews every third of it): when a master dies, another
+	// takes its shards after this long.
+	ShardLease time.Duration `mapstructure:"shard_lease"`
 }
 
 // Dedup sizes the seen-URL store.

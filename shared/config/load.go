@@ -123,6 +123,7 @@ func Default() Config {
 			RecoverInterval: time.Second,
 			Quiescence:      3 * time.Second,
 			HeartbeatSample: 30 * time.Second,
+			ShardLease:      10 * time.Second,
 			SinkBatch:       500,
 		},
 		DNS: DNS{

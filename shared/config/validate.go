@@ -496,6 +496,7 @@ func (c *Config) validateMaster() error {
 		{"master.recover_interval", m.RecoverInterval},
 		{"master.quiescence", m.Quiescence},
 		{"master.heartbeat_sample", m.HeartbeatSample},
+		{"master.shard_lease", m.ShardLease},
 	} {
 		if d.v <= 0 {
 			return errorf(d.key, "%v must be > 0", d.v)

@@ -13,6 +13,8 @@ import (
 // formats are defined in this file only.
 //
 //	crawl:{name}:finish        hash   idle_since, finished: the finish decision (master only)
+//	crawl:{name}:owner         string the master serving this shard, with a TTL (owner.go)
+//	crawl:{name}:masters       zset   master id -> last seen (ms), shard 0 (owner.go)
 //	crawl:{name}:meta          hash   seen_bits, leaseseq; dedup
 //	                                  (exact or bloom) and with bloom bloom_m, bloom_k,
 //	                                  bloom_seg, all fixed when the crawl is created
@@ -135,6 +137,9 @@ type Keys struct {
 	// Finish holds the finish decision's marks (master only: a slave's
 	// user cannot end the crawl).
 	Finish string
+	// Owner names the master that serves this shard (a lease: owner.go);
+	// Masters, in shard 0, the masters alive (master only).
+	Owner, Masters string
 	// LegacyLease and LegacyLeaseData are the crawl-wide lease keys of
 	// versions before per-slave leases: the recoverer still takes back
 	// what they hold, nothing writes them.
@@ -175,6 +180,8 @@ var fixedKeys = []struct {
 	{"K_SEEDS", "seeds", func(k *Keys) *string { return &k.Seeds }},
 	{"K_STREAMS", "streams", func(k *Keys) *string { return &k.Streams }},
 	{"K_FINISH", "finish", func(k *Keys) *string { return &k.Finish }},
+	{"K_OWNER", "owner", func(k *Keys) *string { return &k.Owner }},
+	{"K_MASTERS", "masters", func(k *Keys) *string { return &k.Masters }},
 	{"K_LEGACY_LEASE", "lease", func(k *Keys) *string { return &k.LegacyLease }},
 	{"K_LEGACY_LEASEDATA", "leasedata", func(k *Keys) *string { return &k.LegacyLeaseData }},
 	{"K_LEGACY_SLAVEINFO", "slaveinfo", func(k *Keys) *string { return &k.LegacySlaveInfo }},

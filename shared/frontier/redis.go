@@ -487,7 +487,7 @@ func isUnavailable(err error) bool {
 		return true
 	}
 	s := err.Error()
-	for _, p := range []string{"connection refused", "i/o timeout", "EOF", "LOADING", "broken pipe", "connection reset", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+	for _, p := range []string{"connection refused", "i/o timeout", "EOF", "LOADING", "broken pipe", "connection reset", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "NOREPLICAS", "connection pool timeout"} {
 		if strings.Contains(s, p) {
 			return true
 		}

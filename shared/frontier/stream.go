@@ -33,8 +33,57 @@ type Stream struct {
 
 	// tag marks the event ids of a shard k>0 of a sharded crawl ("~k");
 	// parts, when set, are a sharded crawl's shards' streams, read in turn
+	// (those owned() lists, when set: SetOwned)
 	tag   string
 	parts []*Stream
+	owned func() []int
+}
+
+// SetOwned restricts reads to the shards owned returns (a master's share:
+// Redis.Own); acks still go to whichever shard an id names.
+func (s *Stream) SetOwned(owned func() []int) { s.owned = owned }
+
+// readable returns the parts to read.
+func (s *Stream) readable() []*Stream {
+	if s.owned == nil {
+		if s.parts == nil {
+			return []*Stream{s}
+		}
+		return s.parts
+	}
+	var out []*Stream
+	for _, k := range s.owned() {
+		switch {
+		case s.parts == nil && k == 0:
+			out = append(out, s)
+		case k < len(s.parts):
+			out = append(out, s.parts[k])
+		}
+	}
+	return out
+}
+
+// ClaimStale takes over entries delivered to another consumer (a master
+// that died, or gave the shard up) and not acknowledged for minIdle, on
+// the shards read; the caller then reads its pending entries. It returns
+// how many it took.
+func (s *Stream) ClaimStale(ctx context.Context, consumer string, minIdle time.Duration) (int, error) {
+	n := 0
+	for _, p := range s.readable() {
+		keys, err := p.streams(ctx, false)
+		if err != nil {
+			return n, wrap("claim stale events", err)
+		}
+		for _, key := range keys {
+			ids, _, err := p.rdb.XAutoClaimJustID(ctx, &redis.XAutoClaimArgs{Stream: key, Group: p.group,
+				Consumer: consumer, MinIdle: minIdle, Start: "0-0", Count: 1000}).Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return n, wrap("claim stale events", err)
+			}
+			n += len(ids)
+		}
+	}
+	return n, nil
 }
 
 // Entry is one event read from the stream.
@@ -229,9 +278,18 @@ func (s *Stream) slaveOf(k string) (string, bool) {
 // it returns entries delivered before but never acknowledged (after a
 // crash) without waiting; otherwise it waits up to block for new ones.
 func (s *Stream) Read(ctx context.Context, consumer string, count int, block time.Duration, pending bool) ([]Entry, error) {
-	if s.parts != nil {
+	if s.parts != nil || s.owned != nil {
 		return s.readParts(ctx, consumer, count, block, pending)
 	}
+	return s.readBlock(ctx, consumer, count, block, pending)
+}
+
+// readOne reads this stream's keys without waiting.
+func (s *Stream) readOne(ctx context.Context, consumer string, count int, pending bool) ([]Entry, error) {
+	return s.readBlock(ctx, consumer, count, -1, pending)
+}
+
+func (s *Stream) readBlock(ctx context.Context, consumer string, count int, block time.Duration, pending bool) ([]Entry, error) {
 	id := ">"
 	if pending {
 		id, block = "0", -1
@@ -277,7 +335,15 @@ func (s *Stream) Read(ctx context.Context, consumer string, count int, block tim
 // had anything and block > 0, waits a little (the sink reads again).
 func (s *Stream) readParts(ctx context.Context, consumer string, count int, block time.Duration, pending bool) ([]Entry, error) {
 	var out []Entry
-	for _, p := range s.parts {
+	for _, p := range s.readable() {
+		if p == s {
+			es, err := s.readOne(ctx, consumer, count, pending)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, es...)
+			continue
+		}
 		es, err := p.Read(ctx, consumer, count, -1, pending)
 		if err != nil {
 			return out, err
