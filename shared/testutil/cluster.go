@@ -213,6 +213,38 @@ func (c *Cluster) Kill(addr string) error {
 	return nil
 }
 
+// Pause stops the node at addr with SIGSTOP (see Server.Pause): a paused
+// replica falls behind its master, whose writes then wait in the master's
+// buffers, lost if the master dies before Resume.
+func (c *Cluster) Pause(addr string) error {
+	nd := c.Node(addr)
+	if nd == nil {
+		return fmt.Errorf("pause %s: no such node", addr)
+	}
+	return nd.Server.Pause()
+}
+
+// Resume continues a node Pause stopped.
+func (c *Cluster) Resume(addr string) error {
+	nd := c.Node(addr)
+	if nd == nil {
+		return fmt.Errorf("resume %s: no such node", addr)
+	}
+	return nd.Server.Resume()
+}
+
+// ReplicasOf returns the live nodes that were created as replicas of the
+// master at addr.
+func (c *Cluster) ReplicasOf(addr string) []string {
+	var out []string
+	for _, nd := range c.Live() {
+		if nd.Master == addr {
+			out = append(out, nd.Addr)
+		}
+	}
+	return out
+}
+
 // Masters returns the addresses of the live masters that serve slots, as
 // a live node sees them, sorted.
 func (c *Cluster) Masters(ctx context.Context) ([]string, error) {

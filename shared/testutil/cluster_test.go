@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,5 +166,80 @@ func TestCrawlKeyPattern(t *testing.T) {
 		if got := len(keys) == 1; got != tt.want {
 			t.Errorf("CrawlKeyPattern(%q) matches %q: %v, want %v", tt.name, tt.key, got, tt.want)
 		}
+	}
+}
+
+// TestClusterAckedWriteLoss shows the write loss asynchronous replication
+// allows: with the replica of a master paused (SIGSTOP), the master
+// acknowledges writes the replica never gets; the master is killed, the
+// replica resumed and promoted, and the acknowledged writes are gone.
+func TestClusterAckedWriteLoss(t *testing.T) {
+	c := StartCluster(t, 3, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	slot, err := c.KeySlot(ctx, "{loss}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := c.SlotOwner(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := c.ReplicasOf(victim)
+	if len(replicas) != 1 {
+		t.Fatalf("replicas of %s: %v", victim, replicas)
+	}
+	m := c.Node(victim).Client
+	if err := m.Set(ctx, "{loss}:n", 100, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := c.Pause(replicas[0]); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			c.Resume(replicas[0])
+		}
+	}()
+	// 48 MB of replication stream: more than the loopback socket buffers
+	// take (tcp_rmem and tcp_wmem maxima), less than the replica output
+	// buffer's soft limit (64 MB)
+	big := strings.Repeat("x", 64<<10)
+	pipe := m.Pipeline()
+	for range 768 {
+		pipe.Set(ctx, "{loss}:big", big, 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var acked int64
+	for range 50 {
+		if acked, err = m.Incr(ctx, "{loss}:n").Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Resume(replicas[0]); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	promoted, err := c.WaitFailover(ctx, victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := c.Node(promoted).Client.Get(ctx, "{loss}:n").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("acknowledged {loss}:n = %d; the promoted replica has %d: %d acknowledged INCRs lost", acked, kept, acked-kept)
+	if kept >= acked {
+		t.Errorf("the promoted replica has {loss}:n = %d, the last acknowledged value %d: no write lost", kept, acked)
 	}
 }
