@@ -224,7 +224,8 @@ func (c *tlsConn) Read(p []byte) (int, error) {
 func (c *tlsConn) NetConn() net.Conn { return c.Conn }
 
 // RedisClusterOptions parses redis.url as Redis Cluster seed nodes, with
-// the redis.tls_* settings applied.
+// the redis.tls_* settings and the failover settings (retries, backoff:
+// see clusterMaxRedirects) applied.
 func (c *Config) RedisClusterOptions() (*redis.ClusterOptions, error) {
 	u, err := c.redisURL()
 	if err != nil {
@@ -243,6 +244,7 @@ func (c *Config) RedisClusterOptions() (*redis.ClusterOptions, error) {
 	}
 	opt.TLSConfig = t
 	opt.Dialer = redisDialer(&opt.DialTimeout, t)
+	applyClusterFailover(opt)
 	return opt, nil
 }
 

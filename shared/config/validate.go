@@ -591,14 +591,15 @@ func (c *Config) RedisOptions() (*redis.Options, error) {
 
 // NewRedisClient returns a client for redis.url: a single node, or a Redis
 // Cluster client with redis.cluster (every crawl's keys share one hash
-// tag, so a crawl lives in one slot). The caller closes it.
+// tag, so a crawl lives in one slot) that reloads its slot map when a node
+// fails (see newClusterClient). The caller closes it.
 func (c *Config) NewRedisClient() (redis.UniversalClient, error) {
 	if c.Redis.Cluster {
 		opt, err := c.RedisClusterOptions()
 		if err != nil {
 			return nil, err
 		}
-		return redis.NewClusterClient(opt), nil
+		return newClusterClient(opt), nil
 	}
 	opt, err := c.RedisOptions()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +21,21 @@ type Server struct {
 	Addr string // 127.0.0.1:Port
 	Dir  string // its own directory (data, logs, files the test wrote)
 	Log  string // Dir/server.log: where Args should send its log
+
+	stop func() // kills the process and waits (up to 10s) for its exit
+	proc *os.Process
 }
+
+// Kill kills the process with SIGKILL (no shutdown, no final save) and
+// waits for it to exit; the port is then closed. Killing twice is harmless.
+func (s *Server) Kill() { s.stop() }
+
+// Pause stops the process with SIGSTOP: it keeps its connections but
+// reads and answers nothing until Resume.
+func (s *Server) Pause() error { return s.proc.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (s *Server) Resume() error { return s.proc.Signal(syscall.SIGCONT) }
 
 // ServerOptions say how to start a server process.
 type ServerOptions struct {
@@ -62,12 +77,13 @@ func StartServer(t testing.TB, opt ServerOptions) *Server {
 		exited := make(chan struct{})
 		go func() { cmd.Wait(); close(exited) }()
 		stop := func() {
-			cmd.Process.Kill()
+			cmd.Process.Kill() // SIGKILL; an error means it has exited already
 			select {
 			case <-exited:
 			case <-time.After(10 * time.Second):
 			}
 		}
+		s.stop, s.proc = stop, cmd.Process
 	wait:
 		for deadline := time.Now().Add(opt.Wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			select {
