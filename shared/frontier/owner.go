@@ -122,4 +122,3 @@ func (f *Redis) Disown(ctx context.Context, master string) error {
 	}
 	return wrap("disown", f.rdb.ZRem(ctx, f.keys.Masters, master).Err())
 }
-
