@@ -1,0 +1,209 @@
+package masterd_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/store"
+	"github.com/redcrawl/redcrawl/shared/testsite"
+	"github.com/redcrawl/redcrawl/shared/testutil"
+)
+
+// TestShardedClusterFailover crawls a 24-host test site as one crawl of 6
+// shards over a 3-master + 3-replica Redis Cluster, with a master and 3
+// slaves. Mid-crawl it checks each master node's share of the crawl's keys
+// and Redis CPU, then kills one master node with SIGKILL: its replica is
+// promoted, slaves and master ride through, and every page is fetched and
+// recorded in MySQL. Replication is asynchronous, so writes acknowledged
+// just before the kill can vanish: the test counts the re-fetches that
+// costs and allows them, but not one missing page.
+func TestShardedClusterFailover(t *testing.T) {
+	const shards = 6
+	rc := testutil.StartCluster(t, 3, 1, testutil.WithNodeTimeout(time.Second))
+	ctx := context.Background()
+	cfg := clusterConfig(t)
+	cfg.Redis.URL, cfg.Redis.Cluster = rc.URL, true
+	cfg.Crawl.Shards = shards
+	cfg.Lease.Duration = 3 * time.Second
+	site, err := testsite.Start(testsite.Options{Hosts: 24, PagesPerHost: 60, LinksPerPage: 5,
+		PageBytes: 1024, Robots: true, Seed: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(site.Close)
+	var hosts []string // as Task.Host: host:port
+	for _, raw := range site.HostURLs() {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, u.Host)
+	}
+	cfg.Crawl.Name = balancedCrawlName(t, rc, shards, hosts)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := rc.NodeStats(ctx, testutil.CrawlKeyPattern(cfg.Crawl.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu0 := map[string]time.Duration{}
+	for _, s := range before {
+		cpu0[s.Addr] = s.CPU
+	}
+	seed(t, cfg, site)
+	for i := range 3 {
+		startSlave(t, cfg, fmt.Sprintf("fo-%d", i+1))
+	}
+	masterDone := make(chan struct{})
+	go func() { defer close(masterDone); runMaster(t, cfg) }()
+
+	// a third of the way: each node's share, then the kill
+	total := len(site.Expected())
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if st, err := masterd.Status(ctx, cfg); err == nil && st.Done >= int64(total/3) {
+			break
+		}
+	}
+	masters, err := rc.Masters(ctx)
+	if err != nil || len(masters) != 3 {
+		t.Fatalf("masters %v, %v", masters, err)
+	}
+	stats, err := rc.NodeStats(ctx, testutil.CrawlKeyPattern(cfg.Crawl.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys int64
+	var cpu time.Duration
+	for i, s := range stats {
+		stats[i].CPU -= cpu0[s.Addr] // the crawl's, not the cluster's start
+		if s.Role == "master" {
+			keys += s.Matched
+			cpu += stats[i].CPU
+		}
+	}
+	for _, s := range stats {
+		if s.Role != "master" {
+			continue
+		}
+		kShare, cShare := float64(s.Matched)/float64(keys), float64(s.CPU)/float64(cpu)
+		t.Logf("node %s: %d keys (%.0f%%), %v Redis CPU (%.0f%%)", s.Addr, s.Matched, 100*kShare, s.CPU, 100*cShare)
+		if kShare < 0.20 || kShare > 0.45 {
+			t.Errorf("node %s holds %.0f%% of the crawl's keys, want 20%% to 45%%", s.Addr, 100*kShare)
+		}
+		if cShare < 0.20 || cShare > 0.45 {
+			t.Errorf("node %s spent %.0f%% of the Redis CPU, want 20%% to 45%%", s.Addr, 100*cShare)
+		}
+	}
+	victim := masters[0]
+	if err := rc.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	kill := time.Now()
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	promoted, err := rc.WaitFailover(fctx, victim)
+	cancel()
+	if err != nil {
+		t.Fatalf("failover of %s: %v", victim, err)
+	}
+	t.Logf("killed %s; %s promoted %v later", victim, promoted, time.Since(kill).Round(time.Millisecond))
+	<-masterDone
+
+	// every page fetched and recorded; re-fetches only counted
+	expected, hits := site.Expected(), site.HitCounts()
+	var missing []string
+	refetched := 0
+	for u, want := range expected {
+		if hits[u] < want {
+			missing = append(missing, u)
+		}
+		if hits[u] > want {
+			refetched += hits[u] - want
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("%d pages never fetched, e.g. %v", len(missing), missing[:min(5, len(missing))])
+	}
+	db, err := store.Open(ctx, cfg.MySQL.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lost, err := db.LostTasks(ctx, cfg.Crawl.Name, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unrecorded []string
+	for u := range expected {
+		if strings.HasSuffix(u, "/robots.txt") {
+			continue
+		}
+		var n int
+		if err := db.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM pages WHERE crawl = ? AND url = ?", cfg.Crawl.Name, u).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			unrecorded = append(unrecorded, u)
+		}
+	}
+	if len(unrecorded) > 0 {
+		sort.Strings(unrecorded)
+		t.Errorf("%d pages not in MySQL, e.g. %v", len(unrecorded), unrecorded[:min(5, len(unrecorded))])
+	}
+	st, err := masterd.Status(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Finished || st.Queued != 0 || st.InFlight != 0 {
+		t.Errorf("status after the crawl %+v, want finished and empty", st)
+	}
+	t.Logf("%d pages, %d re-fetches after the failover (%d leases taken back)", len(expected), refetched, len(lost))
+}
+
+// balancedCrawlName picks a crawl name whose shards' hash slots fall two on
+// each of the cluster's three masters, with each master's shards holding
+// 25% to 40% of the hosts: the placement an operator makes with redis-cli
+// --cluster reshard (a host's shard is fixed by the host, the slot of a
+// shard by the crawl name).
+func balancedCrawlName(t *testing.T, rc *testutil.Cluster, shards int, hosts []string) string {
+	t.Helper()
+	ctx := context.Background()
+	perShard := make([]int, shards)
+	for _, h := range hosts {
+		perShard[frontier.ShardOfHost(h, shards)]++
+	}
+	for range 2000 {
+		name := testutil.CrawlName("fo")
+		shardsOn, hostsOn := map[string]int{}, map[string]int{}
+		for k := range shards {
+			slot, err := rc.KeySlot(ctx, frontier.ShardKeys(name, k).Meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			owner, err := rc.SlotOwner(ctx, slot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shardsOn[owner]++
+			hostsOn[owner] += perShard[k]
+		}
+		ok := len(shardsOn) == 3
+		for node, n := range shardsOn {
+			share := float64(hostsOn[node]) / float64(len(hosts))
+			ok = ok && n == shards/3 && share >= 0.25 && share <= 0.40
+		}
+		if ok {
+			return name
+		}
+	}
+	t.Fatalf("no crawl name in 2000 puts the shards evenly on the masters (hosts per shard %v)", perShard)
+	return ""
+}
