@@ -218,3 +218,13 @@ func evalshaUsec(ctx context.Context, rdb redis.UniversalClient) (int64, error) 
 	stats, err := testutil.CommandStats(ctx, rdb)
 	return stats["evalsha"].Usec, err
 }
+
+// CompleteRemoteOnly runs the first step of a sharded completion alone:
+// the links for other shards, as a slave that dies before its ack would.
+func (f *Redis) CompleteRemoteOnly(ctx context.Context, slave string, cs []Completion) error {
+	_, _, remote, remotePol, err := f.splitCompletions(cs)
+	if err != nil {
+		return err
+	}
+	return f.sendRemote(ctx, slave, remote, remotePol)
+}

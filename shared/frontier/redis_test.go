@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -35,20 +36,34 @@ func testRedis(t testing.TB) *redis.Client {
 
 // uniqueCrawl returns a crawl name no other test uses and deletes its keys
 // afterwards.
-func uniqueCrawl(t testing.TB, rdb *redis.Client, name string) string {
+func uniqueCrawl(t testing.TB, rdb redis.UniversalClient, name string) string {
 	crawl := testutil.CrawlName("t-" + name)
 	t.Cleanup(func() { testutil.DeleteCrawl(context.Background(), rdb, crawl) })
 	return crawl
 }
 
-func TestRedisFrontier(t *testing.T) { testRedisFrontier(t, 1) }
+func TestRedisFrontier(t *testing.T) { testRedisFrontier(t, testRedis(t), 1) }
 
 // TestRedisFrontierSharded runs the shared suite on crawls of 4 shards on
 // one Redis: every behaviour holds whatever shard a host lands on.
-func TestRedisFrontierSharded(t *testing.T) { testRedisFrontier(t, 4) }
+func TestRedisFrontierSharded(t *testing.T) { testRedisFrontier(t, testRedis(t), 4) }
 
-func testRedisFrontier(t *testing.T, shards int) {
-	rdb := testRedis(t)
+// TestClusterFrontier runs the shared suite on a 3-master Redis Cluster,
+// with crawls of 1 and of 4 shards (a crawl's shards on several nodes).
+func TestClusterFrontier(t *testing.T) {
+	rc := testutil.StartCluster(t, 3, 0)
+	opt, err := redis.ParseClusterURL(rc.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClusterClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	for _, shards := range []int{1, 4} {
+		t.Run(strconv.Itoa(shards)+" shards", func(t *testing.T) { testRedisFrontier(t, rdb, shards) })
+	}
+}
+
+func testRedisFrontier(t *testing.T, rdb redis.UniversalClient, shards int) {
 	frontiertest.Run(t, func(t *testing.T, opt frontier.Options) (frontiertest.Backend, func() []events.Envelope) {
 		opt.Shards = shards
 		opt.Crawl = uniqueCrawl(t, rdb, opt.Crawl)

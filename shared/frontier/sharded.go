@@ -473,16 +473,32 @@ func (f *Redis) CompleteClaim(ctx context.Context, slave string, cs []Completion
 }
 
 func (f *Redis) completeSharded(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
-	// each completion on its lease's shard, with the links and policies of
-	// that shard's hosts; the rest by the shard they go to
-	idx := map[int][]int{}
-	local := make([]Completion, len(cs))
-	remote := map[int][]Task{}
-	remotePol := map[int]map[string]HostPolicy{}
+	idx, local, remote, remotePol, err := f.splitCompletions(cs)
+	if err != nil {
+		return nil, ClaimResult{}, err
+	}
+	if err := f.sendRemote(ctx, slave, remote, remotePol); err != nil {
+		return nil, ClaimResult{}, err
+	}
+	for k := range idx {
+		f.woke(k) // a host slot freed, links, a retry or a release
+	}
+	return f.completeLocal(ctx, slave, idx, local, max, opts)
+}
+
+// splitCompletions puts each completion on its lease's shard with the
+// links and policies of that shard's hosts (local, by index; idx lists
+// each shard's), and the other links and policies by the shard they go to.
+func (f *Redis) splitCompletions(cs []Completion) (idx map[int][]int, local []Completion,
+	remote map[int][]Task, remotePol map[int]map[string]HostPolicy, err error) {
+	idx = map[int][]int{}
+	local = make([]Completion, len(cs))
+	remote = map[int][]Task{}
+	remotePol = map[int]map[string]HostPolicy{}
 	for i, c := range cs {
 		k := c.Lease.Shard
 		if k < 0 || k >= len(f.shards) {
-			return nil, ClaimResult{}, fmt.Errorf("complete %s: lease of shard %d, the crawl has %d", c.Lease.URL, k, len(f.shards))
+			return nil, nil, nil, nil, fmt.Errorf("complete %s: lease of shard %d, the crawl has %d", c.Lease.URL, k, len(f.shards))
 		}
 		idx[k] = append(idx[k], i)
 		lc := c
@@ -512,16 +528,25 @@ func (f *Redis) completeSharded(ctx context.Context, slave string, cs []Completi
 		}
 		local[i] = lc
 	}
+	return idx, local, remote, remotePol, nil
+}
+
+// sendRemote enqueues links on the shards they belong to, one call per
+// shard (per seedBatch links): the first step of a sharded completion.
+func (f *Redis) sendRemote(ctx context.Context, slave string, remote map[int][]Task, remotePol map[int]map[string]HostPolicy) error {
 	for _, s := range sortedShards(remote) {
 		if err := f.shards[s].enqueueLinks(ctx, slave, remote[s], remotePol[s]); err != nil {
-			return nil, ClaimResult{}, fmt.Errorf("shard %d: %w", s, err)
+			return fmt.Errorf("shard %d: %w", s, err)
 		}
 		f.woke(s)
 	}
-	for k := range idx {
-		f.woke(k) // a host slot freed, links, a retry or a release
-	}
-	acked := make([]bool, len(cs))
+	return nil
+}
+
+// completeLocal completes each shard's completions (split), the home
+// shard's last with the claim when max > 0.
+func (f *Redis) completeLocal(ctx context.Context, slave string, idx map[int][]int, local []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
+	acked := make([]bool, len(local))
 	sub := func(k int) []Completion {
 		out := make([]Completion, len(idx[k]))
 		for j, i := range idx[k] {

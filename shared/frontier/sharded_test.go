@@ -1,0 +1,161 @@
+package frontier_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/redcrawl/redcrawl/shared/frontier"
+)
+
+func TestJumpHash(t *testing.T) {
+	// balance: 10,000 hosts over 6 shards, each within 10% of 1/6
+	counts := make([]int, 6)
+	for i := range 10000 {
+		counts[frontier.ShardOfHost(fmt.Sprintf("host-%d.example:80", i), 6)]++
+	}
+	for k, n := range counts {
+		if n < 1500 || n > 1834 {
+			t.Errorf("shard %d has %d of 10000 hosts, want about 1667", k, n)
+		}
+	}
+	// consistency: going from 6 to 7 shards moves only hosts to the new shard
+	moved := 0
+	for i := range 10000 {
+		h := fmt.Sprintf("host-%d.example:80", i)
+		a, b := frontier.ShardOfHost(h, 6), frontier.ShardOfHost(h, 7)
+		if a != b {
+			if b != 6 {
+				t.Fatalf("%s moved from shard %d to %d, not to the new shard", h, a, b)
+			}
+			moved++
+		}
+	}
+	if moved < 1200 || moved > 1650 { // ~1/7
+		t.Errorf("%d of 10000 hosts moved, want about 1429", moved)
+	}
+	if frontier.ShardOfHost("x", 1) != 0 || frontier.JumpHash(123, 0) != 0 {
+		t.Error("one shard: everything in shard 0")
+	}
+}
+
+// twoShardHosts returns two hosts that fall in different shards of n.
+func twoShardHosts(t *testing.T, n int) (string, string) {
+	t.Helper()
+	a := "a.test"
+	for i := range 100 {
+		b := fmt.Sprintf("b%d.test", i)
+		if frontier.ShardOfHost(b, n) != frontier.ShardOfHost(a, n) {
+			return a, b
+		}
+	}
+	t.Fatal("no two hosts in different shards")
+	return "", ""
+}
+
+// TestCrossShardLinkOnce: a link found on shard A for a host of shard B is
+// fetched exactly once, including when the slave dies between enqueueing
+// it on B and acknowledging the page on A: the page is fetched again and
+// its link dropped by B's dedup.
+func TestCrossShardLinkOnce(t *testing.T) {
+	for _, die := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slave dies before its ack: %v", die), func(t *testing.T) {
+			rdb := testRedis(t)
+			ctx := context.Background()
+			f := newFrontier(t, rdb, "xshard", func(o *frontier.Options) { o.Shards = 4; o.DeadAfter = time.Minute })
+			a, b := twoShardHosts(t, 4)
+			if _, err := f.Seed(ctx, []frontier.Task{tk("http://"+a+"/", 0)}); err != nil {
+				t.Fatal(err)
+			}
+			// got: every URL claimed after the page's first fetch
+			var got []string
+			complete := func(slave string, l frontier.Lease) {
+				got = append(got, l.URL)
+				if _, err := f.Complete(ctx, slave, []frontier.Completion{{Lease: l, Outcome: frontier.Done}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			page := func(slave string) frontier.Completion {
+				ls, err := f.Claim(ctx, slave, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var c *frontier.Completion
+				for _, l := range ls {
+					if l.URL != "http://"+a+"/" {
+						complete(slave, l) // the link enqueued before the slave died
+						continue
+					}
+					if l.Shard != f.ShardOf(a) {
+						t.Fatalf("lease of shard %d, host %s is in %d", l.Shard, a, f.ShardOf(a))
+					}
+					c = &frontier.Completion{Lease: l, Outcome: frontier.Done,
+						Links: []frontier.Task{tk("http://"+b+"/x", 1), tk("http://"+a+"/y", 1)}}
+				}
+				if c == nil {
+					t.Fatalf("%s did not get the page: %+v", slave, ls)
+				}
+				return *c
+			}
+			c := page("s1")
+			if die {
+				if err := f.CompleteRemoteOnly(ctx, "s1", []frontier.Completion{c}); err != nil {
+					t.Fatal(err)
+				}
+				// s1 is dead: the master takes its lease back and the
+				// page is fetched again, by s2, who finds the same links
+				if n, err := f.RecoverSlave(ctx, "s1"); err != nil || n != 1 {
+					t.Fatalf("recover s1: %d %v", n, err)
+				}
+				c = page("s2")
+			}
+			if acked, err := f.Complete(ctx, c.Lease.Slave, []frontier.Completion{c}); err != nil || !acked[0] {
+				t.Fatalf("ack: %v %v", acked, err)
+			}
+			for range 10 {
+				ls, err := f.Claim(ctx, "s3", 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, l := range ls {
+					complete("s3", l)
+				}
+				if len(ls) == 0 {
+					break
+				}
+			}
+			if d := cmp.Diff([]string{"http://" + a + "/y", "http://" + b + "/x"}, sortStrings(got)); d != "" {
+				t.Errorf("links claimed (-want +got):\n%s", d)
+			}
+			st, err := f.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Seen != 3 || st.Queued != 0 || st.InFlight != 0 {
+				t.Errorf("stats %+v: want 3 seen, nothing left", st)
+			}
+			if done, err := f.CheckFinished(ctx, 0); err != nil {
+				t.Fatal(err)
+			} else if !done {
+				// the first idle collect starts the window; with a window of
+				// 0 the next one finishes
+				if done, err = f.CheckFinished(ctx, 0); err != nil || !done {
+					t.Errorf("not finished: %v %v", done, err)
+				}
+			}
+		})
+	}
+}
+
+func sortStrings(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
