@@ -228,9 +228,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if rv == "" {
 			rv = "none"
 		}
+		shards := "1"
+		if n := len(st.Shards); n > 1 {
+			var parts []string
+			for _, s := range st.Shards {
+				parts = append(parts, fmt.Sprintf("%d: %d queued, %d in flight", s.Shard, s.Queued, s.InFlight))
+			}
+			shards = fmt.Sprintf("%d (%s)", n, strings.Join(parts, "; "))
+		}
 		fmt.Fprintf(tw, "crawl\t%s\nqueued\t%d (render %d)\nin flight\t%d\nretry\t%d\ndone\t%d\nfailed\t%d\nseen\t%d\nlost\t%d\nduplicates\t%d\ntrap links dropped\t%d\nslaves alive\t%d (render-capable %d)\npages/s\t%.1f\nrules version\t%s\npaused\t%v\nfinished\t%v\n",
 			st.Crawl, st.Queued, st.RenderQueued, st.InFlight, st.Retry, st.Done, st.Failed, st.Seen, st.Lost, st.Duplicates,
 			st.TrapDropped, st.SlavesAlive, st.RenderSlaves, st.PagesPerSec, rv, st.Paused, st.Finished)
+		fmt.Fprintf(tw, "shards\t%s\n", shards)
 		tw.Flush()
 		return 0
 	case "export":

@@ -13,7 +13,8 @@ import (
 func TestDashboardPage(t *testing.T) {
 	f := newFake()
 	f.ov.Crawls = append(f.ov.Crawls, CrawlView{
-		Stats:  frontier.Stats{Crawl: `shop<b>"x"`, Done: 1234567, Finished: true, FinishedAt: testNow.UnixMilli()},
+		Stats: frontier.Stats{Crawl: `shop<b>"x"`, Done: 1234567, Finished: true, FinishedAt: testNow.UnixMilli(),
+			Shards: []frontier.ShardStats{{Shard: 0, Queued: 5, Done: 1000000}, {Shard: 1, Queued: 7, InFlight: 2, Done: 234567}}},
 		Paused: true,
 	})
 	s := newTestServer(f, nil)
@@ -37,6 +38,9 @@ func TestDashboardPage(t *testing.T) {
 		`<td id="crawl-shop_b__x_-state" class="state state-paused">paused</td>`,
 		`<td id="crawl-shop_b__x_-done" class="num" data-value="1234567">1,234,567</td>`,
 		`<td class="name">shop&lt;b&gt;&#34;x&#34;</td>`,
+		// a sharded crawl's shards
+		`<caption>shop&lt;b&gt;&#34;x&#34;: 2 shards</caption>`,
+		`<tr><td class="num">1</td><td class="num">7</td><td class="num">2</td><td class="num">0</td><td class="num">234,567</td>`,
 		`<span class="badge badge-paused">paused</span>`,
 		// slaves: ages from the overview's clock, dead slave without Drain
 		`<td class="num">3 s</td>`,

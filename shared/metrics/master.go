@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -107,6 +108,7 @@ type stateCollector struct {
 	stats func(ctx context.Context) (frontier.Stats, error)
 
 	up, queue, done, seen, alive, rate, dups, lost *prometheus.Desc
+	shard                                          *prometheus.Desc
 }
 
 func newStateCollector(cl prometheus.Labels, stats func(ctx context.Context) (frontier.Stats, error)) *stateCollector {
@@ -123,12 +125,13 @@ func newStateCollector(cl prometheus.Labels, stats func(ctx context.Context) (fr
 		rate:  desc("redcrawl_pages_per_second", "Pages per second over the live slaves."),
 		dups:  desc("redcrawl_duplicates", "Pages found to be duplicates."),
 		lost:  desc("redcrawl_lost_tasks", "Tasks lost."),
+		shard: desc("redcrawl_shard_queue_depth", "Tasks in a frontier queue of one shard (a crawl of several shards).", "shard", "queue"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.queue, c.done, c.seen, c.alive, c.rate, c.dups, c.lost} {
+	for _, d := range []*prometheus.Desc{c.up, c.queue, c.done, c.seen, c.alive, c.rate, c.dups, c.lost, c.shard} {
 		ch <- d
 	}
 }
@@ -165,4 +168,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.rate, snap.PagesPerSec)
 	gauge(c.dups, float64(snap.Duplicates))
 	gauge(c.lost, float64(snap.Lost))
+	for _, s := range snap.Shards {
+		k := strconv.Itoa(s.Shard)
+		gauge(c.shard, float64(s.Queued), k, "queued")
+		gauge(c.shard, float64(s.InFlight), k, "in_flight")
+		gauge(c.shard, float64(s.Retry), k, "retry")
+	}
 }

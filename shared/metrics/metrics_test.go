@@ -324,6 +324,16 @@ func TestMaster(t *testing.T) {
 		"redcrawl_scheduled_runs_total":                        0,
 	}
 	ok := func(context.Context) (frontier.Stats, error) { return snap, nil }
+	sharded := snap
+	sharded.Shards = []frontier.ShardStats{{Shard: 0, Queued: 6, InFlight: 1, Retry: 3}, {Shard: 1, Queued: 4, InFlight: 3}}
+	shardState := map[string]float64{
+		`redcrawl_shard_queue_depth{queue="queued",shard="0"}`:    6,
+		`redcrawl_shard_queue_depth{queue="in_flight",shard="0"}`: 1,
+		`redcrawl_shard_queue_depth{queue="retry",shard="0"}`:     3,
+		`redcrawl_shard_queue_depth{queue="queued",shard="1"}`:    4,
+		`redcrawl_shard_queue_depth{queue="in_flight",shard="1"}`: 3,
+		`redcrawl_shard_queue_depth{queue="retry",shard="1"}`:     0,
+	}
 	for _, tc := range []struct {
 		name  string
 		stats func(context.Context) (frontier.Stats, error)
@@ -332,6 +342,7 @@ func TestMaster(t *testing.T) {
 		want  map[string]float64 // over base
 	}{
 		{"state", ok, func(*metrics.Master) {}, state, nil},
+		{"shards", func(context.Context) (frontier.Stats, error) { return sharded, nil }, func(*metrics.Master) {}, state, shardState},
 		{"counters", ok, func(m *metrics.Master) {
 			m.LeasesRecovered(metrics.ReasonExpired, 3)
 			m.LeasesRecovered(metrics.ReasonSlaveDead, 2)
