@@ -159,3 +159,63 @@ func sortStrings(s []string) []string {
 	}
 	return out
 }
+
+// TestOwnShards: two masters split a crawl's shards; when one stops
+// renewing, the other takes its shards after the lease; a graceful stop
+// gives them back at once.
+func TestOwnShards(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	f := newFrontier(t, rdb, "own", func(o *frontier.Options) { o.Shards = 4 })
+	const ttl = 300 * time.Millisecond
+	a, err := f.Own(ctx, "m-a", ttl)
+	if err != nil || len(a) != 4 {
+		t.Fatalf("the only master owns %v, %v; want all 4", a, err)
+	}
+	// a second master: m-a gives back down to its share, m-b takes them
+	b, err := f.Own(ctx, "m-b", ttl)
+	if err != nil || len(b) != 0 {
+		t.Fatalf("m-b while m-a holds everything: %v %v", b, err)
+	}
+	if a, err = f.Own(ctx, "m-a", ttl); err != nil || len(a) != 2 {
+		t.Fatalf("m-a after m-b joined: %v %v; want 2", a, err)
+	}
+	if b, err = f.Own(ctx, "m-b", ttl); err != nil || len(b) != 2 {
+		t.Fatalf("m-b takes the rest: %v %v; want 2", b, err)
+	}
+	all := append(append([]int(nil), a...), b...)
+	if d := cmp.Diff([]int{0, 1, 2, 3}, sortInts(all)); d != "" {
+		t.Fatalf("shards held (-want +got):\n%s", d)
+	}
+	// m-a dies (stops renewing): after the lease m-b holds everything
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(ttl / 3)
+		if b, err = f.Own(ctx, "m-b", ttl); err != nil {
+			t.Fatal(err)
+		}
+		if len(b) == 4 {
+			break
+		}
+	}
+	if len(b) != 4 {
+		t.Fatalf("m-b after m-a died: %v; want all 4", b)
+	}
+	// a graceful stop frees them at once
+	if err := f.Disown(ctx, "m-b"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := f.Own(ctx, "m-c", ttl); err != nil || len(c) != 4 {
+		t.Fatalf("m-c after m-b left: %v %v; want all 4", c, err)
+	}
+}
+
+func sortInts(s []int) []int {
+	out := append([]int(nil), s...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
