@@ -192,7 +192,9 @@ type Stats struct {
 
 // ShardStats is one shard's part of Stats.
 type ShardStats struct {
-	Shard    int   `json:"shard"`
+	Shard int `json:"shard"`
+	// Slot is the shard's Redis Cluster hash slot (of its hash tag).
+	Slot     int   `json:"slot"`
 	Queued   int64 `json:"queued"`
 	InFlight int64 `json:"in_flight"`
 	Retry    int64 `json:"retry"`

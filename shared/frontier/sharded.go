@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/hashslot"
 )
 
 // A crawl of S shards is S complete frontiers (shard), each under its own
@@ -845,7 +847,7 @@ func (f *Redis) Snapshot(ctx context.Context) (Snapshot, error) {
 		return snap, err
 	}
 	part := func(k int, s Stats) ShardStats {
-		return ShardStats{Shard: k, Queued: s.Queued, InFlight: s.InFlight, Retry: s.Retry, Done: s.Done, Seen: s.Seen, Hosts: s.Hosts}
+		return ShardStats{Shard: k, Slot: hashslot.Of(f.shards[k].keys.Meta), Queued: s.Queued, InFlight: s.InFlight, Retry: s.Retry, Done: s.Done, Seen: s.Seen, Hosts: s.Hosts}
 	}
 	st := &snap.Stats
 	st.Shards = []ShardStats{part(0, *st)}

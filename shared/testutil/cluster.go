@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redcrawl/redcrawl/shared/hashslot"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -570,4 +571,90 @@ func infoField(info, key string) string {
 		}
 	}
 	return ""
+}
+
+// HashSlot is Redis Cluster's slot of a key (hashslot.Of).
+func HashSlot(key string) int { return hashslot.Of(key) }
+
+// SlotOwners reads the slot map once: owner(slot) is the address of the
+// master serving it ("" when none).
+func (c *Cluster) SlotOwners(ctx context.Context) (owner func(slot int) string, err error) {
+	nd, err := c.anyLive()
+	if err != nil {
+		return nil, err
+	}
+	slots, err := nd.Client.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("slot owners: %w", err)
+	}
+	return func(slot int) string {
+		for _, s := range slots {
+			if int(s.Start) <= slot && slot <= int(s.End) && len(s.Nodes) > 0 {
+				return s.Nodes[0].Addr
+			}
+		}
+		return ""
+	}, nil
+}
+
+// MoveEmptySlot gives a slot that holds no key to the master at toAddr, as
+// redis-cli --cluster reshard does for an empty slot (CLUSTER SETSLOT ...
+// NODE on the new owner, then on every other master), and waits until
+// every live node agrees and the cluster is healthy.
+func (c *Cluster) MoveEmptySlot(ctx context.Context, slot int, toAddr string) error {
+	to := c.Node(toAddr)
+	if to == nil {
+		return fmt.Errorf("move slot %d: no node %s", slot, toAddr)
+	}
+	owner, err := c.SlotOwners(ctx)
+	if err != nil {
+		return err
+	}
+	if owner(slot) == toAddr {
+		return nil
+	}
+	if n, err := c.Node(owner(slot)).Client.ClusterCountKeysInSlot(ctx, slot).Result(); err != nil || n != 0 {
+		return fmt.Errorf("move slot %d: %d keys in it (%v): only an empty slot moves here", slot, n, err)
+	}
+	masters, err := c.Masters(ctx)
+	if err != nil {
+		return err
+	}
+	nodes := []*ClusterNode{to}
+	for _, a := range masters {
+		if a != toAddr {
+			nodes = append(nodes, c.Node(a))
+		}
+	}
+	for _, nd := range nodes { // masters only: replicas follow theirs
+		if err := nd.Client.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", to.ID).Err(); err != nil {
+			return fmt.Errorf("move slot %d on %s: %w", slot, nd.Addr, err)
+		}
+	}
+	for {
+		owner, err := c.SlotOwners(ctx)
+		if err == nil && owner(slot) == toAddr && c.healthy(ctx) == nil {
+			agree := true
+			for _, nd := range c.Live() {
+				slots, err := nd.Client.ClusterSlots(ctx).Result()
+				if err != nil {
+					agree = false
+					break
+				}
+				for _, s := range slots {
+					if int(s.Start) <= slot && slot <= int(s.End) && (len(s.Nodes) == 0 || s.Nodes[0].Addr != toAddr) {
+						agree = false
+					}
+				}
+			}
+			if agree {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("move slot %d to %s: %w", slot, toAddr, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

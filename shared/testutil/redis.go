@@ -17,9 +17,20 @@ func CrawlName(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b)
 }
 
-// DeleteCrawl deletes every Redis key of a crawl (crawl:{name}:*).
+// DeleteCrawl deletes every Redis key of a crawl (crawl:{name}:*, and the
+// shards' crawl:{name:k}:*) that rdb's SCAN reaches (one node of a
+// cluster).
 func DeleteCrawl(ctx context.Context, rdb redis.UniversalClient, crawl string) error {
-	iter := rdb.Scan(ctx, 0, "crawl:{"+crawl+"}:*", 1000).Iterator()
+	for _, m := range []string{"crawl:{" + crawl + "}:*", "crawl:{" + crawl + ":[0-9]*}:*"} {
+		if err := deleteMatch(ctx, rdb, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func deleteMatch(ctx context.Context, rdb redis.UniversalClient, match string) error {
+	iter := rdb.Scan(ctx, 0, match, 1000).Iterator()
 	var keys []string
 	for iter.Next(ctx) {
 		keys = append(keys, iter.Val())
