@@ -28,26 +28,46 @@ import (
 // MariaDB add to them), plus innodb_flush_log_at_trx_commit in force.
 //
 //	go test -run '^$' -bench SinkBacklog -benchtime 1x ./master/masterd/
+//
+// REDCRAWL_SINK_BENCH_EVENTS sets N (default 50,000) and
+// REDCRAWL_SINK_BENCH_BATCHES the batch sizes (default 100,500,2000),
+// REDCRAWL_SINK_BENCH_PER_ENTRY the events per stream entry (default 32;
+// a transaction holds whole entries, so at least that many events).
 func BenchmarkSinkBacklog(b *testing.B) {
 	n := 50000
 	if v, err := strconv.Atoi(os.Getenv("REDCRAWL_SINK_BENCH_EVENTS")); err == nil && v > 0 {
 		n = v
 	}
-	for _, batch := range []int{100, 500, 2000} {
+	perEntry := 32
+	if v, err := strconv.Atoi(os.Getenv("REDCRAWL_SINK_BENCH_PER_ENTRY")); err == nil && v > 0 && v <= 200 {
+		perEntry = v
+	}
+	batches := []int{100, 500, 2000}
+	if v := os.Getenv("REDCRAWL_SINK_BENCH_BATCHES"); v != "" {
+		batches = nil
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 10000 {
+				b.Fatalf("REDCRAWL_SINK_BENCH_BATCHES=%q: want batch sizes in [1, 10000], comma-separated", v)
+			}
+			batches = append(batches, n)
+		}
+	}
+	for _, batch := range batches {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			for range b.N {
-				sinkBacklog(b, n, batch)
+				sinkBacklog(b, n, perEntry, batch)
 			}
 		})
 	}
 }
 
-func sinkBacklog(b *testing.B, n, batch int) {
+func sinkBacklog(b *testing.B, n, perEntry, batch int) {
 	b.StopTimer()
 	ctx := context.Background()
 	f := newSinkFixture(b, "sinkbench")
 	slaves := []string{"bench-0", "bench-1", "bench-2", "bench-3"}
-	if err := f.fillBacklog(ctx, slaves, 0, n, 32, nil); err != nil {
+	if err := f.fillBacklog(ctx, slaves, 0, n, perEntry, nil); err != nil {
 		b.Fatal(err)
 	}
 	snk := f.newSink("bench", batch)
@@ -116,7 +136,7 @@ func sinkBacklog(b *testing.B, n, batch int) {
 	b.ReportMetric(float64(n)/el.Seconds(), "rows/s")
 	b.ReportMetric(float64(goCPU.Microseconds())/float64(n), "sink-cpu-µs/row")
 	if dbOK {
-		b.ReportMetric(float64((db1 - db0).Microseconds())/float64(n), "mariadb-cpu-µs/row")
+		b.ReportMetric(float64((db1-db0).Microseconds())/float64(n), "mariadb-cpu-µs/row")
 	}
 	b.ReportMetric(float64(n)/float64(txns), "rows/txn")
 	delta := func(k string) float64 { return float64(st1[k]-st0[k]) / float64(txns) }
