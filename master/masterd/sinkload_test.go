@@ -24,12 +24,26 @@ import (
 // store in a fresh MySQL database, for driving the real sink.
 type sinkFixture struct {
 	crawl string
-	rdb   *redis.Client
-	front *frontier.Redis
-	store *store.Store
+	// pageCrawl is the crawl the page events name (default crawl): shards
+	// of one crawl are stand-in crawls here whose events name the same
+	pageCrawl string
+	rdb       *redis.Client
+	front     *frontier.Redis
+	store     *store.Store
 }
 
 func newSinkFixture(t testing.TB, prefix string) *sinkFixture {
+	t.Helper()
+	st, err := store.Open(context.Background(), storetest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return newSinkFixtureStore(t, prefix, st)
+}
+
+// newSinkFixtureStore is newSinkFixture writing into st.
+func newSinkFixtureStore(t testing.TB, prefix string, st *store.Store) *sinkFixture {
 	t.Helper()
 	ctx := context.Background()
 	addr := "127.0.0.1:6379"
@@ -48,11 +62,6 @@ func newSinkFixture(t testing.TB, prefix string) *sinkFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(ctx, storetest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	return &sinkFixture{crawl: crawl, rdb: rdb, front: front, store: st}
 }
 
@@ -103,7 +112,11 @@ func (f *sinkFixture) fillBacklog(ctx context.Context, slaves []string, first, n
 		slave := slaves[entry%len(slaves)]
 		var vals []any
 		for k := 0; k < perEntry && i+k < n; k++ {
-			ev, err := frontier.NewEvent(benchPage(f.crawl, slave, first+i+k))
+			crawl := f.crawl
+			if f.pageCrawl != "" {
+				crawl = f.pageCrawl
+			}
+			ev, err := frontier.NewEvent(benchPage(crawl, slave, first+i+k))
 			if err != nil {
 				return err
 			}
