@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/events"
@@ -188,9 +190,10 @@ type sink struct {
 	rl       *ratelog.Logger
 	// stored, when set, counts stored events by type (metrics)
 	stored func(batch []events.Envelope)
-	// perEntry is the events per stream entry of the last read, which
-	// sizes the next (readCount)
-	perEntry float64
+	// perEntry is the events per stream entry of the last read (float64
+	// bits), which sizes the next (readCount); atomic, as drain and run
+	// overlap when the master stops
+	perEntry atomic.Uint64
 }
 
 type inserter interface {
@@ -224,10 +227,11 @@ func (s *sink) run(ctx context.Context) {
 // 200 events in one entry (a slave's whole ack batch), so reading batch
 // entries could bring 200 times more.
 func (s *sink) readCount() int {
-	if s.perEntry <= 1 {
+	per := math.Float64frombits(s.perEntry.Load())
+	if per <= 1 {
 		return s.batch
 	}
-	return max(1, int(float64(s.batch)/s.perEntry))
+	return max(1, int(float64(s.batch)/per))
 }
 
 // once reads up to count entries per stream and stores their events in
@@ -254,7 +258,7 @@ func (s *sink) once(ctx context.Context, pending bool, block time.Duration, coun
 			read++
 		}
 	}
-	s.perEntry = float64(len(entries)) / float64(read)
+	s.perEntry.Store(math.Float64bits(float64(len(entries)) / float64(read)))
 	batch := make([]events.Envelope, 0, min(len(entries), s.batch))
 	var ids []string
 	for i, e := range entries {
