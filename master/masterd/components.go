@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -199,12 +200,16 @@ func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
 type sink struct {
 	stream   *frontier.Stream
 	store    inserter
-	batch    int
+	batch    int // most events in one transaction (one entry's, if more)
 	consumer string
 	log      *slog.Logger
 	rl       *ratelog.Logger
 	// stored, when set, counts stored events by type (metrics)
 	stored func(batch []events.Envelope)
+	// perEntry is the events per stream entry of the last read (float64
+	// bits), which sizes the next (readCount); atomic, as drain and run
+	// overlap when the master stops
+	perEntry atomic.Uint64
 }
 
 type inserter interface {
@@ -235,23 +240,39 @@ func (s *sink) run(ctx context.Context) {
 				pending = true
 			}
 		}
-		n, err := s.once(ctx, pending, time.Second)
+		count := s.readCount()
+		n, err := s.once(ctx, pending, time.Second, count)
 		if err != nil {
 			continue
 		}
 		if pending && n == 0 {
 			pending = false
 		}
-		if !pending && n < s.batch {
+		if !pending && n < count {
 			retry.Sleep(ctx, sinkGather)
 		}
 	}
 }
 
-// once reads and stores one batch; it retries the insert until it works
-// or ctx ends.
-func (s *sink) once(ctx context.Context, pending bool, block time.Duration) (int, error) {
-	entries, err := s.stream.Read(ctx, s.consumer, s.batch, block, pending)
+// readCount is how many entries to read from each stream so that a read
+// brings about one transaction's events per stream: a script writes up to
+// 200 events in one entry (a slave's whole ack batch), so reading batch
+// entries could bring 200 times more.
+func (s *sink) readCount() int {
+	per := math.Float64frombits(s.perEntry.Load())
+	if per <= 1 {
+		return s.batch
+	}
+	return max(1, int(float64(s.batch)/per))
+}
+
+// once reads up to count entries per stream and stores their events in
+// transactions of at most s.batch events (whole entries; one entry's
+// events if it holds more), acknowledging each transaction's entries
+// after its commit; it retries an insert until it works or ctx ends. It
+// returns the number of entries read.
+func (s *sink) once(ctx context.Context, pending bool, block time.Duration, count int) (int, error) {
+	entries, err := s.stream.Read(ctx, s.consumer, count, block, pending)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.rl.Log(ctx, slog.LevelWarn, "sink-read", "read event stream", "err", err)
@@ -262,20 +283,54 @@ func (s *sink) once(ctx context.Context, pending bool, block time.Duration) (int
 	if len(entries) == 0 {
 		return 0, nil
 	}
-	batch := make([]events.Envelope, 0, len(entries))
-	ids := make([]string, 0, len(entries))
-	for _, e := range entries {
-		// the events of one stream entry come together and share its id
+	// the events of one stream entry come together and share its id
+	var read int
+	for i := range entries {
+		if i == 0 || entries[i].StreamID != entries[i-1].StreamID {
+			read++
+		}
+	}
+	s.perEntry.Store(math.Float64bits(float64(len(entries)) / float64(read)))
+	batch := make([]events.Envelope, 0, min(len(entries), s.batch))
+	var ids []string
+	for i, e := range entries {
 		if len(ids) == 0 || ids[len(ids)-1] != e.StreamID {
 			ids = append(ids, e.StreamID)
 		}
 		env, err := events.Decode(e.ID, e.Type, e.Data)
 		if err != nil {
 			s.log.Error("dropping undecodable event", "id", e.ID, "err", err)
+		} else {
+			batch = append(batch, env)
+		}
+		// store at an entry's end once the next entry would not fit
+		last := i == len(entries)-1
+		if !last && entries[i+1].StreamID == e.StreamID {
 			continue
 		}
-		batch = append(batch, env)
+		if !last && len(batch)+entryLen(entries[i+1:]) <= s.batch {
+			continue
+		}
+		if err := s.store1(ctx, batch, ids); err != nil {
+			return 0, err
+		}
+		batch, ids = batch[:0], ids[:0]
 	}
+	return read, nil
+}
+
+// entryLen is the number of events of the entry entries starts with.
+func entryLen(entries []frontier.Entry) int {
+	n := 1
+	for n < len(entries) && entries[n].StreamID == entries[0].StreamID {
+		n++
+	}
+	return n
+}
+
+// store1 inserts batch in one transaction, retrying until it works or ctx
+// ends, then acknowledges the entries ids that held it.
+func (s *sink) store1(ctx context.Context, batch []events.Envelope, ids []string) error {
 	for i := 1; ; i++ {
 		err := s.store.Insert(ctx, batch)
 		if err == nil {
@@ -289,7 +344,7 @@ func (s *sink) once(ctx context.Context, pending bool, block time.Duration) (int
 			break
 		}
 		if ctx.Err() != nil {
-			return 0, ctx.Err()
+			return ctx.Err()
 		}
 		s.rl.Log(ctx, slog.LevelWarn, "sink-insert", "store events in mysql; keeping them in the stream", "count", len(batch), "err", err)
 		retry.Sleep(ctx, retry.Backoff(i))
@@ -297,15 +352,14 @@ func (s *sink) once(ctx context.Context, pending bool, block time.Duration) (int
 	for i := 1; ; i++ {
 		err := s.stream.Ack(ctx, ids...)
 		if err == nil {
-			break
+			return nil
 		}
 		if ctx.Err() != nil {
-			return 0, ctx.Err()
+			return ctx.Err()
 		}
 		s.rl.Log(ctx, slog.LevelWarn, "sink-ack", "ack events", "err", err)
 		retry.Sleep(ctx, retry.Backoff(i))
 	}
-	return len(ids), nil
 }
 
 // drain stores everything left in the stream, bounded by limit.
@@ -314,7 +368,7 @@ func (s *sink) drain(ctx context.Context, limit time.Duration) error {
 	defer cancel()
 	for _, pending := range []bool{true, false} {
 		for {
-			n, err := s.once(dctx, pending, -1)
+			n, err := s.once(dctx, pending, -1, s.readCount())
 			if err != nil {
 				return err
 			}

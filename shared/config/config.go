@@ -363,7 +363,9 @@ type Master struct {
 	Quiescence time.Duration `mapstructure:"quiescence"`
 	// HeartbeatSample is how often slave heartbeats are sampled into MySQL.
 	HeartbeatSample time.Duration `mapstructure:"heartbeat_sample"`
-	// SinkBatch is the largest number of events inserted in one transaction.
+	// SinkBatch is the largest number of events inserted in one
+	// transaction; a stream entry's events are never split, so a
+	// transaction holds at least one entry's.
 	SinkBatch int `mapstructure:"sink_batch"`
 	// ShardLease is how long a master's hold on a shard lasts without
 	// renewal (it renews every third of it): when a master dies, another

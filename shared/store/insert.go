@@ -36,8 +36,8 @@ const (
 // size, invalid UTF-8 is replaced, out-of-range numbers and times are
 // clamped and NaN/Inf become 0, so bad data never fails the batch (which the
 // sink would otherwise retry forever). The only input errors are envelope
-// ids that are not stream ids ("<ms>-<seq>"), since cutting an id would
-// merge distinct events.
+// ids that are not stream ids ("<ms>-<seq>", or "<tag>/<ms>-<seq>":
+// validEventID), since cutting an id would merge distinct events.
 func (s *Store) Insert(ctx context.Context, batch []events.Envelope) error {
 	ts, err := buildTables(batch)
 	if err != nil {
@@ -100,12 +100,15 @@ func buildTables(batch []events.Envelope) (*tables, error) {
 	return ts, nil
 }
 
-// validEventID reports whether id looks like a Redis stream id.
+// validEventID reports whether id looks like an event id: a Redis stream
+// id "<ms>-<seq>", after a tag naming its stream when the crawl has
+// several: "<tag>/<ms>-<seq>" (validTag), at most maxEventID long.
 func validEventID(id string) bool {
 	if id == "" || len(id) > maxEventID {
 		return false
 	}
-	// a slave's event: its stream's name first (00005_stream_tags.sql)
+	// an event of another stream than the crawl's: its name first
+	// (00005_stream_tags.sql)
 	if tag, rest, ok := strings.Cut(id, "/"); ok {
 		if !validTag(tag) {
 			return false
@@ -117,23 +120,20 @@ func validEventID(id string) bool {
 	return ok && digits(ms) && digits(seq) && len(ms) <= 20 && len(seq) <= 20
 }
 
-// validTag: a slave id, 1 to 64 of A-Z a-z 0-9 _ . -, then, for shard k>0
-// of a sharded crawl, ~k; or ~k alone (the crawl stream of shard k)
+// validTag: a stream's tag, a slave id (1 to 64 of A-Z a-z 0-9 _ . -), a
+// shard ("~" and 1 to 4 digits: a sharded crawl's shard k) or both, slave
+// first: "s1", "~3", "s1~3". Two shards' streams hand out the same ids, as
+// two slaves' do; the tag keeps their events apart.
 func validTag(s string) bool {
-	if id, shard, ok := strings.Cut(s, "~"); ok {
-		if shard == "" || len(shard) > 4 || !digits(shard) {
-			return false
-		}
-		if id == "" {
-			return true
-		}
-		s = id
-	}
-	if s == "" || len(s) > 64 {
+	slave, shard, sharded := strings.Cut(s, "~")
+	if sharded && (len(shard) > 4 || !digits(shard)) {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	if slave == "" && !sharded || len(slave) > 64 {
+		return false
+	}
+	for i := 0; i < len(slave); i++ {
+		c := slave[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
 			return false
 		}

@@ -12,7 +12,7 @@ import (
 // live schema.
 const (
 	maxCrawl       = 64
-	maxEventID     = 110 // "<slave>/" (up to 65) + "18446744073709551615-18446744073709551615" (41): 00005_stream_tags.sql
+	maxEventID     = 110 // "<slave>/" (up to 65) + "18446744073709551615-18446744073709551615" (41): 00005_stream_tags.sql; a 64-character slave with a 4-digit shard ("<slave>~<shard>/", 70) leaves 40 for "<ms>-<seq>", ample with 13-digit ms
 	maxURL         = 2048
 	maxContentType = 255
 	maxHost        = 255

@@ -523,7 +523,8 @@ func TestInsertRoundTrip(t *testing.T) {
 func TestInsertRejectsBadIDs(t *testing.T) {
 	s := open(t)
 	for _, id := range []string{"", "abc", "1-", "-1", "1-2-3", "1 -2", "12345678901234567890-123456789012345678901",
-		"/1-2", "s1/", "s 1/1-2", "s1/x-2", "s{1}/1-2", "s1/1-2/3", strings.Repeat("s", 65) + "/1-2"} {
+		"/1-2", "s1/", "s 1/1-2", "s1/x-2", "s{1}/1-2", "s1/1-2/3", strings.Repeat("s", 65) + "/1-2",
+		"~/1-2", "s1~/1-2", "~12345/1-2", "~a/1-2", "~1~2/1-2", "s1~2~/1-2", "~-1/1-2", "~0", "~0-1"} {
 		t.Run(fmt.Sprintf("%q", id), func(t *testing.T) {
 			batch := []events.Envelope{
 				{ID: "1-1", Page: &events.Page{Crawl: "c", URL: "http://ok.test/"}},
@@ -537,6 +538,67 @@ func TestInsertRejectsBadIDs(t *testing.T) {
 				t.Errorf("%d pages stored from a rejected batch", c.Pages)
 			}
 		})
+	}
+}
+
+func TestValidEventID(t *testing.T) {
+	long := strings.Repeat("s", 64)
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{"1-2", true},
+		{"18446744073709551615-18446744073709551615", true},
+		{"s1/1-2", true},
+		{long + "/18446744073709551615-18446744073709551615", true},
+		// a shard's stream (sharded crawls) and a slave's stream of a shard
+		{"~0/1-2", true},
+		{"~9999/1700000000000-31", true},
+		{"s1~3/1-2", true},
+		{"a_b.c-d~12/1-2", true},
+		{long + "~9999/1700000000000-18446744073709551615", true},
+		{long + "~9999/12345678901234567890-1234567890123456789", true},   // 110 characters
+		{long + "~9999/12345678901234567890-12345678901234567890", false}, // 111: over the column
+		{"~/1-2", false},
+		{"~12345/1-2", false},
+		{"s~x/1-2", false},
+		{"s~1~2/1-2", false},
+		{"~1/", false},
+		{"~1", false},
+		{"", false},
+	} {
+		if got := validEventID(tc.id); got != tc.want {
+			t.Errorf("validEventID(%q) = %v, want %v", tc.id, got, tc.want)
+		}
+	}
+}
+
+// TestInsertShardTags stores the same stream id from two shards' streams
+// (and from a slave's stream in each) as four rows, and each again as
+// nothing: the tag keeps them apart, UNIQUE (crawl, event_id) keeps a
+// redelivery out.
+func TestInsertShardTags(t *testing.T) {
+	ctx := t.Context()
+	s := open(t)
+	var batch []events.Envelope
+	for _, id := range []string{"~0/1700000000000-5000", "~1/1700000000000-5000", "s1~0/1700000000000-5000", "s1~1/1700000000000-5000"} {
+		batch = append(batch, events.Envelope{ID: id, Page: &events.Page{Crawl: "c", URL: "http://x.test/" + id}})
+	}
+	for range 2 {
+		if err := s.Insert(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	urls, err := s.PageURLs(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for _, e := range batch {
+		want[e.Page.URL] = 1
+	}
+	if d := cmp.Diff(want, urls); d != "" {
+		t.Errorf("page urls (-want +got):\n%s", d)
 	}
 }
 
