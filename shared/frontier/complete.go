@@ -196,35 +196,20 @@ for c = 1, n do
       if follow then
         for l = 0, nlinks - 1 do
           local j = links_at + TUPLE * l
-          local lhost, lscope = ARGV[j + 2], ARGV[j + 3]
-          local ok_scope = not scope_by_seeds
-          if not ok_scope then
-            ok_scope = in_scope[lscope]
-            if ok_scope == nil then
-              ok_scope = redis.call('SISMEMBER', K_SCOPE, lscope) == 1
-              in_scope[lscope] = ok_scope
+          local lhost = ARGV[j + 2]
+          local took = take_link(j, scope_by_seeds, in_scope, crawl, slave, now)
+          if took == 'new' then
+            if AOPIC then
+              targets[#targets + 1] = j
+            else
+              push(lhost, ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
             end
-          end
-          if ok_scope then
-            if seen_add(ARGV[j], ARGV[j + 1]) then
-              local ok, why = admit(lhost, ARGV[j + 6], true)
-              if not ok then
-                trap_drop(lhost, ARGV[j + 5], why, crawl, slave, now)
-              else
-                if AOPIC then
-                  targets[#targets + 1] = j
-                else
-                  push(lhost, ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
-                end
-                stat('seen', 1)
-                added = added + 1
-              end
-            elseif STRATEGY == 'priority' then
-              -- one more backlink to a URL that is still queued
-              redis.call('ZADD', kq_pq(is_render(ARGV[j + 5]), lhost), 'XX', 'INCR', -PRIO_X, task_url(ARGV[j + 5]))
-            elseif AOPIC and redis.call('ZSCORE', kq_pq(is_render(ARGV[j + 5]), lhost), task_url(ARGV[j + 5])) then
-              targets[#targets + 1] = -j
-            end
+            added = added + 1
+          elseif took == 'old' and STRATEGY == 'priority' then
+            -- one more backlink to a URL that is still queued
+            redis.call('ZADD', kq_pq(is_render(ARGV[j + 5]), lhost), 'XX', 'INCR', -PRIO_X, task_url(ARGV[j + 5]))
+          elseif took == 'old' and AOPIC and redis.call('ZSCORE', kq_pq(is_render(ARGV[j + 5]), lhost), task_url(ARGV[j + 5])) then
+            targets[#targets + 1] = -j
           end
         end
       end

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/hashslot"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
@@ -27,28 +28,8 @@ var hostileHosts = []string{
 	"a/../../b", "..", "crawl:{other}:meta",
 }
 
-// keySlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of the
-// hash tag (the bytes between the first '{' and the first '}' after it,
-// when not empty), else of the whole key, mod 16384.
-func keySlot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for k := 0; k < len(key); k++ {
-		crc ^= uint16(key[k]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
-}
+// keySlot is the Redis Cluster hash slot of key.
+func keySlot(key string) uint16 { return uint16(hashslot.Of(key)) }
 
 func TestKeySlot(t *testing.T) {
 	// Values from the Redis Cluster specification and CLUSTER KEYSLOT.

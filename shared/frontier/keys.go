@@ -919,6 +919,31 @@ local function trap_drop(host, task, why, crawl, slave, now)
   end
 end
 
+-- take_link puts the link tuple at ARGV[j] through scope (in_scope caches
+-- SISMEMBER scopehosts), dedup and the trap caps. It returns 'new' for a
+-- link seen now and admitted (counted in the stats' seen; the caller
+-- queues it), 'old' for one seen before, and nil for one out of scope or
+-- dropped by a cap (a trap_drop).
+local function take_link(j, scope_by_seeds, in_scope, crawl, slave, now)
+  local lhost, lscope = ARGV[j + 2], ARGV[j + 3]
+  if scope_by_seeds then
+    local ok_scope = in_scope[lscope]
+    if ok_scope == nil then
+      ok_scope = redis.call('SISMEMBER', K_SCOPE, lscope) == 1
+      in_scope[lscope] = ok_scope
+    end
+    if not ok_scope then return nil end
+  end
+  if not seen_add(ARGV[j], ARGV[j + 1]) then return 'old' end
+  local ok, why = admit(lhost, ARGV[j + 6], true)
+  if not ok then
+    trap_drop(lhost, ARGV[j + 5], why, crawl, slave, now)
+    return nil
+  end
+  stat('seen', 1)
+  return 'new'
+end
+
 -- a task came back from a lease or a retry: count the attempt and requeue
 -- it, or fail it once attempts are used. Returns the new attempt and
 -- whether it failed.

@@ -603,28 +603,12 @@ local in_scope = {}
 local added = 0
 for l = 0, n - 1 do
   local j = 7 + 4 * np + TUPLE * l
-  local lhost, lscope = ARGV[j + 2], ARGV[j + 3]
-  local ok_scope = not scope_by_seeds
-  if not ok_scope then
-    ok_scope = in_scope[lscope]
-    if ok_scope == nil then
-      ok_scope = redis.call('SISMEMBER', K_SCOPE, lscope) == 1
-      in_scope[lscope] = ok_scope
-    end
-  end
-  if ok_scope then
-    if seen_add(ARGV[j], ARGV[j + 1]) then
-      local ok, why = admit(lhost, ARGV[j + 6], true)
-      if not ok then
-        trap_drop(lhost, ARGV[j + 5], why, crawl, slave, now)
-      else
-        push(lhost, ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
-        stat('seen', 1)
-        added = added + 1
-      end
-    elseif STRATEGY == 'priority' then
-      redis.call('ZADD', kq_pq(is_render(ARGV[j + 5]), lhost), 'XX', 'INCR', -PRIO_X, task_url(ARGV[j + 5]))
-    end
+  local took = take_link(j, scope_by_seeds, in_scope, crawl, slave, now)
+  if took == 'new' then
+    push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
+    added = added + 1
+  elseif took == 'old' and STRATEGY == 'priority' then
+    redis.call('ZADD', kq_pq(is_render(ARGV[j + 5]), ARGV[j + 2]), 'XX', 'INCR', -PRIO_X, task_url(ARGV[j + 5]))
   end
 end
 if #ev_buf > 0 then redis.call('ZADD', K_SLAVES, 'NX', now, slave) end
