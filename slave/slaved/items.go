@@ -1,7 +1,7 @@
 package slaved
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 
 	"github.com/redcrawl/redcrawl/shared/events"
@@ -12,9 +12,9 @@ import (
 
 // extractItems runs the item rules of a page's rule set on the document
 // (its UTF-8 text when a handler decoded it) and adds an item record per
-// item rule, and an extract exception per field that failed, naming rule
+// item rule (through the OnItem hooks), and an extract exception per field that failed, naming rule
 // set, item and field so the admin can fix the rule.
-func (s *Slave) extractItems(c *frontier.Completion, rs *rules.RuleSet, d *Doc, fetchedAt int64) {
+func (s *Slave) extractItems(ctx context.Context, c *frontier.Completion, rs *rules.RuleSet, d *Doc, fetchedAt int64) {
 	its := rs.ItemsFor(d.URL)
 	if len(its) == 0 {
 		return
@@ -36,12 +36,8 @@ func (s *Slave) extractItems(c *frontier.Completion, rs *rules.RuleSet, d *Doc, 
 		if len(item) == 0 {
 			continue
 		}
-		data, err := json.Marshal(item)
-		if err != nil {
-			s.exception(c, events.KindExtract, 0, fmt.Sprintf("rule %s item %s: encode: %v", rs.Name, it.Name, err))
-			continue
-		}
-		s.addEvent(c, &events.Item{Crawl: s.cfg.Crawl.Name, Rule: rs.Name, Item: it.Name, URL: c.Lease.URL,
-			Data: data, Slave: s.id, FetchedAt: fetchedAt})
+		// through the OnItem hooks (hooks.go), then to the master
+		s.emitItem(ctx, c, &Item{Name: it.Name, Rule: rs.Name, URL: c.Lease.URL, PageURL: c.Lease.URL,
+			Fields: item}, fetchedAt)
 	}
 }

@@ -35,7 +35,7 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 		return c
 	}
 	rs := s.ruleFor(u)
-	if s.cfg.Politeness.ObeyRobots {
+	if s.cfg.Politeness.ObeyRobots && s.robots != nil { // FetchOne has no robots cache
 		rules, err := s.robotsFor(ctx, u, &c, rs)
 		if errors.Is(err, errShutdown) {
 			c.Outcome = frontier.Release
@@ -53,7 +53,11 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 			return c
 		}
 	}
-	res, err := s.fetchOrRender(ctx, l, u, rs)
+	hdr, ended := s.requestHooks(ctx, &c, u, s.rendersTask(l, u, rs))
+	if ended {
+		return c
+	}
+	res, err := s.fetchOrRender(ctx, l, u, rs, hdr)
 	if err != nil {
 		if ctx.Err() != nil {
 			c.Outcome = frontier.Release
@@ -77,14 +81,26 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	if res.Rendered {
 		s.met.Rendered()
 	}
-	return s.handle(ctx, c, u, res)
+	p, ended := s.responseHooks(ctx, &c, u, res)
+	if ended {
+		return c
+	}
+	c = s.handle(ctx, c, u, res)
+	s.finishResponse(ctx, &c, p)
+	return c
 }
 
-// fetchOrRender fetches a task, rendering it in headless Chromium when it
+// rendersTask reports whether fetchOrRender will render a task.
+func (s *Slave) rendersTask(l frontier.Lease, u *url.URL, rs *rules.RuleSet) bool {
+	return l.Render && rs != nil && s.canRender.Load() && rs.RenderFor(u) != nil
+}
+
+// fetchOrRender fetches a task (with the OnRequest hooks' headers hdr),
+// rendering it in headless Chromium when it
 // is a render task and its rule still says so (a rule edited since the URL
 // was queued falls back to a static fetch), with its resources granted by
 // the governor.
-func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL, rs *rules.RuleSet) (*Response, error) {
+func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL, rs *rules.RuleSet, hdr http.Header) (*Response, error) {
 	var rr *rules.Render
 	if l.Render && rs != nil && s.canRender.Load() {
 		rr = rs.RenderFor(u)
@@ -97,7 +113,7 @@ func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL,
 	if rr != nil {
 		return s.renderFetch(ctx, l, rs, rr)
 	}
-	fr := FetchRequest{URL: l.URL}
+	fr := FetchRequest{URL: l.URL, Header: hdr}
 	if rs != nil {
 		fr.Session = rs.Session
 	}
@@ -209,7 +225,7 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 			}
 		}
 		if rs != nil {
-			s.extractItems(&c, rs, doc, page.FetchedAt)
+			s.extractItems(ctx, &c, rs, doc, page.FetchedAt)
 		}
 	}
 	page.Charset = doc.Charset

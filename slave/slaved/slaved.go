@@ -79,6 +79,9 @@ type Options struct {
 	// Redis, when set, is used instead of a client dialled from redis.url
 	// (embedding, instrumentation); the caller closes it.
 	Redis redis.UniversalClient
+	// SkipItemStore keeps items out of MySQL: they go only through the
+	// OnItem hooks (a slave whose sinks send them elsewhere).
+	SkipItemStore bool
 }
 
 // Slave is one crawling process.
@@ -93,7 +96,10 @@ type Slave struct {
 	scope     *urlx.Scope
 	traps     *urlx.Traps
 	handlers  *Handlers
-	throttle  *throttle // nil unless politeness.autothrottle
+	hooks     hooks       // OnRequest, OnResponse, OnItem (hooks.go)
+	running   atomic.Bool // Run or FetchOne started: no more hooks
+	oneMu     sync.Mutex  // serialises FetchOne
+	throttle  *throttle   // nil unless politeness.autothrottle
 	dups      *dupCache
 	fetcher   Fetcher
 	robots    *robotsCache
@@ -185,8 +191,9 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 	return s, nil
 }
 
-// Handlers is the slave's registry of content handlers by media type;
-// register more before Run.
+// Handlers is the slave's registry of content handlers by media type
+// (the fallback "*/*" stores documents unparsed); register more before
+// Run.
 func (s *Slave) Handlers() *Handlers { return s.handlers }
 
 // ID returns the slave's id.
@@ -195,6 +202,7 @@ func (s *Slave) ID() string { return s.id }
 // Run crawls until ctx is cancelled, then leaves gracefully. It returns
 // nil after a graceful leave.
 func (s *Slave) Run(ctx context.Context) error {
+	s.running.Store(true) // no more hooks
 	s.started = time.Now()
 	// an admin's drain ends the claim loop as a signal would
 	ctx, s.drain = context.WithCancel(ctx)
