@@ -139,6 +139,10 @@ func (s *Site) status(rt route) int {
 // answers.
 func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := h.site
+	if s.isAPI(h.index, r.URL.Path) {
+		s.serveAPI(w, r, h.addr) // api.go
+		return
+	}
 	rt := s.route(h.index, r.Method, r.URL.Path, r.URL.RawQuery)
 	path := r.URL.EscapedPath()
 	if r.URL.RawQuery != "" {

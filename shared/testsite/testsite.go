@@ -29,6 +29,8 @@
 // Site.Hostile and left out of Expected. With Options.Dynamic, host 1 also
 // serves a shop under /shop/ whose product links and prices only
 // JavaScript writes, described by Site.Shop and left out of Expected.
+// With Options.JSONAPI, host 0 also serves a JSON API with a login step
+// under /api/, described by Site.API and left out of Expected.
 // StartProxies starts HTTP forward proxies whose requests the site
 // records in Hit.Via.
 package testsite
@@ -115,6 +117,12 @@ type Options struct {
 	// crawl extracts. They are not part of Expected: a crawler's outcome
 	// on them is checked through Hits and its extracted items.
 	Dynamic bool
+	// JSONAPI adds a JSON API with a login step under /api/ on host 0
+	// (api.go): POST /api/login gives a token, GET
+	// /api/products?page=N with it gives a page of products and the
+	// next page's link. Site.API describes it. It is not part of
+	// Expected and no page links to it: a crawl starts at API().Start.
+	JSONAPI bool
 }
 
 // withDefaults returns o with defaults applied, or an error for values
