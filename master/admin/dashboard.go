@@ -148,7 +148,7 @@ func exceptionKinds() []string {
 		events.KindHTTPStatus, events.KindTooLarge, events.KindRobotsDenied,
 		events.KindParse, events.KindRedirect, events.KindBlocked, events.KindFailed,
 		events.KindTrap, events.KindProxy, events.KindCharset, events.KindExtract,
-		events.KindRules, events.KindRender, events.KindRenderTimeout,
+		events.KindRules, events.KindHook, events.KindItemPipeline, events.KindRender, events.KindRenderTimeout,
 		events.KindRenderCrash, events.KindRenderNavigation, events.KindOther,
 	}
 }

@@ -38,14 +38,16 @@ const (
 	KindTooLarge     = "too_large"
 	KindRobotsDenied = "robots_denied"
 	KindParse        = "parse"
-	KindRedirect     = "redirect" // redirect chain too long or invalid target
-	KindBlocked      = "blocked"  // private network address refused
-	KindFailed       = "failed"   // attempts exhausted
-	KindTrap         = "trap"     // URL rejected as a crawler trap; the message says why
-	KindProxy        = "proxy"    // request failed through a proxy, or a ban was detected
-	KindCharset      = "charset"  // body not decodable from its declared or sniffed encoding
-	KindExtract      = "extract"  // a field failed to extract; the message names the rule, the item and the field
-	KindRules        = "rules"    // a rule file edit was rejected; the message has file:line
+	KindRedirect     = "redirect"      // redirect chain too long or invalid target
+	KindBlocked      = "blocked"       // private network address refused
+	KindFailed       = "failed"        // attempts exhausted
+	KindTrap         = "trap"          // URL rejected as a crawler trap; the message says why
+	KindProxy        = "proxy"         // request failed through a proxy, or a ban was detected
+	KindCharset      = "charset"       // body not decodable from its declared or sniffed encoding
+	KindExtract      = "extract"       // a field failed to extract; the message names the rule, the item and the field
+	KindRules        = "rules"         // a rule file edit was rejected; the message has file:line
+	KindHook         = "hook"          // a Go slave's OnRequest or OnResponse hook erred, panicked, skipped, retried or failed a task
+	KindItemPipeline = "item_pipeline" // a Go slave's OnItem hook erred or panicked; the item was dropped
 	KindOther        = "other"
 )
 

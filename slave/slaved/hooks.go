@@ -144,10 +144,10 @@ var ErrDropItem = errors.New("drop item")
 const (
 	// KindHook: an OnRequest or OnResponse hook returned an error,
 	// panicked, skipped, retried or failed a task.
-	KindHook = "hook"
+	KindHook = events.KindHook
 	// KindItemPipeline: an OnItem hook returned an error or panicked; the
 	// item was dropped.
-	KindItemPipeline = "item_pipeline"
+	KindItemPipeline = events.KindItemPipeline
 )
 
 type hooks struct {
