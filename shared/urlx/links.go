@@ -64,6 +64,9 @@ type LinkOptions struct {
 	// ObeyRelNoFollow leaves out the links of <a> and <area> elements
 	// whose rel lists nofollow, ugc or sponsored.
 	ObeyRelNoFollow bool
+	// IgnoreRobots returns the links whatever the robots meta tags say
+	// (Links.Robots still reports them; NoFollow stays false).
+	IgnoreRobots bool
 }
 
 // ExtractLinksWith is ExtractLinks with options. The whole document is
@@ -71,7 +74,7 @@ type LinkOptions struct {
 // winning) and its canonical link; Links.Robots holds the directives and
 // NoFollow is set, with no links returned, when they include nofollow.
 func (c *Canonicalizer) ExtractLinksWith(doc *url.URL, body []byte, opt LinkOptions) Links {
-	sc := linkScanner{metaNames: opt.MetaNames, obeyRel: opt.ObeyRelNoFollow}
+	sc := linkScanner{metaNames: opt.MetaNames, obeyRel: opt.ObeyRelNoFollow, ignoreRobots: opt.IgnoreRobots}
 	sc.scan(body, true)
 	maxLinks := opt.MaxLinks
 	res := Links{Robots: sc.robots, RelNoFollow: sc.relNoFollow}
@@ -90,7 +93,7 @@ func (c *Canonicalizer) ExtractLinksWith(doc *url.URL, body []byte, opt LinkOpti
 			}
 		}
 	}
-	if sc.robots.NoFollow {
+	if sc.robots.NoFollow && !opt.IgnoreRobots {
 		res.NoFollow = true
 		return res
 	}
@@ -123,6 +126,8 @@ func (c *Canonicalizer) ExtractLinksWith(doc *url.URL, body []byte, opt LinkOpti
 type linkScanner struct {
 	metaNames []string // robots meta names besides "robots"
 	obeyRel   bool     // leave out rel=nofollow|ugc|sponsored links
+	// ignoreRobots collects links whatever the robots meta tags say
+	ignoreRobots bool
 
 	refs          []string
 	baseHref      string
@@ -192,7 +197,7 @@ func (sc *linkScanner) scan(body []byte, nested bool) {
 // add collects a link reference, unless the document asked that its
 // links not be followed.
 func (sc *linkScanner) add(ref string) {
-	if !sc.robots.NoFollow {
+	if !sc.robots.NoFollow || sc.ignoreRobots {
 		sc.refs = append(sc.refs, ref)
 	}
 }

@@ -112,6 +112,12 @@ func TestExtractLinksRobotsMeta(t *testing.T) {
 			want: metaResult{NoFollow: true, Robots: robots.Directives{NoFollow: true}, Canonical: "http://example.com/c"},
 		},
 		{
+			name: "robots ignored",
+			html: `<meta name="robots" content="none"><a href="/a">a</a>`,
+			opt:  LinkOptions{IgnoreRobots: true},
+			want: metaResult{URLs: []string{"http://example.com/a"}, Robots: robots.Directives{NoIndex: true, NoFollow: true}},
+		},
+		{
 			name: "rel nofollow followed by default",
 			html: `<a href="/a" rel="nofollow">a</a><a href="/b" rel="ugc">b</a><a href="/c" rel="sponsored">c</a>`,
 			want: metaResult{URLs: []string{"http://example.com/a", "http://example.com/b", "http://example.com/c"}},
