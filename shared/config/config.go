@@ -159,6 +159,17 @@ type Crawl struct {
 	// ContentDedup records pages whose body was already seen in the crawl
 	// as duplicates and does not follow their links again.
 	ContentDedup bool `mapstructure:"content_dedup"`
+	// ObeyRobotsMeta obeys what pages say about themselves in robots meta
+	// tags (<meta name="robots">, <meta name="<product token>">) and
+	// X-Robots-Tag headers: noindex (not stored), nofollow (links not
+	// followed), noarchive (no WARC record), none.
+	ObeyRobotsMeta bool `mapstructure:"obey_robots_meta"`
+	// ObeyRelNoFollow does not follow the links of <a>/<area> whose rel is
+	// nofollow, ugc or sponsored.
+	ObeyRelNoFollow bool `mapstructure:"obey_rel_nofollow"`
+	// FollowCanonical enqueues a page's rel="canonical" URL when it is
+	// another URL of the same host, and records the page as its duplicate.
+	FollowCanonical bool `mapstructure:"follow_canonical"`
 	// Schedule re-seeds the crawl (a recrawl of its seeds, following links
 	// not seen before) on a cron expression or descriptor (@daily, @every
 	// 6h); "" = never. Rule files may carry their own schedule.

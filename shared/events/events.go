@@ -121,6 +121,10 @@ type Page struct {
 	// Set when the page went through rules (rendering, item extraction).
 	Rendered bool   `json:"rendered,omitempty"` // fetched through a browser that ran its scripts
 	RuleSet  string `json:"rule,omitempty"`     // name of the rule set that matched the page
+	// What the page says about itself (robots meta tags, X-Robots-Tag,
+	// rel="canonical").
+	Robots    string `json:"robots,omitempty"`    // restricting directives obeyed, e.g. "noindex,nofollow" (robots.Directives)
+	Canonical string `json:"canonical,omitempty"` // the canonical URL it names
 }
 
 // Exception records one thing that went wrong with a URL.

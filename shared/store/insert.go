@@ -172,6 +172,7 @@ func pageRow(id string, p *events.Page) []any {
 		chars(p.Charset, maxCharset), chars(p.WARC, maxWARC), chars(p.Proxy, maxProxy),
 		chars(p.Handler, maxHandler), chars(p.Checksum, maxChecksum),
 		p.Rendered, chars(p.RuleSet, maxRule),
+		chars(p.Robots, maxRobots), chars(p.Canonical, maxURL),
 	}
 }
 
@@ -238,7 +239,8 @@ func newTables() *tables {
 		pages: &table{name: "pages", cols: []string{
 			"crawl", "event_id", "url", "url_hash", "final_url", "status", "content_type", "bytes",
 			"depth", "attempt", "links", "duration_ms", "fetched_at", "slave_id", "content_hash",
-			"charset", "warc", "proxy", "handler", "checksum", "rendered", "rule"}},
+			"charset", "warc", "proxy", "handler", "checksum", "rendered", "rule",
+			"robots", "canonical"}},
 		exceptions: &table{name: "exceptions", cols: []string{
 			"crawl", "event_id", "kind", "url", "host", "slave_id", "attempt", "status", "message", "at", "snapshot"}},
 		slaves: &table{name: "slave_events", cols: []string{

@@ -32,6 +32,7 @@ const (
 	maxRule        = 128   // items.rule, items.item, pages.rule
 	maxRulesVer    = 64    // heartbeats.rules_version
 	maxSnapshot    = 512   // exceptions.snapshot
+	maxRobots      = 32    // pages.robots: "noindex,nofollow,noarchive"
 )
 
 // maxItemData is the most bytes of JSON the store writes to items.data

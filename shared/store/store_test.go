@@ -299,14 +299,15 @@ func read(t *testing.T, s *Store, crawl string) snapshot {
 	sn.Pages = []events.Page{}
 	err = s.query(ctx, "pages", `SELECT crawl, url, final_url, status, content_type, bytes, depth,
 		fetched_at, slave_id, content_hash, duration_ms, attempt, links, url_hash,
-		charset, warc, proxy, handler, checksum, rendered, rule
+		charset, warc, proxy, handler, checksum, rendered, rule, robots, canonical
 		FROM pages WHERE crawl = ? ORDER BY id`, []any{crawl}, func(r *sql.Rows) error {
 		var p events.Page
 		var at time.Time
 		var hash []byte
 		if err := r.Scan(&p.Crawl, &p.URL, &p.FinalURL, &p.Status, &p.ContentType, &p.Bytes, &p.Depth,
 			&at, &p.Slave, &p.ContentHash, &p.DurationMS, &p.Attempt, &p.Links, &hash,
-			&p.Charset, &p.WARC, &p.Proxy, &p.Handler, &p.Checksum, &p.Rendered, &p.RuleSet); err != nil {
+			&p.Charset, &p.WARC, &p.Proxy, &p.Handler, &p.Checksum, &p.Rendered, &p.RuleSet,
+			&p.Robots, &p.Canonical); err != nil {
 			return err
 		}
 		p.FetchedAt = at.UnixMilli()
@@ -371,6 +372,8 @@ func mixed(crawl string) ([]events.Envelope, snapshot) {
 		{Crawl: crawl, URL: "http://a.test/X", Status: 200, FetchedAt: t0 + 6}, // differs from .../x only by case
 		{Crawl: crawl, URL: "http://a.test/x", Status: 200, FetchedAt: t0 + 7},
 		{Crawl: crawl, URL: "http://a.test/p/1", Status: 200, FetchedAt: t0 + 8, Rendered: true, RuleSet: "shop"},
+		{Crawl: crawl, URL: "http://a.test/p/1?sort=asc", Status: 200, FetchedAt: t0 + 9, Robots: "noindex,nofollow",
+			Canonical: "http://a.test/p/1"},
 	}
 	excs := []events.Exception{
 		{Crawl: crawl, Kind: events.KindDNS, URL: "http://b.test/", Host: "b.test", Slave: "s1", Attempt: 1,
@@ -730,6 +733,10 @@ func TestInsertTruncates(t *testing.T) {
 			Exceptions: []events.Exception{{Crawl: "t13", Kind: events.KindRenderNavigation, Snapshot: long("😀", 512)}},
 			Heartbeats: []events.Heartbeat{{Crawl: "t13", Render: true, RulesVersion: long("v", 64)}},
 		},
+	}, {
+		name: "robots and canonical fields",
+		in:   events.Envelope{Page: &events.Page{Crawl: "t14", URL: "u", Robots: long("n", 33), Canonical: cutURL}},
+		want: snapshot{Pages: []events.Page{{Crawl: "t14", URL: "u", Robots: long("n", 32), Canonical: cutURL[:2048]}}},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			c.in.ID = "1-1"
@@ -1034,6 +1041,7 @@ func TestColumnLimits(t *testing.T) {
 		{"items", "rule"}: maxRule, {"items", "item"}: maxRule, {"items", "url"}: maxURL, {"items", "url_hash"}: 8,
 		{"items", "slave_id"}: maxSlave, {"pages", "rule"}: maxRule, {"heartbeats", "rules_version"}: maxRulesVer,
 		{"exceptions", "snapshot"}: maxSnapshot,
+		{"pages", "robots"}:        maxRobots, {"pages", "canonical"}: maxURL,
 		{"schedule_runs", "crawl"}: maxCrawl, {"schedule_runs", "name"}: maxScheduleName,
 		{"schedule_runs", "spec"}: maxScheduleSpec, {"schedule_runs", "master"}: maxMaster,
 	} {
@@ -1220,7 +1228,8 @@ func TestMigrateFetchKeepsPages(t *testing.T) {
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(append(initial, "charset", "warc", "proxy", "handler", "checksum", "rendered", "rule"), pageColumns()); d != "" {
+	if d := cmp.Diff(append(initial, "charset", "warc", "proxy", "handler", "checksum", "rendered", "rule",
+		"robots", "canonical"), pageColumns()); d != "" {
 		t.Errorf("pages columns after up (-want +got):\n%s", d)
 	}
 	got := read(t, s, "old")

@@ -16,6 +16,7 @@ const (
 	kindJavascript             // a javascript: link, not crawlable
 	kindHostile                // the hub /hostile/ on host 0, not part of Expected
 	kindShop                   // the catalogue /shop/ on host 1, not part of Expected
+	kindMeta                   // the hub /meta/ on host 0, not part of Expected
 )
 
 // redirectHops is the length of the redirect chain.
@@ -49,6 +50,8 @@ func (t target) path() string {
 		return hostilePrefix
 	case kindShop:
 		return shopPrefix
+	case kindMeta:
+		return metaPrefix
 	}
 	return ""
 }
@@ -177,6 +180,9 @@ func (s *Site) build(pi *pageInfo, host, n int) {
 
 	if n == 0 && host == 0 && o.Hostile {
 		add(target{kind: kindHostile}, formPlain)
+	}
+	if n == 0 && host == 0 && o.Meta {
+		add(target{kind: kindMeta}, formPlain)
 	}
 	if n == 0 && host == shopHost && o.Dynamic {
 		add(target{kind: kindShop, host: shopHost}, formPlain)

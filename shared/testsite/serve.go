@@ -24,6 +24,7 @@ const (
 	routeBadMethod
 	routeHostile
 	routeShop
+	routeMeta
 )
 
 // route is a parsed request.
@@ -32,6 +33,7 @@ type route struct {
 	n    int
 	h    hostileRoute // for routeHostile
 	sp   shopRoute    // for routeShop
+	rest string       // for routeMeta: the path below /meta/
 }
 
 // route parses a request for path (and query, only for hostile and
@@ -64,6 +66,11 @@ func (s *Site) route(host int, method, path, query string) route {
 	if host == 0 && o.Hostile {
 		if rest, ok := strings.CutPrefix(path, hostilePrefix); ok {
 			return route{kind: routeHostile, h: s.hostileRoute(rest, query)}
+		}
+	}
+	if host == 0 && o.Meta {
+		if rest, ok := strings.CutPrefix(path, metaPrefix); ok {
+			return route{kind: routeMeta, rest: rest}
 		}
 	}
 	if host == shopHost && o.Dynamic {
@@ -131,6 +138,8 @@ func (s *Site) status(rt route) int {
 		return rt.h.status
 	case routeShop:
 		return rt.sp.status
+	case routeMeta:
+		return metaStatus(rt.rest)
 	}
 	return http.StatusOK
 }
@@ -181,6 +190,10 @@ func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rt.kind == routeShop {
 		s.serveShop(w, r, rt.sp)
+		return
+	}
+	if rt.kind == routeMeta {
+		s.serveMeta(w, r, rt.rest)
 		return
 	}
 

@@ -123,6 +123,13 @@ type Options struct {
 	// next page's link. Site.API describes it. It is not part of
 	// Expected and no page links to it: a crawl starts at API().Start.
 	JSONAPI bool
+	// Meta adds, on host 0 under /meta/ and linked from its root, pages
+	// that say something about themselves: robots meta tags and
+	// X-Robots-Tag headers (noindex, nofollow, none, noarchive, for every
+	// crawler, for "redcrawl" and for others), rel=nofollow/ugc/sponsored
+	// links, a rel=canonical, br- and zstd-encoded pages and br and zstd
+	// bombs. Site.Meta describes them. They are not part of Expected.
+	Meta bool
 }
 
 // withDefaults returns o with defaults applied, or an error for values

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/html"
+
+	"github.com/redcrawl/redcrawl/shared/robots"
 )
 
 // Links is what ExtractLinks found in a document.
@@ -14,8 +16,18 @@ type Links struct {
 	// order. Empty when NoFollow is set.
 	URLs []*url.URL
 	// NoFollow is set when the document carries
-	// <meta name="robots" content="nofollow"> (or "none").
+	// <meta name="robots" content="nofollow"> (or "none"): Robots.NoFollow.
 	NoFollow bool
+	// Robots are the directives of the document's robots meta tags
+	// (<meta name="robots"> and the LinkOptions.MetaNames), combined.
+	Robots robots.Directives
+	// Canonical is the canonical form of the href of the document's first
+	// <link rel="canonical"> in its head, resolved like a link; "" when
+	// there is none or it is not a usable http(s) URL.
+	Canonical string
+	// RelNoFollow counts the links left out for their rel="nofollow",
+	// "ugc" or "sponsored" (LinkOptions.ObeyRelNoFollow).
+	RelNoFollow int
 	// BaseHref is the canonical form of the document's first usable
 	// <base href>, resolved against the document URL; "" when there is
 	// none. Relative links are resolved against it.
@@ -38,9 +50,34 @@ type Links struct {
 // encoding are percent-encoded as they are (browsers convert the path to
 // UTF-8 and encode the query in the document encoding).
 func (c *Canonicalizer) ExtractLinks(doc *url.URL, body []byte, maxLinks int) Links {
-	var sc linkScanner
+	return c.ExtractLinksWith(doc, body, LinkOptions{MaxLinks: maxLinks})
+}
+
+// LinkOptions configure ExtractLinksWith.
+type LinkOptions struct {
+	// MaxLinks caps the links returned; 0 = no cap.
+	MaxLinks int
+	// MetaNames are further <meta name> values, besides "robots", whose
+	// content is robots directives: the crawler's product token
+	// (<meta name="redcrawl">). Compared case-insensitively.
+	MetaNames []string
+	// ObeyRelNoFollow leaves out the links of <a> and <area> elements
+	// whose rel lists nofollow, ugc or sponsored.
+	ObeyRelNoFollow bool
+	// IgnoreRobots returns the links whatever the robots meta tags say
+	// (Links.Robots still reports them; NoFollow stays false).
+	IgnoreRobots bool
+}
+
+// ExtractLinksWith is ExtractLinks with options. The whole document is
+// read for its robots meta tags (they combine, the most restrictive
+// winning) and its canonical link; Links.Robots holds the directives and
+// NoFollow is set, with no links returned, when they include nofollow.
+func (c *Canonicalizer) ExtractLinksWith(doc *url.URL, body []byte, opt LinkOptions) Links {
+	sc := linkScanner{metaNames: opt.MetaNames, obeyRel: opt.ObeyRelNoFollow, ignoreRobots: opt.IgnoreRobots}
 	sc.scan(body, true)
-	var res Links
+	maxLinks := opt.MaxLinks
+	res := Links{Robots: sc.robots, RelNoFollow: sc.relNoFollow}
 	docBase, _ := c.baseOf(doc)
 	base := docBase
 	if sc.haveBase {
@@ -49,7 +86,14 @@ func (c *Canonicalizer) ExtractLinks(doc *url.URL, body []byte, maxLinks int) Li
 			res.BaseHref = b.String()
 		}
 	}
-	if sc.noFollow {
+	if sc.haveCanonical {
+		if cu, err := c.parse(base, sc.canonical); err == nil {
+			if s := cu.String(); len(s) <= MaxURLLength {
+				res.Canonical = s
+			}
+		}
+	}
+	if sc.robots.NoFollow && !opt.IgnoreRobots {
 		res.NoFollow = true
 		return res
 	}
@@ -80,10 +124,19 @@ func (c *Canonicalizer) ExtractLinks(doc *url.URL, body []byte, maxLinks int) Li
 // element is collected separately so that it applies to the whole document,
 // also to links before it, as in browsers.
 type linkScanner struct {
-	refs     []string
-	baseHref string
-	haveBase bool
-	noFollow bool
+	metaNames []string // robots meta names besides "robots"
+	obeyRel   bool     // leave out rel=nofollow|ugc|sponsored links
+	// ignoreRobots collects links whatever the robots meta tags say
+	ignoreRobots bool
+
+	refs          []string
+	baseHref      string
+	haveBase      bool
+	robots        robots.Directives
+	canonical     string
+	haveCanonical bool
+	inBody        bool // a tag that does not belong in head was seen
+	relNoFollow   int
 }
 
 // scan tokenizes body. The contents of <noscript> and <noframes> are raw
@@ -92,6 +145,7 @@ type linkScanner struct {
 func (sc *linkScanner) scan(body []byte, nested bool) {
 	z := html.NewTokenizer(bytes.NewReader(body))
 	rawLinks := false // the next text token is the content of noscript/noframes
+	headText := false // the next text token is the content of title/script/style
 	for {
 		tt := z.Next()
 		switch tt {
@@ -100,20 +154,19 @@ func (sc *linkScanner) scan(body []byte, nested bool) {
 		case html.TextToken:
 			if rawLinks && nested {
 				sc.scan(z.Text(), false)
-				if sc.noFollow {
-					return
-				}
+			} else if !sc.inBody && !headText && len(bytes.TrimSpace(z.Text())) > 0 {
+				sc.inBody = true // text starts the body
 			}
 		case html.StartTagToken, html.SelfClosingTagToken:
 			name, hasAttr := z.TagName()
 			switch string(name) {
 			case "a", "area":
-				if v, ok := attr(z, hasAttr, "href"); ok {
-					sc.refs = append(sc.refs, v)
-				}
+				sc.inBody = true
+				sc.anchor(z, hasAttr)
 			case "frame", "iframe":
+				sc.inBody = true
 				if v, ok := attr(z, hasAttr, "src"); ok {
-					sc.refs = append(sc.refs, v)
+					sc.add(v)
 				}
 			case "link":
 				sc.link(z, hasAttr)
@@ -124,17 +177,61 @@ func (sc *linkScanner) scan(body []byte, nested bool) {
 					}
 				}
 			case "meta":
-				if sc.metaNoFollow(z, hasAttr) {
-					sc.noFollow = true
-					return
-				}
+				sc.meta(z, hasAttr)
+			case "title", "script", "style":
+				headText = tt == html.StartTagToken
+				rawLinks = false
+				continue
+			case "html", "head", "template":
 			case "noscript", "noframes":
 				rawLinks = tt == html.StartTagToken
 				continue
+			default:
+				sc.inBody = true // body, or an element that starts it
 			}
 		}
-		rawLinks = false
+		rawLinks, headText = false, false
 	}
+}
+
+// add collects a link reference, unless the document asked that its
+// links not be followed.
+func (sc *linkScanner) add(ref string) {
+	if !sc.robots.NoFollow || sc.ignoreRobots {
+		sc.refs = append(sc.refs, ref)
+	}
+}
+
+// anchor collects the href of <a> or <area>, unless its rel says
+// nofollow, ugc or sponsored and those are obeyed.
+func (sc *linkScanner) anchor(z *html.Tokenizer, more bool) {
+	var rel, href string
+	var haveHref bool
+	for more {
+		var k, v []byte
+		k, v, more = z.TagAttr()
+		switch string(k) {
+		case "rel":
+			rel = string(v)
+		case "href":
+			if !haveHref {
+				href, haveHref = string(v), true
+			}
+		}
+	}
+	if !haveHref {
+		return
+	}
+	if sc.obeyRel {
+		for _, r := range strings.Fields(rel) {
+			switch strings.ToLower(r) {
+			case "nofollow", "ugc", "sponsored":
+				sc.relNoFollow++
+				return
+			}
+		}
+	}
+	sc.add(href)
 }
 
 // attr returns the value of the attribute key of the current tag.
@@ -169,6 +266,12 @@ func (sc *linkScanner) link(z *html.Tokenizer, more bool) {
 	follow := false
 	for _, r := range strings.Fields(rel) {
 		switch strings.ToLower(r) {
+		case "canonical":
+			// only in head, as Google reads it: a canonical link in the
+			// body may be anyone's
+			if !sc.haveCanonical && !sc.inBody {
+				sc.canonical, sc.haveCanonical = href, true
+			}
 		case "next", "prev", "previous", "alternate":
 			follow = true
 		case "stylesheet", "icon", "preload", "prefetch", "modulepreload":
@@ -176,32 +279,29 @@ func (sc *linkScanner) link(z *html.Tokenizer, more bool) {
 		}
 	}
 	if follow {
-		sc.refs = append(sc.refs, href)
+		sc.add(href)
 	}
 }
 
-// metaNoFollow reports whether the current <meta> is
-// <meta name="robots" content="...nofollow..."> or content="none".
-func (sc *linkScanner) metaNoFollow(z *html.Tokenizer, more bool) bool {
-	var isRobots bool
-	var content string
+// meta reads a robots meta tag: <meta name="robots" content="..."> or a
+// name of metaNames; its directives combine with earlier ones.
+func (sc *linkScanner) meta(z *html.Tokenizer, more bool) {
+	var name, content string
 	for more {
 		var k, v []byte
 		k, v, more = z.TagAttr()
 		switch string(k) {
 		case "name":
-			isRobots = strings.EqualFold(strings.TrimSpace(string(v)), "robots")
+			name = strings.TrimSpace(string(v))
 		case "content":
 			content = string(v)
 		}
 	}
-	if !isRobots {
-		return false
+	match := strings.EqualFold(name, "robots")
+	for _, n := range sc.metaNames {
+		match = match || (n != "" && strings.EqualFold(name, n))
 	}
-	for _, d := range strings.FieldsFunc(content, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' }) {
-		if strings.EqualFold(d, "nofollow") || strings.EqualFold(d, "none") {
-			return true
-		}
+	if match {
+		sc.robots = sc.robots.Merge(robots.ParseDirectives(content))
 	}
-	return false
 }

@@ -87,7 +87,7 @@ func TestExtractLinks(t *testing.T) {
 		{
 			name: "meta robots nofollow",
 			html: `<head><meta name="robots" content="noindex, nofollow"><base href="/b/"></head><a href="/x">x</a>`,
-			want: linksResult{NoFollow: true},
+			want: linksResult{NoFollow: true, BaseHref: "http://example.com/b/"}, // the whole document is read
 		},
 		{
 			name: "meta robots none upper case",

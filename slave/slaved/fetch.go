@@ -2,8 +2,6 @@ package slaved
 
 import (
 	"bytes"
-	"compress/gzip"
-	"compress/zlib"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -310,6 +308,9 @@ func (f *httpFetcher) Fetch(ctx context.Context, fr FetchRequest) (*Response, er
 		return nil, &FetchError{Kind: events.KindParse, Err: err}
 	}
 	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+	// set here, Go's transport leaves the body as sent: readBody decodes it
+	req.Header.Set("Accept-Encoding", content.AcceptEncoding)
+	// an OnRequest hook's headers replace the slave's own
 	for k, v := range fr.Header {
 		req.Header[http.CanonicalHeaderKey(k)] = v
 	}
@@ -340,34 +341,31 @@ func (f *httpFetcher) Fetch(ctx context.Context, fr FetchRequest) (*Response, er
 }
 
 // readBody reads a response body into a document input stream, capped on
-// decompressed bytes: Go's transport decompresses the gzip it asked for,
-// and a gzip or deflate body the server sent unasked is decompressed here,
-// so a compression bomb stops at the cap with memory bounded.
+// decompressed bytes: a gzip, br (brotli), zstd or deflate body (the
+// fetcher asks for content.AcceptEncoding; deflate only comes unasked) is
+// decoded here by streaming decoders of bounded memory, so a compression
+// bomb stops at fetch.max_body_bytes with memory bounded. A body in a
+// coding the crawler does not know is kept as it came, with its
+// Content-Encoding.
 func (f *httpFetcher) readBody(res *http.Response) (*content.Body, error) {
 	defer res.Body.Close()
 	var r io.Reader = res.Body
+	decoded := false
 	if !res.Uncompressed {
-		switch strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))) {
-		case "gzip", "x-gzip":
-			zr, err := gzip.NewReader(res.Body)
-			if err != nil {
-				return nil, &FetchError{Kind: events.KindParse, Err: fmt.Errorf("gzip body: %w", err)}
-			}
-			r = zr
-		case "deflate":
-			zr, err := zlib.NewReader(res.Body)
-			if err != nil {
-				return nil, &FetchError{Kind: events.KindParse, Err: fmt.Errorf("deflate body: %w", err)}
-			}
-			r = zr
-		}
-		if r != io.Reader(res.Body) {
+		dr, ok, err := content.NewDecoder(res.Body, res.Header.Get("Content-Encoding"))
+		switch {
+		case errors.Is(err, content.ErrUnsupportedEncoding):
+		case err != nil:
+			return nil, &FetchError{Kind: events.KindParse, Err: err}
+		case ok:
+			defer dr.Close()
+			r, decoded = dr, true
 			res.Header.Del("Content-Encoding")
 			res.Header.Del("Content-Length")
 		}
 	}
 	opt := f.bodyOpt
-	if r == io.Reader(res.Body) {
+	if !decoded {
 		opt.SizeHint = res.ContentLength // -1 when unknown
 	}
 	b, err := content.ReadBody(r, opt)

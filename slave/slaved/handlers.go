@@ -12,6 +12,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/shared/content"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/robots"
 )
 
 // Doc is a fetched 2xx document on its way through a content handler.
@@ -29,6 +30,12 @@ type Doc struct {
 	Charset  string     // the encoding the document was decoded from
 	Links    []*url.URL // canonical absolute links to follow
 	NoFollow bool       // the page asked not to be followed
+	// Robots are the directives of the page's robots meta tags, and
+	// Canonical the URL of its <link rel="canonical"> ("" = none); an
+	// HTML handler sets them, the X-Robots-Tag and Link headers are read
+	// for every document.
+	Robots    robots.Directives
+	Canonical string
 }
 
 // A Handler processes the documents of the media types it is registered
@@ -140,8 +147,10 @@ func (h htmlHandler) Handle(_ context.Context, d *Doc) error {
 		return fmt.Errorf("read html: %w", err)
 	}
 	d.Text = body
-	links := h.s.canon.ExtractLinks(d.URL, body, maxLinksPerPage)
+	links := h.s.canon.ExtractLinksWith(d.URL, body, h.s.linkOptions())
 	d.NoFollow = links.NoFollow
 	d.Links = links.URLs
+	d.Robots = links.Robots
+	d.Canonical = links.Canonical
 	return nil
 }

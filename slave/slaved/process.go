@@ -145,8 +145,14 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 		sha := res.Body.SHA1()
 		page.ContentHash = hex.EncodeToString(sha[:])
 	}
-	page.WARC = s.storeWARC(&c, u, res)
 	st := res.Status
+	// X-Robots-Tag applies to any response; a 2xx page's robots meta tags
+	// are read by its handler, so its WARC record waits for them
+	robotsHdr := s.headerRobots(res.Header)
+	page.Robots = robotsHdr.String()
+	if st >= 300 || res.Truncated() {
+		page.WARC = s.storeWARCUnless(&c, u, res, robotsHdr)
+	}
 	if s.throttle != nil && (st < 300 || st >= 400) {
 		d := s.throttle.observe(l.Host, res.Duration, st)
 		c.HostDelay = max(c.HostDelay, d)
@@ -204,11 +210,13 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	h := s.handlers.Lookup(doc.MediaType)
 	page.Handler = h.Name()
 	dup := false
+	var meta robots.Directives // the robots meta tags' directives
 	if s.cfg.Crawl.ContentDedup && res.Body.Size() > 0 {
 		c.ContentHash = res.Body.Checksum()
 		// a body this slave saw before: the frontier records the duplicate
-		// when it acks; its links are not extracted again
-		dup = s.dups.seen(c.ContentHash)
+		// when it acks; its links are not extracted again, and its robots
+		// meta tags are those noted when it was
+		meta, dup = s.dups.seen(c.ContentHash)
 	}
 	if !dup {
 		if err := h.Handle(ctx, doc); err != nil {
@@ -218,23 +226,51 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 			}
 			s.exception(&c, kind, st, h.Name()+": "+err.Error())
 		}
+		meta = doc.Robots
 		if rs != nil && !res.Rendered && h.Name() == "html" {
 			if rd := s.maybeDynamic(ctx, &c, rs, doc); rd != nil {
+				rd.Robots = rd.Robots.Merge(meta) // the static page's tags hold too
+				if rd.Canonical == "" {
+					rd.Canonical = doc.Canonical
+				}
 				doc = rd
+				meta = rd.Robots
 				page.Rendered = true
 			}
 		}
-		if rs != nil {
-			s.extractItems(ctx, &c, rs, doc, page.FetchedAt)
+		if c.ContentHash != 0 {
+			s.dups.note(c.ContentHash, meta)
 		}
 	}
+	directives := robotsHdr
+	if s.cfg.Crawl.ObeyRobotsMeta {
+		directives = directives.Merge(meta)
+	}
+	page.Robots = directives.String()
+	page.Canonical = s.canonicalOf(doc)
+	// noindex: the page is recorded, not stored (no WARC record, no items)
+	page.WARC = s.storeWARCUnless(&c, u, res, directives)
+	if !dup && rs != nil && !directives.NoIndex {
+		s.extractItems(ctx, &c, rs, doc, page.FetchedAt)
+	}
 	page.Charset = doc.Charset
-	if !doc.NoFollow {
+	nofollow := doc.NoFollow || directives.NoFollow
+	if !nofollow {
 		s.addLinks(&c, doc.Links, l.Depth+1)
 	}
+	s.followCanonical(&c, page, u, nofollow)
 	page.Links = len(c.Links)
 	s.addEvent(&c, page)
 	return c
+}
+
+// storeWARCUnless stores the response in WARC unless the page's robots
+// directives say noindex or noarchive.
+func (s *Slave) storeWARCUnless(c *frontier.Completion, u *url.URL, res *Response, d robots.Directives) string {
+	if d.NoIndex || d.NoArchive {
+		return ""
+	}
+	return s.storeWARC(c, u, res)
 }
 
 // addLinks scopes, trap-checks and adds the links of a page (and, with
