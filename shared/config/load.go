@@ -66,6 +66,7 @@ func Default() Config {
 			ContentDedup:      true,
 			Schedule:          "",
 			Shards:            1,
+			Sitemaps:          "robots",
 		},
 		Politeness: Politeness{
 			Delay:                time.Second,
