@@ -49,6 +49,12 @@ const (
 	KindOther        = "other"
 )
 
+// KindSitemap is a problem with a sitemap (README "Sitemaps"): over the
+// 50,000-URL or 50 MB limit, not parsable, nested too deep, or listing
+// URLs it may not (another host, outside its directory, out of scope):
+// one exception per sitemap, whose message counts what was dropped.
+const KindSitemap = "sitemap"
+
 // Render exception kinds: a page that had to be rendered in a browser and
 // could not be. Exception.Snapshot may name a saved HTML snapshot.
 const (
@@ -119,6 +125,9 @@ type Page struct {
 	// Set when the page went through rules (rendering, item extraction).
 	Rendered bool   `json:"rendered,omitempty"` // fetched through a browser that ran its scripts
 	RuleSet  string `json:"rule,omitempty"`     // name of the rule set that matched the page
+	// LastMod is the page's <lastmod> in the sitemap that listed it, unix
+	// seconds; 0 when it was not listed with one.
+	LastMod int64 `json:"lastmod,omitempty"`
 }
 
 // Exception records one thing that went wrong with a URL.

@@ -24,6 +24,7 @@ const (
 	routeBadMethod
 	routeHostile
 	routeShop
+	routeSitemap
 )
 
 // route is a parsed request.
@@ -32,6 +33,7 @@ type route struct {
 	n    int
 	h    hostileRoute // for routeHostile
 	sp   shopRoute    // for routeShop
+	sm   string       // for routeSitemap: the path
 }
 
 // route parses a request for path (and query, only for hostile and
@@ -49,6 +51,11 @@ func (s *Site) route(host int, method, path, query string) route {
 			return route{kind: routePage, n: n}
 		}
 		return route{}
+	}
+	if o.Sitemaps {
+		if rt, ok := s.sitemapRoute(host, path); ok {
+			return rt
+		}
 	}
 	if o.Robots {
 		if path == "/robots.txt" {
@@ -177,6 +184,10 @@ func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rt.kind == routeShop {
 		s.serveShop(w, r, rt.sp)
+		return
+	}
+	if rt.kind == routeSitemap {
+		s.serveSitemap(w, r, h, rt)
 		return
 	}
 
