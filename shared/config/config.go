@@ -179,6 +179,11 @@ type Crawl struct {
 	// one crawl over its nodes; hosts are assigned to shards by jump
 	// consistent hashing. Fixed when the crawl is created; 1 = one frontier.
 	Shards int `mapstructure:"shards"`
+	// Sitemaps says which sitemaps are followed (README "Sitemaps"):
+	// "robots" those listed in robots.txt (Sitemap: lines), "seed" also each
+	// seed host's /sitemap.xml, "off" none. A rule file's sitemaps key
+	// overrides it for its site.
+	Sitemaps string `mapstructure:"sitemaps"`
 }
 
 // Politeness binds every slave together towards one site.

@@ -69,6 +69,7 @@ func Default() Config {
 			FollowCanonical:   false,
 			Schedule:          "",
 			Shards:            1,
+			Sitemaps:          "robots",
 		},
 		Politeness: Politeness{
 			Delay:                time.Second,

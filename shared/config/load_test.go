@@ -391,6 +391,7 @@ func TestValidate(t *testing.T) {
 		{"bare star would strip every param", func(c *Config) { c.Crawl.StripParams = []string{"utm_*", "*"} }, "crawl.strip_params[1]"},
 		{"star inside a param", func(c *Config) { c.Crawl.StripParams = []string{"a*b"} }, "crawl.strip_params[0]"},
 		{"unknown strategy", func(c *Config) { c.Crawl.Strategy = "random" }, "crawl.strategy"},
+		{"unknown sitemaps mode", func(c *Config) { c.Crawl.Sitemaps = "always" }, "crawl.sitemaps"},
 		{"aopic tax of 1", func(c *Config) { c.Crawl.AOPICTax = 1 }, "crawl.aopic_tax"},
 		{"tiny max url length", func(c *Config) { c.Crawl.MaxURLLength = 10 }, "crawl.max_url_length"},
 		{"unknown jitter dist", func(c *Config) { c.Politeness.JitterDist = "normal" }, "politeness.jitter_dist"},

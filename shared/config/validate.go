@@ -121,6 +121,11 @@ func (c *Config) validateCrawl() error {
 	default:
 		return errorf("crawl.strategy", "%q must be one of bfs, dfs, priority, aopic", k.Strategy)
 	}
+	switch k.Sitemaps {
+	case "robots", "seed", "off":
+	default:
+		return errorf("crawl.sitemaps", "%q must be one of robots, seed, off", k.Sitemaps)
+	}
 	for _, w := range []struct {
 		key string
 		v   float64

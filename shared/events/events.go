@@ -51,6 +51,12 @@ const (
 	KindOther        = "other"
 )
 
+// KindSitemap is a problem with a sitemap (README "Sitemaps"): over the
+// 50,000-URL or 50 MB limit, not parsable, nested too deep, or listing
+// URLs it may not (another host, outside its directory, out of scope):
+// one exception per sitemap, whose message counts what was dropped.
+const KindSitemap = "sitemap"
+
 // Render exception kinds: a page that had to be rendered in a browser and
 // could not be. Exception.Snapshot may name a saved HTML snapshot.
 const (
@@ -125,6 +131,9 @@ type Page struct {
 	// rel="canonical").
 	Robots    string `json:"robots,omitempty"`    // restricting directives obeyed, e.g. "noindex,nofollow" (robots.Directives)
 	Canonical string `json:"canonical,omitempty"` // the canonical URL it names
+	// LastMod is the page's <lastmod> in the sitemap that listed it, unix
+	// seconds; 0 when it was not listed with one.
+	LastMod int64 `json:"lastmod,omitempty"`
 }
 
 // Exception records one thing that went wrong with a URL.

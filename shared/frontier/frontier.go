@@ -41,6 +41,21 @@ type Task struct {
 	// gets it. The flag stays with the task through retries, releases and
 	// lost leases. Politeness is the host's whatever the class.
 	Render bool
+	// Sitemap, when positive, marks a sitemap task: the URL is a sitemap at
+	// that nesting level (1: listed in robots.txt or a seed host's
+	// /sitemap.xml; 2: listed in a level-1 sitemap index; ...). The slave
+	// parses its body as a sitemap even when its content does not say so
+	// (a text sitemap).
+	Sitemap int
+	// SitemapAnyHost says the sitemap was listed in a robots.txt (or an
+	// index that was): it may list URLs of any host in the crawl's scope
+	// (sitemaps.org's cross-submits). Otherwise it may only list URLs under
+	// its own directory.
+	SitemapAnyHost bool
+	// LastMod is the page's <lastmod> from the sitemap that listed it, in
+	// unix seconds; 0 = unknown. It travels with the task (a recrawl may
+	// use it) and is recorded on the page event.
+	LastMod int64
 }
 
 // NewTask returns the task for a canonical URL found at a depth after a

@@ -390,13 +390,67 @@ func (f *shard) slot(fp uint64) (string, string) {
 }
 
 // encodeTask returns a task string (keys.go): depth \t hops \t attempt \t
-// url, depth prefixed by "r" for a render task.
+// url. The depth field carries the task's marks:
+//
+//	[r][s<level>[x]:]<depth>[@<lastmod>]
+//
+// "r" first for a render task (the scripts' is_render reads only that
+// byte), "s<level>:" for a sitemap task ("x" when SitemapAnyHost), and
+// "@<unix seconds>" for a sitemap's lastmod. The scripts copy the field
+// as it is; only parseTask reads it.
 func encodeTask(t Task) string {
-	r := ""
+	var b strings.Builder
+	b.Grow(len(t.URL) + 24)
 	if t.Render {
-		r = "r"
+		b.WriteByte('r')
 	}
-	return r + strconv.Itoa(t.Depth) + "\t" + strconv.Itoa(t.Hops) + "\t" + strconv.Itoa(t.Attempt) + "\t" + t.URL
+	if t.Sitemap > 0 {
+		b.WriteByte('s')
+		b.WriteString(strconv.Itoa(t.Sitemap))
+		if t.SitemapAnyHost {
+			b.WriteByte('x')
+		}
+		b.WriteByte(':')
+	}
+	b.WriteString(strconv.Itoa(t.Depth))
+	if t.LastMod != 0 {
+		b.WriteByte('@')
+		b.WriteString(strconv.FormatInt(t.LastMod, 10))
+	}
+	b.WriteByte('\t')
+	b.WriteString(strconv.Itoa(t.Hops))
+	b.WriteByte('\t')
+	b.WriteString(strconv.Itoa(t.Attempt))
+	b.WriteByte('\t')
+	b.WriteString(t.URL)
+	return b.String()
+}
+
+// parseDepthField reads encodeTask's depth field into t.
+func parseDepthField(f string, t *Task) error {
+	f, t.Render = strings.CutPrefix(f, "r")
+	if rest, ok := strings.CutPrefix(f, "s"); ok {
+		mark, after, found := strings.Cut(rest, ":")
+		if !found {
+			return errors.New("sitemap mark without ':'")
+		}
+		mark, t.SitemapAnyHost = strings.CutSuffix(mark, "x")
+		level, err := strconv.Atoi(mark)
+		if err != nil || level <= 0 {
+			return fmt.Errorf("sitemap level %q", mark)
+		}
+		t.Sitemap, f = level, after
+	}
+	if depth, lm, ok := strings.Cut(f, "@"); ok {
+		v, err := strconv.ParseInt(lm, 10, 64)
+		if err != nil {
+			return fmt.Errorf("lastmod: %w", err)
+		}
+		t.LastMod, f = v, depth
+	}
+	d, err := strconv.Atoi(f)
+	t.Depth = d
+	return err
 }
 
 // task tuples (links and seeds) are passed to scripts as tupleLen ARGV
@@ -501,10 +555,8 @@ func parseTask(host string, prio int64, task string) (Task, error) {
 	if len(parts) != 4 {
 		return t, fmt.Errorf("malformed task %q", task)
 	}
-	var err1, err2, err3 error
-	var depth string
-	depth, t.Render = strings.CutPrefix(parts[0], "r")
-	t.Depth, err1 = strconv.Atoi(depth)
+	var err2, err3 error
+	err1 := parseDepthField(parts[0], &t)
 	t.Hops, err2 = strconv.Atoi(parts[1])
 	t.Attempt, err3 = strconv.Atoi(parts[2])
 	if err := errors.Join(err1, err2, err3); err != nil {

@@ -342,6 +342,14 @@ func (p *fileParser) parseFile(name string, data []byte) (rs *RuleSet, nameNode 
 					rs.Strategy = s
 				}
 			}
+		case "sitemaps":
+			if s, ok := p.str(v); ok {
+				if s != "robots" && s != "seed" && s != "off" {
+					p.errorf(v, "unknown sitemaps mode %q (want robots, seed or off)", s)
+				} else {
+					rs.Sitemaps = s
+				}
+			}
 		case "politeness":
 			p.politeness(v, &rs.Politeness)
 		case "session":
@@ -431,7 +439,7 @@ func (p *fileParser) noAliases(n *yaml.Node) bool {
 }
 
 var (
-	topKeys        = []string{"name", "hosts", "urls", "priority", "scope", "strategy", "politeness", "session", "render", "items", "schedule"}
+	topKeys        = []string{"name", "hosts", "urls", "priority", "scope", "strategy", "politeness", "session", "render", "items", "schedule", "sitemaps"}
 	scopeKeys      = []string{"allow", "deny", "max_depth"}
 	politenessKeys = []string{"delay", "jitter", "concurrency"}
 	sessionKeys    = []string{"proxies", "proxy_pool", "cookies"}

@@ -79,6 +79,9 @@ type RuleSet struct {
 	Items      []*ItemRule
 	// Schedule is a cron expression or descriptor (@daily); "" = none.
 	Schedule string
+	// Sitemaps overrides crawl.sitemaps for the site: "robots", "seed" or
+	// "off"; "" = the crawl's.
+	Sitemaps string
 
 	order    int
 	urls     []*regexp.Regexp

@@ -48,6 +48,7 @@ func TestParseEveryKey(t *testing.T) {
 		Priority: 7,
 		Scope:    Scope{Allow: []string{"/products/", "/category/"}, Deny: []string{"/cart"}, MaxDepth: 4},
 		Strategy: "dfs",
+		Sitemaps: "seed",
 		Politeness: Politeness{
 			Delay: ptr(1500 * time.Millisecond), Jitter: ptr(0.25), Concurrency: ptr(3),
 		},
@@ -124,6 +125,7 @@ func TestInvalidFiles(t *testing.T) {
 			`11:20: unknown resource type "video" (want one of image, font, media, stylesheet)`,
 			`12:13: scroll -1 must be >= 0`,
 			`13:5: render rule: want match (URLs always rendered) or maybe_dynamic`,
+			`14:11: unknown sitemaps mode "always" (want robots, seed or off)`,
 		},
 		"duplicates.yaml": {
 			`2:1: duplicate key "hosts" in rule file`,

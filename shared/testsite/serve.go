@@ -25,6 +25,7 @@ const (
 	routeHostile
 	routeShop
 	routeMeta
+	routeSitemap
 )
 
 // route is a parsed request.
@@ -34,6 +35,7 @@ type route struct {
 	h    hostileRoute // for routeHostile
 	sp   shopRoute    // for routeShop
 	rest string       // for routeMeta: the path below /meta/
+	sm   string       // for routeSitemap: the path
 }
 
 // route parses a request for path (and query, only for hostile and
@@ -51,6 +53,11 @@ func (s *Site) route(host int, method, path, query string) route {
 			return route{kind: routePage, n: n}
 		}
 		return route{}
+	}
+	if o.Sitemaps {
+		if rt, ok := s.sitemapRoute(host, path); ok {
+			return rt
+		}
 	}
 	if o.Robots {
 		if path == "/robots.txt" {
@@ -194,6 +201,10 @@ func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rt.kind == routeMeta {
 		s.serveMeta(w, r, rt.rest)
+		return
+	}
+	if rt.kind == routeSitemap {
+		s.serveSitemap(w, r, h, rt)
 		return
 	}
 

@@ -130,6 +130,13 @@ type Options struct {
 	// links, a rel=canonical, br- and zstd-encoded pages and br and zstd
 	// bombs. Site.Meta describes them. They are not part of Expected.
 	Meta bool
+	// Sitemaps adds sitemaps on host 0 (sitemap.go): robots.txt (served
+	// even without Robots) lists a sitemap index and a text sitemap, which
+	// lead through gzip and nested sitemaps to /orphan/<n> pages linked
+	// from no page; /sitemap.xml (fetched with crawl.sitemaps: seed) leads
+	// to hostile sitemaps. Site.Sitemaps describes them. They are not part
+	// of Expected.
+	Sitemaps bool
 }
 
 // withDefaults returns o with defaults applied, or an error for values
@@ -208,6 +215,7 @@ type Site struct {
 
 	hostile *hostileData // nil unless Options.Hostile
 	shop    *shopData    // nil unless Options.Dynamic
+	smData  sitemapData  // Options.Sitemaps' large files, built on first use
 }
 
 // hostServer is one host: its address and server.

@@ -35,6 +35,7 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 		return c
 	}
 	rs := s.ruleFor(u)
+	s.seedSitemap(&c, u)
 	if s.cfg.Politeness.ObeyRobots && s.robots != nil { // FetchOne has no robots cache
 		rules, err := s.robotsFor(ctx, u, &c, rs)
 		if errors.Is(err, errShutdown) {
@@ -129,7 +130,7 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	page := &events.Page{Crawl: s.cfg.Crawl.Name, URL: l.URL, FinalURL: l.URL, Status: res.Status,
 		ContentType: res.Header.Get("Content-Type"), Bytes: res.Body.Size(), Depth: l.Depth,
 		FetchedAt: time.Now().UnixMilli(), Slave: s.id, DurationMS: res.Duration.Milliseconds(), Attempt: l.Attempt,
-		Proxy: res.Proxy, Rendered: res.Rendered}
+		Proxy: res.Proxy, Rendered: res.Rendered, LastMod: l.LastMod}
 	rs := s.ruleFor(u)
 	if rs != nil {
 		page.RuleSet = rs.Name
@@ -186,6 +187,7 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 		if target != nil {
 			page.FinalURL = target.String()
 			if t, ok := s.linkTask(&c, target, l.Depth, l.Hops+1); ok {
+				carrySitemap(&t, l)
 				c.Links = append(c.Links, t)
 			}
 		}
@@ -207,6 +209,10 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	}
 	doc := &Doc{URL: u, Lease: l, Header: res.Header, Body: res.Body,
 		MediaType: mediaType(page.ContentType, res.Body.Prefix(512))}
+	if s.sitemapDoc(&c, page, doc) {
+		s.addEvent(&c, page)
+		return c
+	}
 	h := s.handlers.Lookup(doc.MediaType)
 	page.Handler = h.Name()
 	dup := false
@@ -479,6 +485,7 @@ func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completio
 		if err != nil {
 			return nil, err
 		}
+		s.robotsSitemaps(c, u, rules)
 		if err := s.sleepPolitely(ctx); err != nil {
 			return nil, errShutdown
 		}

@@ -1,0 +1,111 @@
+package slaved_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/testsite"
+)
+
+// TestSitemapCrawl crawls the test site's sitemaps end to end: pages that
+// no page links to are reached through robots.txt's Sitemap: lines, a
+// sitemap index, a gzip file, a text sitemap and nested indexes (down to
+// the level limit); with crawl.sitemaps: seed also through the seed host's
+// /sitemap.xml, whose hostile sitemaps (a billion-laughs bomb, a gzip bomb,
+// a million URLs, an index listing itself) stay bounded and are recorded,
+// and whose URLs on another host or outside its directory are dropped.
+func TestSitemapCrawl(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	tests := []struct {
+		mode     string
+		strategy string
+		shards   int
+		// exceptions: sitemap URL path -> parts of its sitemap exception
+		exceptions map[string][]string
+	}{
+		{mode: "robots", strategy: "bfs", shards: 1, exceptions: map[string][]string{
+			"/sitemaps/index.xml":   {"1 the index itself"},
+			"/sitemaps/pages.xml":   {"1 invalid"},
+			"/sitemaps/nested2.xml": {"1 nested deeper than 3 levels"},
+		}},
+		{mode: "seed", strategy: "priority", shards: 4, exceptions: map[string][]string{
+			"/sitemaps/index.xml":     {"1 the index itself"},
+			"/sitemaps/pages.xml":     {"1 invalid"},
+			"/sitemaps/nested2.xml":   {"1 nested deeper than 3 levels"},
+			"/sitemap-seed.xml":       {"1 not under http://127.0.0.2:"},
+			"/sitemaps/strict.xml":    {"1 not under http://127.0.0.2:", "/sitemaps/"},
+			"/sitemap-laughs.xml":     {"urlset stopped after 0 entries", "invalid character entity &lol9;"},
+			"/sitemap-bomb.xml.gz":    {"over the protocol's limits", "sitemap too large: more than 52428800 bytes"},
+			"/sitemap-million.xml.gz": {"over the protocol's limits", "kept the first 50000", "50000 not under"},
+			"/sitemap-loop.xml":       {"1 the index itself"},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.mode, func(t *testing.T) {
+			site, _, stop := startSite(t, testsite.Options{Hosts: 2, PagesPerHost: 10, Robots: true, Sitemaps: true, Seed: 3}, 0)
+			defer stop()
+			cfg := testConfig(t, site)
+			cfg.Crawl.Sitemaps, cfg.Crawl.Strategy, cfg.Crawl.Shards = tc.mode, tc.strategy, tc.shards
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			res := crawl(t, cfg, site, 2, 2*time.Minute)
+			info := site.Sitemaps(tc.mode)
+			hits := site.HitCounts()
+			for u := range site.Expected() {
+				if hits[u] == 0 {
+					t.Errorf("page %s never fetched", u)
+				}
+			}
+			for _, group := range [][]string{info.Orphans, info.Files, info.Hostile} {
+				for _, u := range group {
+					if hits[u] != 1 {
+						t.Errorf("%s fetched %d times, want 1", u, hits[u])
+					}
+				}
+			}
+			for _, u := range info.Never {
+				if hits[u] != 0 {
+					t.Errorf("%s fetched %d times, want never", u, hits[u])
+				}
+			}
+			root := site.HostURLs()[0]
+			root = strings.TrimSuffix(root, "/")
+			pages := res.pages()
+			if p := pages[root+"/orphan/0"]; p == nil || p.LastMod != time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC).Unix() {
+				t.Errorf("page /orphan/0 = %+v, want lastmod 2024-01-02T03:04:05Z", p)
+			}
+			for _, u := range append(append([]string{}, info.Files[1:]...), info.Hostile...) {
+				if p := pages[u]; p == nil || p.Handler != "sitemap" {
+					t.Errorf("sitemap %s: page %+v, want handler sitemap", u, p)
+				}
+			}
+			got := map[string][]string{}
+			for _, e := range res.events {
+				if x := e.Exception; x != nil && x.Kind == events.KindSitemap {
+					got[strings.TrimPrefix(x.URL, root)] = append(got[strings.TrimPrefix(x.URL, root)], x.Message)
+				}
+			}
+			for path, parts := range tc.exceptions {
+				if len(got[path]) != 1 {
+					t.Errorf("%s: sitemap exceptions %q, want one", path, got[path])
+					continue
+				}
+				for _, part := range parts {
+					if !strings.Contains(got[path][0], part) {
+						t.Errorf("%s: exception %q does not say %q", path, got[path][0], part)
+					}
+				}
+			}
+			for path, msgs := range got {
+				if _, ok := tc.exceptions[path]; !ok {
+					t.Errorf("unexpected sitemap exception on %s: %q", path, msgs)
+				}
+			}
+		})
+	}
+}
