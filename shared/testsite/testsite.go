@@ -115,6 +115,11 @@ type Options struct {
 	// crawl extracts. They are not part of Expected: a crawler's outcome
 	// on them is checked through Hits and its extracted items.
 	Dynamic bool
+	// Validators makes ordinary pages carry an ETag and a Last-Modified
+	// and answer a conditional request that matches them with 304 Not
+	// Modified (revisions.go). Without it the site ignores conditional
+	// requests.
+	Validators bool
 }
 
 // withDefaults returns o with defaults applied, or an error for values
@@ -190,6 +195,8 @@ type Site struct {
 	done      chan struct{} // closed by Close; cuts Latency delays short
 
 	pools pools
+
+	revs map[[2]int]int // (host, page) -> revision, when not 0 (revisions.go)
 
 	hostile *hostileData // nil unless Options.Hostile
 	shop    *shopData    // nil unless Options.Dynamic
