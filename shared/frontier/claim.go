@@ -158,8 +158,9 @@ local lease_mid = '\t' .. string.format('%d', now) .. '\t'
 -- leaseseq: read (incremented) at the first lease, counted here, and the
 -- rest added at the end, so tokens are as one HINCRBY per lease made them
 local seq, seq_first
--- the leases' validators slots in out and their URLs (recrawl.go)
-local val_at, val_url = {}, {}
+-- the leases' validators: their slots in out (at) and URLs (url), for
+-- the val hash (recrawl.go); one local, the main chunk has few to spare
+local vals = {at = {}, url = {}}
 for _, c in ipairs(cands) do
   if n >= maxn then break end
   local host, r = c[1], c[2]
@@ -231,8 +232,8 @@ for _, c in ipairs(cands) do
         out[#out + 1] = now
         out[#out + 1] = now + lease_ms
         out[#out + 1] = ''
-        val_at[#val_at + 1] = #out
-        val_url[#val_url + 1] = url
+        vals.at[#vals.at + 1] = #out
+        vals.url[#vals.url + 1] = url
         n = n + 1
         take = take - 1
       end
@@ -248,14 +249,14 @@ if seq and seq > seq_first then redis.call('HINCRBY', K_META, 'leaseseq', seq - 
 -- a recrawl's validators for the leased URLs: one EXISTS when there are
 -- none (no recrawl queued), else HMGET and HDEL per 1000 URLs
 if n > 0 and redis.call('EXISTS', K_VAL) == 1 then
-  for from = 1, #val_url, 1000 do
-    local to = math.min(from + 999, #val_url)
-    local vs = redis.call('HMGET', K_VAL, unpack(val_url, from, to))
+  for from = 1, #vals.url, 1000 do
+    local to = math.min(from + 999, #vals.url)
+    local vs = redis.call('HMGET', K_VAL, unpack(vals.url, from, to))
     local found = {}
     for i, v in ipairs(vs) do
       if v then
-        out[val_at[from + i - 1]] = v
-        found[#found + 1] = val_url[from + i - 1]
+        out[vals.at[from + i - 1]] = v
+        found[#found + 1] = vals.url[from + i - 1]
       end
     end
     if #found > 0 then redis.call('HDEL', K_VAL, unpack(found)) end
