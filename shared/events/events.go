@@ -119,7 +119,25 @@ type Page struct {
 	// Set when the page went through rules (rendering, item extraction).
 	Rendered bool   `json:"rendered,omitempty"` // fetched through a browser that ran its scripts
 	RuleSet  string `json:"rule,omitempty"`     // name of the rule set that matched the page
+	// Set for incremental recrawls: the page's validators as the fetch
+	// left them (the response's, or for a 304 the ones it confirmed), and
+	// how a recrawl found it: RevisitUnchanged, RevisitChanged, or "" for
+	// a page fetched without a recrawl's validators.
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+	Revisit      string `json:"revisit,omitempty"`
 }
+
+// Page.Revisit values.
+const (
+	// RevisitUnchanged: a recrawl found the page as it was (304 Not
+	// Modified, or the same content checksum); its links and items were
+	// kept, not extracted again.
+	RevisitUnchanged = "unchanged"
+	// RevisitChanged: a recrawl fetched a page recorded before and found
+	// it different; it was processed as a new page.
+	RevisitChanged = "changed"
+)
 
 // Exception records one thing that went wrong with a URL.
 type Exception struct {

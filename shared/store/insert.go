@@ -74,6 +74,7 @@ func buildTables(batch []events.Envelope) (*tables, error) {
 		}
 		if p := e.Page; p != nil {
 			ts.pages.add(pageRow(e.ID, p))
+			ts.validators.add(validatorRow(p))
 		}
 		if x := e.Exception; x != nil {
 			ts.exceptions.add(exceptionRow(e.ID, x))
@@ -171,7 +172,7 @@ func pageRow(id string, p *events.Page) []any {
 		datetime(p.FetchedAt), chars(p.Slave, maxSlave), chars(p.ContentHash, maxContentHash),
 		chars(p.Charset, maxCharset), chars(p.WARC, maxWARC), chars(p.Proxy, maxProxy),
 		chars(p.Handler, maxHandler), chars(p.Checksum, maxChecksum),
-		p.Rendered, chars(p.RuleSet, maxRule),
+		p.Rendered, chars(p.RuleSet, maxRule), chars(p.Revisit, maxRevisit),
 	}
 }
 
@@ -230,7 +231,7 @@ func duplicateRow(id string, x *events.Duplicate) []any {
 
 // tables collects one batch's rows per table.
 type tables struct {
-	pages, exceptions, slaves, heartbeats, lost, proxies, duplicates, items *table
+	pages, exceptions, slaves, heartbeats, lost, proxies, duplicates, items, validators *table
 }
 
 func newTables() *tables {
@@ -238,7 +239,7 @@ func newTables() *tables {
 		pages: &table{name: "pages", cols: []string{
 			"crawl", "event_id", "url", "url_hash", "final_url", "status", "content_type", "bytes",
 			"depth", "attempt", "links", "duration_ms", "fetched_at", "slave_id", "content_hash",
-			"charset", "warc", "proxy", "handler", "checksum", "rendered", "rule"}},
+			"charset", "warc", "proxy", "handler", "checksum", "rendered", "rule", "revisit"}},
 		exceptions: &table{name: "exceptions", cols: []string{
 			"crawl", "event_id", "kind", "url", "host", "slave_id", "attempt", "status", "message", "at", "snapshot"}},
 		slaves: &table{name: "slave_events", cols: []string{
@@ -253,12 +254,13 @@ func newTables() *tables {
 			"crawl", "event_id", "slave_id", "proxy", "state", "reason", "errors", "uses", "at"}},
 		duplicates: &table{name: "duplicates", cols: []string{
 			"crawl", "event_id", "url", "url_hash", "first_url", "content_hash", "slave_id", "at"}},
-		items: &table{name: "items", cols: itemCols, suffix: itemUpsert},
+		items:      &table{name: "items", cols: itemCols, suffix: itemUpsert},
+		validators: &table{name: "page_validators", cols: validatorCols, suffix: validatorUpsert},
 	}
 }
 
 func (ts *tables) all() []*table {
-	return []*table{ts.pages, ts.exceptions, ts.slaves, ts.heartbeats, ts.lost, ts.proxies, ts.duplicates, ts.items}
+	return []*table{ts.pages, ts.exceptions, ts.slaves, ts.heartbeats, ts.lost, ts.proxies, ts.duplicates, ts.items, ts.validators}
 }
 
 func (ts *tables) empty() bool {

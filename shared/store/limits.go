@@ -32,6 +32,9 @@ const (
 	maxRule        = 128   // items.rule, items.item, pages.rule
 	maxRulesVer    = 64    // heartbeats.rules_version
 	maxSnapshot    = 512   // exceptions.snapshot
+	maxETag        = 255   // page_validators.etag
+	maxLastMod     = 64    // page_validators.last_modified
+	maxRevisit     = 16    // pages.revisit
 )
 
 // maxItemData is the most bytes of JSON the store writes to items.data
