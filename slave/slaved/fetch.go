@@ -34,6 +34,9 @@ type Fetcher interface {
 type FetchRequest struct {
 	URL     string
 	Session rules.Session
+	// Header holds extra request headers: a recrawl's conditional
+	// If-None-Match and If-Modified-Since (recrawl.go).
+	Header http.Header
 }
 
 // Response is a fetched page. A redirect is a response like any other:
@@ -307,6 +310,9 @@ func (f *httpFetcher) Fetch(ctx context.Context, fr FetchRequest) (*Response, er
 		return nil, &FetchError{Kind: events.KindParse, Err: err}
 	}
 	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+	for k, vs := range fr.Header {
+		req.Header[k] = vs
+	}
 	start := time.Now()
 	res, err := sess.RoundTripper().RoundTrip(req)
 	if err != nil {

@@ -97,7 +97,7 @@ func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL,
 	if rr != nil {
 		return s.renderFetch(ctx, l, rs, rr)
 	}
-	fr := FetchRequest{URL: l.URL}
+	fr := FetchRequest{URL: l.URL, Header: conditionalHeaders(l.Revisit)}
 	if rs != nil {
 		fr.Session = rs.Session
 	}
@@ -128,6 +128,10 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 		page.Checksum = events.FormatChecksum(res.Body.Checksum())
 		sha := res.Body.SHA1()
 		page.ContentHash = hex.EncodeToString(sha[:])
+	}
+	page.ETag, page.LastModified = res.Header.Get("ETag"), res.Header.Get("Last-Modified")
+	if s.revisit(&c, u, res, page) {
+		return c // unchanged: recorded as it was (recrawl.go)
 	}
 	page.WARC = s.storeWARC(&c, u, res)
 	st := res.Status
