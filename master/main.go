@@ -1,7 +1,7 @@
 // Command master runs and administers a redcrawl crawl.
 //
 //	master run    [--config config.yaml] [--exit-when-done]
-//	master seed   [--config config.yaml] [--crawl NAME] URL... | --file FILE
+//	master seed   [--config config.yaml] [--crawl NAME] URL... | --file FILE | --recrawl
 //	master status [--config config.yaml] [--crawl NAME] [--json]
 //	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N]
 //	master bench  [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results]
@@ -35,6 +35,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/benchsuite"
@@ -46,7 +47,8 @@ const usage = `usage: master <command> [flags]
 
 commands:
   run     supervise the crawl (migrations, lost tasks, slaves, events to MySQL)
-  seed    add seed URLs (arguments, or --file FILE with one URL a line, - for stdin)
+  seed    add seed URLs (arguments, or --file FILE with one URL a line, - for stdin);
+          --recrawl: fetch every recorded page again now, conditionally (README: Incremental recrawls)
   status  show the crawl's counters (--json for machine-readable output)
   demo    crawl a built-in demo site on loopback with a master and slaves, then summarize
   bench   crawl a synthetic site with 1, 2 and 4 slaves and with plain colly; write a
@@ -116,6 +118,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var (
 		exitWhenDone = fs.Bool("exit-when-done", false, "run: exit 0 once the crawl is finished")
 		file         = fs.String("file", "", "seed: read URLs from FILE, one a line (- for stdin)")
+		recrawlFlag  = fs.Bool("recrawl", false, "seed: start a recrawl now: every recorded page again, with conditional requests")
 		asJSON       = fs.Bool("json", false, "status: print JSON")
 		hosts        = fs.Int("hosts", 5, "demo: number of demo hosts on 127.0.0.x")
 		pages        = fs.Int("pages", 60, "demo: pages per host")
@@ -185,6 +188,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "migrations applied")
 		return 0
 	case "seed":
+		if *recrawlFlag {
+			if fs.NArg() > 0 || *file != "" {
+				fmt.Fprintln(stderr, "master seed: --recrawl takes no URLs (it enqueues the recorded pages and seeds)")
+				return 2
+			}
+			n, err := masterd.Recrawl(ctx, cfg)
+			if err != nil {
+				fmt.Fprintf(stderr, "master seed --recrawl: %v\n", err)
+				return 1
+			}
+			fmt.Fprintf(stdout, "crawl %s: recrawl started, %d pages enqueued\n", cfg.Crawl.Name, n)
+			return 0
+		}
 		urls := fs.Args()
 		if *file != "" {
 			more, err := readLines(*file, stdin)
@@ -240,6 +256,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			st.Crawl, st.Queued, st.RenderQueued, st.InFlight, st.Retry, st.Done, st.Failed, st.Seen, st.Lost, st.Duplicates,
 			st.TrapDropped, st.SlavesAlive, st.RenderSlaves, st.PagesPerSec, rv, st.Paused, st.Finished)
 		fmt.Fprintf(tw, "shards\t%s\n", shards)
+		switch {
+		case st.Recrawl != nil:
+			r := st.Recrawl
+			fmt.Fprintf(tw, "recrawl\trun %d since %s: %d unchanged, %d changed, %d new\n",
+				r.Run, r.Started.Format(time.RFC3339), r.Unchanged, r.Changed, r.New)
+		case st.RecrawlError != "":
+			fmt.Fprintf(tw, "recrawl\trun %d: counts unavailable (%s)\n", st.RecrawlRun, st.RecrawlError)
+		}
 		tw.Flush()
 		return 0
 	case "export":

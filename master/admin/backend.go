@@ -46,6 +46,19 @@ type CrawlView struct {
 	// Schedules are the crawl's recrawl schedules: the config's
 	// (crawl.schedule, Name "") and each rule file's.
 	Schedules []ScheduleView `json:"schedules"`
+	// Recrawl is the last recrawl run's pages by how they were found
+	// (nil: no run yet, or its counts could not be read).
+	Recrawl *RecrawlView `json:"recrawl,omitempty"`
+}
+
+// RecrawlView is a recrawl run: its number, start, and the pages fetched
+// since, unchanged (304 or same checksum), changed and new.
+type RecrawlView struct {
+	Run       int64     `json:"run"`
+	Started   time.Time `json:"started"`
+	Unchanged int64     `json:"unchanged"`
+	Changed   int64     `json:"changed"`
+	New       int64     `json:"new"`
 }
 
 // ScheduleView is one recrawl schedule.

@@ -34,6 +34,7 @@ func TestDashboardPage(t *testing.T) {
 		`id="btn-pause-news"`,
 		`id="btn-resume-news"`,
 		`crawl: <span class="mono">@daily</span> · next 2026-03-04 18:00:00Z · last never`,
+		`<div id="crawl-news-recrawl" class="recrawl">recrawl 3: 5,400 unchanged · 600 changed · 12 new</div>`,
 		// the odd crawl: ids made safe, text escaped, state paused
 		`<td id="crawl-shop_b__x_-state" class="state state-paused">paused</td>`,
 		`<td id="crawl-shop_b__x_-done" class="num" data-value="1234567">1,234,567</td>`,

@@ -53,6 +53,7 @@ func newFake() *fakeBackend {
 					Failed: 2, Seen: 6000, Lost: 1, PagesPerSec: 12.5,
 				},
 				Schedules: []ScheduleView{{Name: "", Spec: "@daily", NextRun: testNow.Add(6 * time.Hour)}},
+				Recrawl:   &RecrawlView{Run: 3, Started: testNow.Add(-time.Hour), Unchanged: 5400, Changed: 600, New: 12},
 			}},
 			Slaves: []SlaveView{
 				{

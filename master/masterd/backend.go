@@ -37,6 +37,10 @@ func (b *backend) Overview(ctx context.Context) (admin.Overview, error) {
 	if b.schedules != nil {
 		cv.Schedules = b.schedules()
 	}
+	if rs, err := recrawlStatus(ctx, b.store, snap.Stats); err == nil && rs != nil {
+		cv.Recrawl = &admin.RecrawlView{Run: rs.Run, Started: rs.Started,
+			Unchanged: rs.Unchanged, Changed: rs.Changed, New: rs.New}
+	}
 	ov := admin.Overview{Now: snap.Now, Crawls: []admin.CrawlView{cv}, Slaves: []admin.SlaveView{}}
 	for _, s := range snap.Slaves {
 		ov.Slaves = append(ov.Slaves, admin.SlaveView{Heartbeat: s.Heartbeat, LastSeen: s.LastSeen,

@@ -145,7 +145,7 @@ func (m *Master) Run(ctx context.Context) error {
 			if rw != nil {
 				set = rw.snapshot().set
 			}
-			return reseed(ctx, m.cfg, m.front, set, name)
+			return recrawl(ctx, m.cfg, m.front, m.store, set, name)
 		}), now: time.Now, log: m.log, rl: m.rl, onFire: met.ScheduledRun}
 	comps = append(comps, sched)
 	if m.cfg.Admin.Listen != "" {

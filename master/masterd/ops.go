@@ -133,6 +133,10 @@ func reseed(ctx context.Context, cfg *config.Config, f *frontier.Redis, set *rul
 type StatusReport struct {
 	frontier.Stats
 	RulesVersion string `json:"rules_version"`
+	// Recrawl is the last recrawl run's counts (nil: none yet); when
+	// MySQL could not be read, RecrawlError says why.
+	Recrawl      *RecrawlStatus `json:"recrawl,omitempty"`
+	RecrawlError string         `json:"recrawl_error,omitempty"`
 }
 
 // Status returns a crawl's snapshot.
@@ -147,7 +151,19 @@ func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 		return StatusReport{}, err
 	}
 	v, _, _, err := f.GetRules(ctx)
-	return StatusReport{Stats: st, RulesVersion: v}, err
+	rep := StatusReport{Stats: st, RulesVersion: v}
+	if err == nil && st.RecrawlRun > 0 {
+		// the counts are in MySQL: best effort, the queues are shown anyway
+		db, serr := openStore(ctx, cfg)
+		if serr == nil {
+			rep.Recrawl, serr = recrawlStatus(ctx, db, st)
+			db.Close()
+		}
+		if serr != nil {
+			rep.RecrawlError = serr.Error()
+		}
+	}
+	return rep, err
 }
 
 // redactURL hides the password of a URL for messages.

@@ -48,7 +48,10 @@ func TestScheduledRecrawl(t *testing.T) {
 	var reseeded int64
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		st, err := f.Stats(ctx)
-		if err == nil && st.Reseeded >= 2 && st.Queued == 0 && st.InFlight == 0 {
+		// a recrawl re-enqueues every recorded page: once the third run has
+		// started, the second one's pages were enqueued, and once idle,
+		// fetched
+		if err == nil && st.RecrawlRun >= 3 && st.Reseeded >= 2 && st.Queued == 0 && st.InFlight == 0 {
 			reseeded = st.Reseeded
 			break
 		}

@@ -134,7 +134,25 @@ type Page struct {
 	// LastMod is the page's <lastmod> in the sitemap that listed it, unix
 	// seconds; 0 when it was not listed with one.
 	LastMod int64 `json:"lastmod,omitempty"`
+	// Set for incremental recrawls: the page's validators as the fetch
+	// left them (the response's, or for a 304 the ones it confirmed), and
+	// how a recrawl found it: RevisitUnchanged, RevisitChanged, or "" for
+	// a page fetched without a recrawl's validators.
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+	Revisit      string `json:"revisit,omitempty"`
 }
+
+// Page.Revisit values.
+const (
+	// RevisitUnchanged: a recrawl found the page as it was (304 Not
+	// Modified, or the same content checksum); its links and items were
+	// kept, not extracted again.
+	RevisitUnchanged = "unchanged"
+	// RevisitChanged: a recrawl fetched a page recorded before and found
+	// it different; it was processed as a new page.
+	RevisitChanged = "changed"
+)
 
 // Exception records one thing that went wrong with a URL.
 type Exception struct {

@@ -109,7 +109,7 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 			// so EVAL and EVALSHA go with this group
 			shared = append(shared, k.Meta, k.Stats, k.Ready, k.RenderReady, k.HostNext, k.HostInfl,
 				k.HostDelay, k.HostPDelay, k.HostJitter, k.HostConc, k.Retry, k.Failed, k.PQData,
-				k.HostPages, k.QueryVars)
+				k.HostPages, k.QueryVars, k.Validators)
 			for _, sfx := range []string{sfxQueue, sfxPrios, sfxPQ, sfxRQueue, sfxRPrios, sfxRPQ,
 				sfxSeen, sfxBloom, sfxContent, sfxRobots} {
 				shared = append(shared, k.Prefix+sfx+"*")

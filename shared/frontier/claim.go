@@ -14,10 +14,12 @@ import (
 //
 // KEYS: the meta key (Keys.all).
 // ARGV: prefix, slave, max, lease_ms, seed, render, cfg.
-// Returns: a flat array, 6 entries per lease:
+// Returns: a flat array, 7 entries per lease:
 //
-//	host, prio, task, token, leased_at_ms, deadline_ms
+//	host, prio, task, token, leased_at_ms, deadline_ms, validators
 //
+// (validators: what a recrawl stored for the URL in the val hash, taken
+// from it, "" for none: recrawl.go; the hash is read only when it exists)
 // (prio is the pq score, -importance, with the priority and aopic
 // strategies, whose claim pops the host's best URL with ZPOPMIN; a render
 // task's string starts with "r")
@@ -156,6 +158,9 @@ local lease_mid = '\t' .. string.format('%d', now) .. '\t'
 -- leaseseq: read (incremented) at the first lease, counted here, and the
 -- rest added at the end, so tokens are as one HINCRBY per lease made them
 local seq, seq_first
+-- the leases' validators: their slots in out (at) and URLs (url), for
+-- the val hash (recrawl.go); one local, the main chunk has few to spare
+local vals = {at = {}, url = {}}
 for _, c in ipairs(cands) do
   if n >= maxn then break end
   local host, r = c[1], c[2]
@@ -226,6 +231,9 @@ for _, c in ipairs(cands) do
         out[#out + 1] = token
         out[#out + 1] = now
         out[#out + 1] = now + lease_ms
+        out[#out + 1] = ''
+        vals.at[#vals.at + 1] = #out
+        vals.url[#vals.url + 1] = url
         n = n + 1
         take = take - 1
       end
@@ -238,6 +246,23 @@ for _, c in ipairs(cands) do
   --[[mark:k_host]]
 end
 if seq and seq > seq_first then redis.call('HINCRBY', K_META, 'leaseseq', seq - seq_first) end
+-- a recrawl's validators for the leased URLs: one EXISTS when there are
+-- none (no recrawl queued), else HMGET and HDEL per 1000 URLs
+if n > 0 and redis.call('EXISTS', K_VAL) == 1 then
+  for from = 1, #vals.url, 1000 do
+    local to = math.min(from + 999, #vals.url)
+    local vs = redis.call('HMGET', K_VAL, unpack(vals.url, from, to))
+    local found = {}
+    for i, v in ipairs(vs) do
+      if v then
+        out[vals.at[from + i - 1]] = v
+        found[#found + 1] = vals.url[from + i - 1]
+      end
+    end
+    if #found > 0 then redis.call('HDEL', K_VAL, unpack(found)) end
+  end
+end
+--[[mark:k_validators]]
 if n > 0 then
   call_chunked('ZADD', k_slease(slave), lease_z, 2)
   call_chunked('HSET', k_sld(slave), lease_h, 2)
@@ -328,9 +353,12 @@ func (f *shard) ClaimWaitOpts(ctx context.Context, slave string, max int, opts C
 	return cr, nil
 }
 
+// leaseFields is the number of claim script results per lease.
+const leaseFields = 7
+
 // claimResult reads the claim script's result (claimScript).
 func (f *shard) claimResult(slave string, arr []any) (ClaimResult, error) {
-	if len(arr) < 2 || len(arr)%6 != 2 {
+	if len(arr) < 2 || len(arr)%leaseFields != 2 {
 		return ClaimResult{}, fmt.Errorf("script returned %d values", len(arr))
 	}
 	version, _ := arr[len(arr)-1].(string)
@@ -341,8 +369,8 @@ func (f *shard) claimResult(slave string, arr []any) (ClaimResult, error) {
 	}
 	busy := hint == -2
 	arr = arr[:len(arr)-2]
-	leases := make([]Lease, 0, len(arr)/6)
-	for i := 0; i < len(arr); i += 6 {
+	leases := make([]Lease, 0, len(arr)/leaseFields)
+	for i := 0; i < len(arr); i += leaseFields {
 		host, _ := arr[i].(string)
 		var prio int64
 		var importance float64
@@ -366,6 +394,9 @@ func (f *shard) claimResult(slave string, arr []any) (ClaimResult, error) {
 		token, _ := toInt(arr[i+3])
 		at, _ := toInt(arr[i+4])
 		dl, _ := toInt(arr[i+5])
+		if v, _ := arr[i+6].(string); v != "" {
+			t.Revisit = decodeValidators(v)
+		}
 		leases = append(leases, Lease{Task: t, Slave: slave, Token: token,
 			LeasedAt: time.UnixMilli(at), Deadline: time.UnixMilli(dl), Importance: importance, Shard: f.index})
 	}

@@ -209,9 +209,13 @@ func (f *shard) SeedURLs(ctx context.Context) ([]string, error) {
 // priority (bfs, dfs) or its host's pq (priority, aopic). Trap caps are not
 // counted again.
 //
+// A task with validators (Task.Revisit, encoded by encodeValidators) has
+// them written to the val hash when it is enqueued, for the claim that
+// leases it (recrawl.go); a URL leased or queued keeps what it has.
+//
 // KEYS: the meta key (Keys.all).
 // ARGV: prefix, n, np, then np × policy (see seedScript), then n × tuple,
-// then cfg.
+// then n × validators ("" for none), then cfg.
 // Returns: the number of tasks enqueued.
 var reseedScript = redis.NewScript(luaPrelude + `
 local n, np = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -226,6 +230,7 @@ local function leased(url)
   return false
 end
 local added = 0
+local vbase = 4 + 4 * np + TUPLE * n
 for s = 0, n - 1 do
   local j = 4 + 4 * np + TUPLE * s
   local host, prio, task = ARGV[j + 2], ARGV[j + 4], ARGV[j + 5]
@@ -242,6 +247,8 @@ for s = 0, n - 1 do
   if not queued then
     seen_add(ARGV[j], ARGV[j + 1])
     push(host, prio, task, NEW_FRONT)
+    local val = ARGV[vbase + s]
+    if val ~= '' then redis.call('HSET', K_VAL, url, val) end
     added = added + 1
   end
 end
@@ -254,7 +261,7 @@ return added
 // hosts' policies first (as SeedWithPolicies); a task whose URL is leased
 // or already queued is skipped. It returns how many were enqueued.
 func (f *shard) Reseed(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
-	n, err := f.withPolicies(ctx, reseedScript, nil, tasks, policies)
+	n, err := f.withPolicies(ctx, reseedScript, nil, tasks, policies, appendValidators)
 	return n, wrap("reseed", err)
 }
 

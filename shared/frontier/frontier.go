@@ -56,6 +56,11 @@ type Task struct {
 	// unix seconds; 0 = unknown. It travels with the task (a recrawl may
 	// use it) and is recorded on the page event.
 	LastMod int64
+	// Revisit, set on a recrawl's task of a page fetched before (Reseed)
+	// and on its lease, holds what the last fetch learned of the page: the
+	// slave sends a conditional request and keeps an unchanged page as it
+	// is (recrawl.go). nil for a page never fetched.
+	Revisit *Validators
 }
 
 // NewTask returns the task for a canonical URL found at a depth after a
@@ -197,6 +202,10 @@ type Stats struct {
 	FinishedAt   int64   `json:"finished_at,omitempty"` // unix ms
 	Requeued     int64   `json:"requeued"`              // failed tasks put back by an admin
 	Reseeded     int64   `json:"reseeded"`              // seeds enqueued again by recrawls
+	// RecrawlRun numbers the last recrawl run (0: none yet) and
+	// RecrawlAt is when it started, unix ms (StartRecrawl).
+	RecrawlRun int64 `json:"recrawl_run,omitempty"`
+	RecrawlAt  int64 `json:"recrawl_at,omitempty"`
 	// Paused: an admin paused the crawl (Pause); nothing is claimed.
 	Paused      bool      `json:"paused"`
 	PausedSince time.Time `json:"paused_since,omitzero"`

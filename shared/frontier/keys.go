@@ -83,6 +83,10 @@ import (
 //	                                  at (ms), proxy being the redacted URL slaves report
 //	crawl:{name}:seeds         set    the seed URLs as given to Seed (canonical), re-seeded
 //	                                  by scheduled recrawls (Reseed)
+//	crawl:{name}:val           hash   url -> etag \t last_modified \t checksum: the validators
+//	                                  of a page a recrawl re-enqueued (Task.Revisit), written
+//	                                  by the reseed script and taken (HMGET, HDEL) by the
+//	                                  claim that leases the URL (recrawl.go)
 //
 // A task string is depth \t hops \t attempt \t url, with depth prefixed by
 // "r" for a render task (Task.Render): a queued URL costs its length plus a
@@ -128,8 +132,11 @@ type Keys struct {
 	Rules string
 	// Control holds admin state (pause, drains, retired proxies); Seeds the
 	// seed URLs (control.go).
-	Control      string
-	Seeds        string
+	Control string
+	Seeds   string
+	// Validators holds the validators of the pages a recrawl re-enqueued
+	// until they are leased (recrawl.go).
+	Validators   string
 	RulesChannel string
 	// Streams is the set of slave event streams the sink reads (master
 	// only): a retired slave's stream stays in it until drained.
@@ -178,6 +185,7 @@ var fixedKeys = []struct {
 	{"K_RULES", "rules", func(k *Keys) *string { return &k.Rules }},
 	{"K_CONTROL", "control", func(k *Keys) *string { return &k.Control }},
 	{"K_SEEDS", "seeds", func(k *Keys) *string { return &k.Seeds }},
+	{"K_VAL", "val", func(k *Keys) *string { return &k.Validators }},
 	{"K_STREAMS", "streams", func(k *Keys) *string { return &k.Streams }},
 	{"K_FINISH", "finish", func(k *Keys) *string { return &k.Finish }},
 	{"K_OWNER", "owner", func(k *Keys) *string { return &k.Owner }},

@@ -248,6 +248,8 @@ func (f *shard) Snapshot(ctx context.Context) (Snapshot, error) {
 		RenderQueued: get(st.Val(), "rqueued"),
 		Requeued:     get(st.Val(), "requeued"),
 		Reseeded:     get(st.Val(), "reseeded"),
+		RecrawlRun:   get(st.Val(), statRecrawlRun),
+		RecrawlAt:    get(st.Val(), statRecrawlAt),
 	}
 	s.PausedSince = pausedSince(control.Val()[ctlPaused])
 	s.Paused = !s.PausedSince.IsZero()

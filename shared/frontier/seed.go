@@ -50,15 +50,17 @@ func (f *shard) Seed(ctx context.Context, tasks []Task) (int, error) {
 // claimed under them. Policies go out before any task: a task is never
 // queued before the policy of its host.
 func (f *shard) SeedWithPolicies(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
-	n, err := f.withPolicies(ctx, seedScript, []any{boolArg(f.opt.ScopeBySeeds)}, tasks, policies)
+	n, err := f.withPolicies(ctx, seedScript, []any{boolArg(f.opt.ScopeBySeeds)}, tasks, policies, nil)
 	return n, wrap("seed", err)
 }
 
 // withPolicies runs a seeding script (seedScript, reseedScript) in
-// batches: ARGV are the prefix, head, n, np, np policies, n tuples, cfg.
+// batches: ARGV are the prefix, head, n, np, np policies, n tuples, what
+// tail appends for the n tasks (nil: nothing), cfg.
 // Policies go out before any task: a task is never queued before the
 // policy of its host. It returns the sum of the script's counts.
-func (f *shard) withPolicies(ctx context.Context, script *redis.Script, head []any, tasks []Task, policies map[string]HostPolicy) (int, error) {
+func (f *shard) withPolicies(ctx context.Context, script *redis.Script, head []any, tasks []Task, policies map[string]HostPolicy,
+	tail func([]any, []Task) []any) (int, error) {
 	hosts := make([]string, 0, len(policies))
 	for h := range policies {
 		hosts = append(hosts, h)
@@ -77,6 +79,9 @@ func (f *shard) withPolicies(ctx context.Context, script *redis.Script, head []a
 		}
 		hosts = hosts[np:]
 		args = f.appendTuples(args, tasks[:n])
+		if tail != nil {
+			args = tail(args, tasks[:n])
+		}
 		res, err := f.run(ctx, script, args...)
 		if err != nil {
 			return total, err

@@ -36,6 +36,7 @@ func TestMySQLGrantsText(t *testing.T) {
 					"GRANT SELECT, INSERT ON `crawler`.`heartbeats` TO 'redcrawl'@'%'",
 					"GRANT SELECT, INSERT, UPDATE ON `crawler`.`items` TO 'redcrawl'@'%'",
 					"GRANT SELECT, INSERT ON `crawler`.`lost_tasks` TO 'redcrawl'@'%'",
+					"GRANT SELECT, INSERT, UPDATE ON `crawler`.`page_validators` TO 'redcrawl'@'%'",
 					"GRANT SELECT, INSERT ON `crawler`.`pages` TO 'redcrawl'@'%'",
 					"GRANT SELECT, INSERT ON `crawler`.`proxy_events` TO 'redcrawl'@'%'",
 					"GRANT SELECT, INSERT, UPDATE ON `crawler`.`schedule_runs` TO 'redcrawl'@'%'",

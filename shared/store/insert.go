@@ -74,6 +74,7 @@ func buildTables(batch []events.Envelope) (*tables, error) {
 		}
 		if p := e.Page; p != nil {
 			ts.pages.add(pageRow(e.ID, p))
+			ts.validators.add(validatorRow(p))
 		}
 		if x := e.Exception; x != nil {
 			ts.exceptions.add(exceptionRow(e.ID, x))
@@ -172,7 +173,7 @@ func pageRow(id string, p *events.Page) []any {
 		chars(p.Charset, maxCharset), chars(p.WARC, maxWARC), chars(p.Proxy, maxProxy),
 		chars(p.Handler, maxHandler), chars(p.Checksum, maxChecksum),
 		p.Rendered, chars(p.RuleSet, maxRule),
-		chars(p.Robots, maxRobots), chars(p.Canonical, maxURL),
+		chars(p.Robots, maxRobots), chars(p.Canonical, maxURL), chars(p.Revisit, maxRevisit),
 	}
 }
 
@@ -231,7 +232,7 @@ func duplicateRow(id string, x *events.Duplicate) []any {
 
 // tables collects one batch's rows per table.
 type tables struct {
-	pages, exceptions, slaves, heartbeats, lost, proxies, duplicates, items *table
+	pages, exceptions, slaves, heartbeats, lost, proxies, duplicates, items, validators *table
 }
 
 func newTables() *tables {
@@ -240,7 +241,7 @@ func newTables() *tables {
 			"crawl", "event_id", "url", "url_hash", "final_url", "status", "content_type", "bytes",
 			"depth", "attempt", "links", "duration_ms", "fetched_at", "slave_id", "content_hash",
 			"charset", "warc", "proxy", "handler", "checksum", "rendered", "rule",
-			"robots", "canonical"}},
+			"robots", "canonical", "revisit"}},
 		exceptions: &table{name: "exceptions", cols: []string{
 			"crawl", "event_id", "kind", "url", "host", "slave_id", "attempt", "status", "message", "at", "snapshot"}},
 		slaves: &table{name: "slave_events", cols: []string{
@@ -255,12 +256,13 @@ func newTables() *tables {
 			"crawl", "event_id", "slave_id", "proxy", "state", "reason", "errors", "uses", "at"}},
 		duplicates: &table{name: "duplicates", cols: []string{
 			"crawl", "event_id", "url", "url_hash", "first_url", "content_hash", "slave_id", "at"}},
-		items: &table{name: "items", cols: itemCols, suffix: itemUpsert},
+		items:      &table{name: "items", cols: itemCols, suffix: itemUpsert},
+		validators: &table{name: "page_validators", cols: validatorCols, suffix: validatorUpsert},
 	}
 }
 
 func (ts *tables) all() []*table {
-	return []*table{ts.pages, ts.exceptions, ts.slaves, ts.heartbeats, ts.lost, ts.proxies, ts.duplicates, ts.items}
+	return []*table{ts.pages, ts.exceptions, ts.slaves, ts.heartbeats, ts.lost, ts.proxies, ts.duplicates, ts.items, ts.validators}
 }
 
 func (ts *tables) empty() bool {

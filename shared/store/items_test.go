@@ -499,9 +499,10 @@ func TestMigrateItemsKeepsRows(t *testing.T) {
 		"items": {"id", "crawl", "rule", "item", "url", "url_hash", "data", "slave_id", "fetched_at", "event_id",
 			"created_at", "updated_at"},
 	}
-	// the latest version: 00006_robots_meta.sql adds two pages columns
+	// the latest version: 00006_robots_meta.sql adds two pages columns,
+	// 00007_recrawl.sql one
 	latest := maps.Clone(v3)
-	latest["pages"] = append(slices.Clone(v3["pages"]), "robots", "canonical")
+	latest["pages"] = append(slices.Clone(v3["pages"]), "robots", "canonical", "revisit")
 	check := func(when string, want map[string][]string) {
 		t.Helper()
 		got := map[string][]string{}

@@ -33,6 +33,9 @@ const (
 	maxRulesVer    = 64    // heartbeats.rules_version
 	maxSnapshot    = 512   // exceptions.snapshot
 	maxRobots      = 32    // pages.robots: "noindex,nofollow,noarchive"
+	maxETag        = 255   // page_validators.etag
+	maxLastMod     = 64    // page_validators.last_modified
+	maxRevisit     = 16    // pages.revisit
 )
 
 // maxItemData is the most bytes of JSON the store writes to items.data

@@ -90,6 +90,7 @@ type pageInfo struct {
 	baseHost int  // host of the <base href> (always its root), -1 for none
 	baseAbs  bool // the <base href> is an absolute URL, not "/"
 	links    []link
+	rev      int // the page's revision (revisions.go), set after build
 }
 
 // rng is a splitmix64 generator: tiny, allocation-free and good enough

@@ -127,7 +127,13 @@ func (s *Site) renderPage(b *bytes.Buffer, pi *pageInfo) {
 	}
 	b.WriteString("</head>\n<body>\n<h1 id=\"top\">")
 	b.WriteString(title)
-	b.WriteString("</h1>\n<ul>\n")
+	b.WriteString("</h1>\n")
+	if pi.rev > 0 {
+		b.WriteString("<p class=\"rev\">revision ")
+		b.WriteString(strconv.Itoa(pi.rev))
+		b.WriteString("</p>\n")
+	}
+	b.WriteString("<ul>\n")
 	for _, l := range pi.links {
 		h := s.href(pi, l)
 		switch l.form {

@@ -173,6 +173,10 @@ func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
 	status := s.status(rt)
+	rev := 0
+	if rt.kind == routePage {
+		rev, status = s.pageRevision(h.index, rt.n, r, status)
+	}
 	// Taking the time under the lock keeps Hits ordered by At.
 	s.hits = append(s.hits, Hit{Host: h.addr, Path: path, At: time.Now(),
 		UserAgent: r.UserAgent(), Status: status, Via: r.Header.Get(ProxyHeader)})
@@ -213,10 +217,18 @@ func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	const html, text = "text/html; charset=utf-8", "text/plain; charset=utf-8"
 	ctype := html
+	if rt.kind == routePage {
+		s.setValidators(hdr, h.index, rt.n, rev)
+		if status == http.StatusNotModified {
+			w.WriteHeader(status)
+			return
+		}
+	}
 	switch {
 	case rt.kind == routePage:
 		pi := s.pools.page()
 		s.build(pi, h.index, rt.n)
+		pi.rev = rev
 		s.renderPage(b, pi)
 		s.pools.putPage(pi)
 	case rt.kind == routePrivate:

@@ -137,6 +137,11 @@ type Options struct {
 	// to hostile sitemaps. Site.Sitemaps describes them. They are not part
 	// of Expected.
 	Sitemaps bool
+	// Validators makes ordinary pages carry an ETag and a Last-Modified
+	// and answer a conditional request that matches them with 304 Not
+	// Modified (revisions.go). Without it the site ignores conditional
+	// requests.
+	Validators bool
 }
 
 // withDefaults returns o with defaults applied, or an error for values
@@ -212,6 +217,8 @@ type Site struct {
 	done      chan struct{} // closed by Close; cuts Latency delays short
 
 	pools pools
+
+	revs map[[2]int]int // (host, page) -> revision, when not 0 (revisions.go)
 
 	hostile *hostileData // nil unless Options.Hostile
 	shop    *shopData    // nil unless Options.Dynamic

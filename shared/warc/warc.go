@@ -130,7 +130,24 @@ type Exchange struct {
 	// BodySize is the length of Body, or -1 if unknown. When it is known
 	// a body of another length is an error (a truncated fetch).
 	BodySize int64
+	// Profile, when set, makes the response record a revisit record
+	// (WARC/1.1 section 6.7) of that profile: ProfileServerNotModified
+	// for a 304 answer to a conditional request, or
+	// ProfileIdenticalPayloadDigest for a body whose digest is the one an
+	// earlier record holds. Its block is the response header only; Body
+	// is read for WARC-Payload-Digest (identical-payload-digest) and not
+	// stored. RefersToURI and RefersToDate name the earlier capture when
+	// known (WARC-Refers-To-Target-URI, WARC-Refers-To-Date).
+	Profile      string
+	RefersToURI  string
+	RefersToDate time.Time
 }
+
+// Revisit profiles of WARC/1.1 (section 6.7.2 and 6.7.3).
+const (
+	ProfileServerNotModified      = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+	ProfileIdenticalPayloadDigest = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+)
 
 // Location is where WriteExchange put the response record.
 type Location struct {
@@ -247,7 +264,7 @@ func (w *Writer) WriteExchange(x Exchange) (Location, error) {
 	defer sp.release(w)
 	blockHash, payloadHash := sha1.New(), sha1.New()
 	blockHash.Write(x.ResponseHeader)
-	if x.BodySize > spoolMemLimit {
+	if x.BodySize > spoolMemLimit && x.Profile == "" {
 		if err := sp.toFile(); err != nil {
 			return Location{}, fmt.Errorf("warc: write exchange: %w", err)
 		}
@@ -257,7 +274,11 @@ func (w *Writer) WriteExchange(x Exchange) (Location, error) {
 			sp.buf.Grow(int(x.BodySize))
 		}
 	}
-	n, err := io.Copy(io.MultiWriter(sp, blockHash, payloadHash), x.Body)
+	var dst io.Writer = io.MultiWriter(sp, blockHash, payloadHash)
+	if x.Profile != "" {
+		dst = payloadHash // a revisit stores no payload
+	}
+	n, err := io.Copy(dst, x.Body)
 	if err != nil {
 		return Location{}, fmt.Errorf("warc: write exchange: read body: %w", err)
 	}
@@ -271,6 +292,22 @@ func (w *Writer) WriteExchange(x Exchange) (Location, error) {
 
 	respID, reqID := newRecordID(), newRecordID()
 	ts := date.UTC().Format(dateLayout)
+	recType, payloadDigest, blockDigest := "response", digest(payloadHash), digest(blockHash)
+	size := int64(len(x.ResponseHeader)) + n
+	blocks := []io.Reader{bytes.NewReader(x.ResponseHeader), body}
+	var refersDate string
+	if x.Profile != "" {
+		// a revisit: the header alone is the block; the payload digest
+		// says which earlier payload it stands for
+		recType, blockDigest, size = "revisit", digestOf(x.ResponseHeader), int64(len(x.ResponseHeader))
+		blocks = blocks[:1]
+		if x.Profile == ProfileServerNotModified && n == 0 {
+			payloadDigest = ""
+		}
+		if !x.RefersToDate.IsZero() {
+			refersDate = x.RefersToDate.UTC().Format(dateLayout)
+		}
+	}
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -294,18 +331,21 @@ func (w *Writer) WriteExchange(x Exchange) (Location, error) {
 	start := c.n
 
 	fields := []field{
-		{"WARC-Type", "response"},
+		{"WARC-Type", recType},
 		{"WARC-Record-ID", respID},
 		{"WARC-Date", ts},
 		{"WARC-Target-URI", x.TargetURI},
 		{"WARC-IP-Address", x.IP},
 		{"WARC-Warcinfo-ID", c.infoID},
-		{"WARC-Block-Digest", digest(blockHash)},
-		{"WARC-Payload-Digest", digest(payloadHash)},
+		{"WARC-Profile", x.Profile},
+		{"WARC-Refers-To-Target-URI", x.RefersToURI},
+		{"WARC-Refers-To-Date", refersDate},
+		{"WARC-Block-Digest", blockDigest},
+		{"WARC-Payload-Digest", payloadDigest},
 		{"Content-Type", "application/http;msgtype=response"},
-		{"Content-Length", strconv.FormatInt(int64(len(x.ResponseHeader))+n, 10)},
+		{"Content-Length", strconv.FormatInt(size, 10)},
 	}
-	err = w.writeRecord(fields, bytes.NewReader(x.ResponseHeader), body)
+	err = w.writeRecord(fields, blocks...)
 	respLen := c.n - start
 	if err == nil && len(x.Request) > 0 {
 		fields = []field{
@@ -580,6 +620,12 @@ func checkExchange(x *Exchange) error {
 	}
 	if x.Body == nil {
 		x.Body = bytes.NewReader(nil)
+	}
+	if x.Profile != "" && x.Profile != ProfileServerNotModified && x.Profile != ProfileIdenticalPayloadDigest {
+		return fmt.Errorf("unknown revisit Profile %q", x.Profile)
+	}
+	if i := strings.IndexFunc(x.RefersToURI, func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
+		return fmt.Errorf("RefersToURI contains space or control character %#x", x.RefersToURI[i])
 	}
 	if x.BodySize < -1 {
 		return fmt.Errorf("bad BodySize %d", x.BodySize)

@@ -32,8 +32,9 @@ type Fetcher interface {
 type FetchRequest struct {
 	URL     string
 	Session rules.Session
-	// Header holds extra request headers (OnRequest hooks); they replace
-	// the fetcher's own of the same name.
+	// Header holds extra request headers: a recrawl's conditional
+	// If-None-Match and If-Modified-Since (recrawl.go) and OnRequest
+	// hooks' headers, which replace the fetcher's own of the same name.
 	Header http.Header
 }
 
@@ -310,7 +311,8 @@ func (f *httpFetcher) Fetch(ctx context.Context, fr FetchRequest) (*Response, er
 	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
 	// set here, Go's transport leaves the body as sent: readBody decodes it
 	req.Header.Set("Accept-Encoding", content.AcceptEncoding)
-	// an OnRequest hook's headers replace the slave's own
+	// a recrawl's conditional headers and an OnRequest hook's headers
+	// replace the slave's own
 	for k, v := range fr.Header {
 		req.Header[http.CanonicalHeaderKey(k)] = v
 	}

@@ -114,7 +114,14 @@ func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL,
 	if rr != nil {
 		return s.renderFetch(ctx, l, rs, rr)
 	}
-	fr := FetchRequest{URL: l.URL, Header: hdr}
+	header := conditionalHeaders(l.Revisit)
+	for k, v := range hdr { // a hook's headers win
+		if header == nil {
+			header = http.Header{}
+		}
+		header[k] = v
+	}
+	fr := FetchRequest{URL: l.URL, Header: header}
 	if rs != nil {
 		fr.Session = rs.Session
 	}
@@ -145,6 +152,10 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 		page.Checksum = events.FormatChecksum(res.Body.Checksum())
 		sha := res.Body.SHA1()
 		page.ContentHash = hex.EncodeToString(sha[:])
+	}
+	page.ETag, page.LastModified = res.Header.Get("ETag"), res.Header.Get("Last-Modified")
+	if s.revisit(&c, u, res, page) {
+		return c // unchanged: recorded as it was (recrawl.go)
 	}
 	st := res.Status
 	// X-Robots-Tag applies to any response; a 2xx page's robots meta tags

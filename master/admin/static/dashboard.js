@@ -170,14 +170,22 @@
     cell(tr, 9, num(c.seen), { id: id + '-seen', cls: 'num', value: c.seen || 0 });
     cell(tr, 10, num(c.lost), { id: id + '-lost', cls: 'num', value: c.lost || 0 });
     const scheds = c.schedules || [];
-    richCell(tr, 11, JSON.stringify(scheds), () => {
-      if (scheds.length === 0) return [document.createTextNode('–')];
-      return scheds.map((s) => {
+    const rc = c.recrawl;
+    richCell(tr, 11, JSON.stringify([scheds, rc || null]), () => {
+      const out = scheds.length === 0 ? [document.createTextNode('–')] : scheds.map((s) => {
         const d = el('div');
         d.append((s.name || 'crawl') + ': ', el('span', { className: 'mono' }, s.spec),
           ' · next ' + (when(s.next_run) || '–') + ' · last ' + (when(s.last_run) || 'never'));
         return d;
       });
+      if (rc) {
+        // the last recrawl run's pages, as master status counts them
+        const d = el('div', { id: id + '-recrawl', className: 'recrawl' });
+        d.append('recrawl ' + rc.run + ': ' + num(rc.unchanged) + ' unchanged · ' + num(rc.changed) +
+          ' changed · ' + num(rc.new) + ' new');
+        out.push(d);
+      }
+      return out;
     }, { id: id + '-schedules', cls: 'schedules' });
     const n = domid(c.crawl);
     richCell(tr, 12, [st, c.paused, (c.failed || 0) > 0].join('|'), () => [
