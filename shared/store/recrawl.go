@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -37,9 +38,20 @@ var validatorUpsert = func() string {
 func validatorRow(p *events.Page) []any {
 	return []any{
 		chars(p.Crawl, maxCrawl), URLHash(p.URL), chars(p.URL, maxURL), integer(p.Depth),
-		chars(p.ETag, maxETag), chars(p.LastModified, maxLastMod), chars(p.Checksum, maxChecksum),
+		chars(p.ETag, maxETag), chars(lastModified(p), maxLastMod), chars(p.Checksum, maxChecksum),
 		datetime(p.FetchedAt),
 	}
+}
+
+// lastModified is the Last-Modified a recrawl sends for a page: the
+// server's, else the <lastmod> of the sitemap that listed it (as an HTTP
+// date), so a sitemap's lastmod is used by recrawls even when the server
+// sends no Last-Modified of its own.
+func lastModified(p *events.Page) string {
+	if p.LastModified != "" || p.LastMod <= 0 {
+		return p.LastModified
+	}
+	return time.Unix(p.LastMod, 0).UTC().Format(http.TimeFormat)
 }
 
 // RecordedPage is a page the crawl recorded, with what its last fetch

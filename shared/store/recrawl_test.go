@@ -88,3 +88,32 @@ func TestRecordedPagesAndCounts(t *testing.T) {
 		t.Errorf("recrawl counts (-want +got):\n%s", d)
 	}
 }
+
+// TestSitemapLastModForRecrawl: a page whose server sent no Last-Modified
+// but whose sitemap gave a <lastmod> is recrawled with that date.
+func TestSitemapLastModForRecrawl(t *testing.T) {
+	s := open(t)
+	ctx := t.Context()
+	crawl := fmt.Sprintf("lastmod-%d", time.Now().UnixNano())
+	lastmod := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	evs := []events.Envelope{
+		{ID: "1-1", Page: &events.Page{Crawl: crawl, URL: "http://a.test/sm", Status: 200, FetchedAt: time.Now().UnixMilli(), LastMod: lastmod.Unix()}},
+		{ID: "1-2", Page: &events.Page{Crawl: crawl, URL: "http://a.test/hdr", Status: 200, FetchedAt: time.Now().UnixMilli(),
+			LastMod: lastmod.Unix(), LastModified: "Tue, 01 Oct 2024 00:00:00 GMT"}},
+	}
+	if err := s.Insert(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	ps, _, err := s.RecordedPages(ctx, crawl, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range ps {
+		got[p.URL] = p.LastModified
+	}
+	want := map[string]string{"http://a.test/sm": "Mon, 06 May 2024 07:08:09 GMT", "http://a.test/hdr": "Tue, 01 Oct 2024 00:00:00 GMT"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("recrawl Last-Modified (-want +got):\n%s", d)
+	}
+}
