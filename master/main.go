@@ -256,6 +256,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			st.Crawl, st.Queued, st.RenderQueued, st.InFlight, st.Retry, st.Done, st.Failed, st.Seen, st.Lost, st.Duplicates,
 			st.TrapDropped, st.SlavesAlive, st.RenderSlaves, st.PagesPerSec, rv, st.Paused, st.Finished)
 		fmt.Fprintf(tw, "shards\t%s\n", shards)
+		if only, due := st.OnlyRetries(time.Now()); only {
+			fmt.Fprintf(tw, "waiting\tonly on %d retries; the next is due in %s\n", st.Retry, due.Round(100*time.Millisecond))
+		} else if st.Retry > 0 && st.NextRetryAt > 0 {
+			fmt.Fprintf(tw, "next retry\tdue in %s\n", max(time.Until(time.UnixMilli(st.NextRetryAt)), 0).Round(100*time.Millisecond))
+		}
 		switch {
 		case st.Recrawl != nil:
 			r := st.Recrawl

@@ -230,6 +230,8 @@ func crawlState(c CrawlView) string {
 		return "paused"
 	case c.Finished:
 		return "finished"
+	case c.Retry > 0 && c.Queued == 0 && c.InFlight == 0:
+		return "retrying" // only tasks waiting for their retry backoff are left
 	}
 	return "running"
 }

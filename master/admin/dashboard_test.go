@@ -153,3 +153,20 @@ func TestFormatters(t *testing.T) {
 		}
 	}
 }
+
+func TestCrawlState(t *testing.T) {
+	for _, tc := range []struct {
+		c    CrawlView
+		want string
+	}{
+		{CrawlView{Stats: frontier.Stats{Queued: 1}}, "running"},
+		{CrawlView{Stats: frontier.Stats{Retry: 2, InFlight: 1}}, "running"},
+		{CrawlView{Stats: frontier.Stats{Retry: 2}}, "retrying"},
+		{CrawlView{Stats: frontier.Stats{Retry: 2}, Paused: true}, "paused"},
+		{CrawlView{Stats: frontier.Stats{Finished: true}}, "finished"},
+	} {
+		if got := crawlState(tc.c); got != tc.want {
+			t.Errorf("crawlState(%+v) = %s, want %s", tc.c.Stats, got, tc.want)
+		}
+	}
+}

@@ -179,8 +179,13 @@ func (f *finisher) run(ctx context.Context) {
 		if time.Since(lastLog) >= f.progressEvery {
 			lastLog = time.Now()
 			if st, err := f.front.Stats(ctx); err == nil {
-				f.log.Info("progress", "done", st.Done, "queued", st.Queued, "in_flight", st.InFlight,
-					"retry", st.Retry, "failed", st.Failed, "slaves", st.SlavesAlive, "pages_per_sec", round1(st.PagesPerSec))
+				if only, due := st.OnlyRetries(time.Now()); only {
+					f.log.Info("progress: only retries left", "done", st.Done, "retry", st.Retry,
+						"next_retry_in", due.Round(100*time.Millisecond), "failed", st.Failed, "slaves", st.SlavesAlive)
+				} else {
+					f.log.Info("progress", "done", st.Done, "queued", st.Queued, "in_flight", st.InFlight,
+						"retry", st.Retry, "failed", st.Failed, "slaves", st.SlavesAlive, "pages_per_sec", round1(st.PagesPerSec))
+				}
 			}
 		}
 		if done && !announced {

@@ -179,18 +179,21 @@ type HostPolicy struct {
 
 // Stats is a snapshot of a crawl.
 type Stats struct {
-	Crawl       string `json:"crawl"`
-	Queued      int64  `json:"queued"`
-	InFlight    int64  `json:"in_flight"`
-	Retry       int64  `json:"retry"`
-	Done        int64  `json:"done"`
-	Failed      int64  `json:"failed"`
-	Seen        int64  `json:"seen"`
-	Lost        int64  `json:"lost"`
-	Retried     int64  `json:"retried"`
-	Duplicates  int64  `json:"duplicates"`   // pages whose content was already seen
-	TrapDropped int64  `json:"trap_dropped"` // new links dropped by MaxPagesPerHost or MaxQueryVariants
-	Hosts       int64  `json:"hosts_ready"`
+	Crawl    string `json:"crawl"`
+	Queued   int64  `json:"queued"`
+	InFlight int64  `json:"in_flight"`
+	Retry    int64  `json:"retry"`
+	// NextRetryAt is when the earliest task waiting for its retry backoff
+	// is due (unix ms, Redis's clock); 0 when none waits.
+	NextRetryAt int64 `json:"next_retry_at,omitempty"`
+	Done        int64 `json:"done"`
+	Failed      int64 `json:"failed"`
+	Seen        int64 `json:"seen"`
+	Lost        int64 `json:"lost"`
+	Retried     int64 `json:"retried"`
+	Duplicates  int64 `json:"duplicates"`   // pages whose content was already seen
+	TrapDropped int64 `json:"trap_dropped"` // new links dropped by MaxPagesPerHost or MaxQueryVariants
+	Hosts       int64 `json:"hosts_ready"`
 	// RenderQueued is the part of Queued waiting in render queues.
 	RenderQueued int64 `json:"render_queued"`
 	// RenderSlaves is the number of alive slaves whose heartbeat says they
@@ -316,3 +319,17 @@ type Registry interface {
 // ErrUnavailable wraps errors from the backing store being unreachable, so
 // callers can pause and retry instead of failing.
 var ErrUnavailable = errors.New("frontier unavailable")
+
+// OnlyRetries reports whether the only work left is tasks waiting for
+// their retry backoff (nothing queued or in flight), and how long until
+// the next one is due at now (0 when it is due already): what a user sees
+// while a crawl that fetched its last good page waits on failing ones.
+func (s Stats) OnlyRetries(now time.Time) (only bool, dueIn time.Duration) {
+	if s.Retry == 0 || s.Queued > 0 || s.InFlight > 0 || s.Finished {
+		return false, 0
+	}
+	if s.NextRetryAt > 0 {
+		dueIn = max(time.UnixMilli(s.NextRetryAt).Sub(now), 0)
+	}
+	return true, dueIn
+}

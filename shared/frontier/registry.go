@@ -214,6 +214,7 @@ func (f *shard) Snapshot(ctx context.Context) (Snapshot, error) {
 	st := pipe.HGetAll(ctx, f.keys.Stats)
 	reg := pipe.Eval(ctx, luaPrelude+registrySrc+inFlightSrc, f.allKeys, f.keys.Prefix, f.cfg)
 	retry := pipe.ZCard(ctx, f.keys.Retry)
+	nextRetry := pipe.ZRangeWithScores(ctx, f.keys.Retry, 0, 0)
 	finish := pipe.HGetAll(ctx, f.keys.Finish)
 	ready := pipe.ZCard(ctx, f.keys.Ready)
 	control := pipe.HGetAll(ctx, f.keys.Control)
@@ -235,11 +236,17 @@ func (f *shard) Snapshot(ctx context.Context) (Snapshot, error) {
 		Queued:   get(st.Val(), "queued"),
 		InFlight: inFlight,
 		Retry:    retry.Val(),
-		Done:     get(st.Val(), "done"),
-		Failed:   get(st.Val(), "failed"),
-		Seen:     get(st.Val(), "seen"),
-		Lost:     get(st.Val(), "lost"),
-		Retried:  get(st.Val(), "retried"),
+		NextRetryAt: func() int64 {
+			if z := nextRetry.Val(); len(z) > 0 {
+				return int64(z[0].Score)
+			}
+			return 0
+		}(),
+		Done:    get(st.Val(), "done"),
+		Failed:  get(st.Val(), "failed"),
+		Seen:    get(st.Val(), "seen"),
+		Lost:    get(st.Val(), "lost"),
+		Retried: get(st.Val(), "retried"),
 
 		Duplicates:  get(st.Val(), "duplicates"),
 		TrapDropped: get(st.Val(), "trap_dropped"),

@@ -844,6 +844,9 @@ func (f *Redis) Snapshot(ctx context.Context) (Snapshot, error) {
 		st.Queued += o.Queued
 		st.InFlight += o.InFlight
 		st.Retry += o.Retry
+		if o.NextRetryAt > 0 && (st.NextRetryAt == 0 || o.NextRetryAt < st.NextRetryAt) {
+			st.NextRetryAt = o.NextRetryAt
+		}
 		st.Done += o.Done
 		st.Failed += o.Failed
 		st.Seen += o.Seen

@@ -219,3 +219,65 @@ func sortInts(s []int) []int {
 	}
 	return out
 }
+
+// TestOnlyRetriesLeft: when the only work left waits for its retry
+// backoff, Stats says so and when the next retry is due, with one shard
+// and with three.
+func TestOnlyRetriesLeft(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) {
+			rdb := testRedis(t)
+			ctx := context.Background()
+			f := newFrontier(t, rdb, "retryleft", func(o *frontier.Options) { o.Shards = shards })
+			if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0)}); err != nil {
+				t.Fatal(err)
+			}
+			ls, err := f.Claim(ctx, "s1", 10)
+			if err != nil || len(ls) != 2 {
+				t.Fatalf("claim: %d %v", len(ls), err)
+			}
+			st, _ := f.Stats(ctx)
+			if only, _ := st.OnlyRetries(time.Now()); only || st.NextRetryAt != 0 {
+				t.Fatalf("in flight: only retries %v, next %d", only, st.NextRetryAt)
+			}
+			before := time.Now()
+			cs := []frontier.Completion{
+				{Lease: ls[0], Outcome: frontier.Retry, RetryIn: 8 * time.Second, Reason: "http 500"},
+				{Lease: ls[1], Outcome: frontier.Retry, RetryIn: 20 * time.Second, Reason: "timeout"},
+			}
+			if _, err := f.Complete(ctx, "s1", cs); err != nil {
+				t.Fatal(err)
+			}
+			st, err = f.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			only, due := st.OnlyRetries(before)
+			if !only || st.Retry != 2 || due < 7*time.Second || due > 9*time.Second {
+				t.Fatalf("only retries %v, %d retries, next due in %v; want true, 2, about 8s", only, st.Retry, due)
+			}
+		})
+	}
+}
+
+func TestOnlyRetriesTable(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	for _, tc := range []struct {
+		name string
+		st   frontier.Stats
+		only bool
+		due  time.Duration
+	}{
+		{"nothing", frontier.Stats{}, false, 0},
+		{"queued too", frontier.Stats{Retry: 1, Queued: 1, NextRetryAt: 1_005_000}, false, 0},
+		{"in flight too", frontier.Stats{Retry: 1, InFlight: 1, NextRetryAt: 1_005_000}, false, 0},
+		{"finished", frontier.Stats{Retry: 1, Finished: true}, false, 0},
+		{"only retries", frontier.Stats{Retry: 2, NextRetryAt: 1_005_000}, true, 5 * time.Second},
+		{"overdue", frontier.Stats{Retry: 2, NextRetryAt: 999_000}, true, 0},
+	} {
+		only, due := tc.st.OnlyRetries(now)
+		if only != tc.only || due != tc.due {
+			t.Errorf("%s: %v %v, want %v %v", tc.name, only, due, tc.only, tc.due)
+		}
+	}
+}

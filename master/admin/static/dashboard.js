@@ -33,7 +33,9 @@
     return Math.max(0, Math.round((Date.parse(now) - d) / 1000)) + ' s';
   }
   const mib = (b) => ((b || 0) / 1048576).toFixed(1);
-  const crawlState = (c) => (c.paused ? 'paused' : c.finished ? 'finished' : 'running');
+  // retrying: only tasks waiting for their retry backoff are left
+  const crawlState = (c) => (c.paused ? 'paused' : c.finished ? 'finished'
+    : (c.retry > 0 && !c.queued && !c.in_flight) ? 'retrying' : 'running');
   const slaveState = (s) => (!s.alive ? 'dead' : s.draining || s.state === 'draining' ? 'draining' : 'running');
 
   function el(tag, props, text) {
