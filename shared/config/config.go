@@ -156,6 +156,11 @@ type Crawl struct {
 	// MaxQueryVariants caps the distinct query strings enqueued per path;
 	// 0 = unlimited.
 	MaxQueryVariants int `mapstructure:"max_query_variants"`
+	// MaxDateVariants caps the URLs enqueued per path whose query holds a
+	// date (?d=2026-11-24, ?date=20261124, ?month=2026-11): a calendar's
+	// next-day links never end, where a listing's ?page=N does; 0 = they
+	// count as any query variant.
+	MaxDateVariants int `mapstructure:"max_date_variants"`
 	// ContentDedup records pages whose body was already seen in the crawl
 	// as duplicates and does not follow their links again.
 	ContentDedup bool `mapstructure:"content_dedup"`

@@ -63,6 +63,7 @@ func Default() Config {
 			MaxQueryParams:    20,
 			MaxPagesPerHost:   1_000_000,
 			MaxQueryVariants:  1000,
+			MaxDateVariants:   100,
 			ContentDedup:      true,
 			ObeyRobotsMeta:    true,
 			ObeyRelNoFollow:   false,

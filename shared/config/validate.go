@@ -152,6 +152,9 @@ func (c *Config) validateCrawl() error {
 	if k.MaxPagesPerHost < 0 {
 		return errorf("crawl.max_pages_per_host", "%d must be >= 0 (0 = unlimited)", k.MaxPagesPerHost)
 	}
+	if k.MaxDateVariants < 0 {
+		return errorf("crawl.max_date_variants", "%d must be >= 0 (0 = counted as any query variant)", k.MaxDateVariants)
+	}
 	if k.MaxQueryVariants < 0 {
 		return errorf("crawl.max_query_variants", "%d must be >= 0 (0 = unlimited)", k.MaxQueryVariants)
 	}

@@ -33,6 +33,10 @@ type Task struct {
 	// PathKey is scheme://host/path for a URL with a query, "" otherwise:
 	// Options.MaxQueryVariants caps the URLs enqueued per path key.
 	PathKey string
+	// DateQuery says the query holds a date (urlx.DateQuery): the URLs of
+	// its path key are capped at Options.MaxDateVariants instead, since a
+	// calendar's next-day links never end.
+	DateQuery bool
 	// Score is the URL's own importance IL (higher is more important), used
 	// by the priority strategy when the URL is first enqueued.
 	Score float64

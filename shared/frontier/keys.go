@@ -74,7 +74,8 @@ import (
 //	crawl:{name}:hpages        hash   host -> URLs enqueued (only with MaxPagesPerHost);
 //	                                  field "\t" + host marks a host whose cap was reported
 //	crawl:{name}:qvar          hash   8-byte fingerprint of Task.PathKey -> URLs enqueued
-//	                                  (only with MaxQueryVariants)
+//	                                  (only with MaxQueryVariants); for a Task.DateQuery
+//	                                  the fingerprint, "d" and Options.MaxDateVariants
 //	crawl:{name}:pq:<host>     zset   priority and aopic strategies: url -> -importance
 //	                                  (priority: X·backlinks + Y·Task.Score; aopic: cash)
 //	crawl:{name}:pqdata        hash   priority and aopic strategies: url -> depth \t hops \t attempt
@@ -905,9 +906,13 @@ local function admit(host, qv, enforce)
     end
     counted = true
   end
-  if MAX_QVAR > 0 and qv ~= '' then
+  -- a path key of a URL whose query holds a date carries its own cap
+  -- after its 8 bytes (appendTuplesFP): calendars stop sooner
+  local qcap = MAX_QVAR
+  if #qv > 8 then qcap = tonumber(string.sub(qv, 10)) end
+  if qcap > 0 and qv ~= '' then
     local c = redis.call('HINCRBY', K_QVAR, qv, 1)
-    if enforce and c > MAX_QVAR then
+    if enforce and c > qcap then
       redis.call('HINCRBY', K_QVAR, qv, -1)
       if counted then redis.call('HINCRBY', K_HPAGES, host, -1) end
       return false, 'qvar'

@@ -79,6 +79,10 @@ type Options struct {
 	// MaxQueryVariants drops links whose Task.PathKey already has that many
 	// URLs enqueued; 0 = no cap.
 	MaxQueryVariants int
+	// MaxDateVariants caps the links of one path key whose query holds a
+	// date (Task.DateQuery: a calendar's next-day chain); 0 = such links
+	// count as any query variant.
+	MaxDateVariants int
 	// RobotsTTL is how long PutRobots keeps a robots.txt record; 0 = 24h.
 	RobotsTTL time.Duration
 
@@ -145,6 +149,7 @@ func OptionsFromConfig(c *config.Config) Options {
 		JitterDist:       c.Politeness.JitterDist,
 		MaxPagesPerHost:  c.Crawl.MaxPagesPerHost,
 		MaxQueryVariants: c.Crawl.MaxQueryVariants,
+		MaxDateVariants:  c.Crawl.MaxDateVariants,
 		RobotsTTL:        c.Politeness.RobotsTTL,
 
 		DedupMode:         c.Dedup.Mode,
@@ -477,7 +482,14 @@ func (f *shard) appendTuplesFP(args []any, ts []Task, fps []uint64) []any {
 			b, fld = f.seenSlot(t.URL)
 		}
 		qv := ""
-		if t.PathKey != "" && f.opt.MaxQueryVariants > 0 {
+		switch {
+		case t.PathKey == "":
+		case t.DateQuery && f.opt.MaxDateVariants > 0:
+			// its own key and cap: 8 bytes, "d", the cap (admit in luaPrelude)
+			var buf [8]byte
+			binary.BigEndian.PutUint64(buf[:], Fingerprint(t.PathKey))
+			qv = string(buf[:]) + "d" + strconv.Itoa(f.opt.MaxDateVariants)
+		case f.opt.MaxQueryVariants > 0:
 			var buf [8]byte
 			binary.BigEndian.PutUint64(buf[:], Fingerprint(t.PathKey))
 			qv = string(buf[:])

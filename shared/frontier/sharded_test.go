@@ -281,3 +281,47 @@ func TestOnlyRetriesTable(t *testing.T) {
 		}
 	}
 }
+
+// TestDateVariantsCap: with the default caps, the links of a path whose
+// query holds a date stop at 100 (a calendar's endless next days), while a
+// listing's ?page=N goes on to a few hundred; with one shard and three.
+func TestDateVariantsCap(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) {
+			rdb := testRedis(t)
+			ctx := context.Background()
+			f := newFrontier(t, rdb, "datecap", func(o *frontier.Options) {
+				o.Shards, o.MaxQueryVariants, o.MaxDateVariants = shards, 1000, 100
+			})
+			if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0)}); err != nil {
+				t.Fatal(err)
+			}
+			ls, err := f.Claim(ctx, "s1", 1)
+			if err != nil || len(ls) != 1 {
+				t.Fatalf("claim %d %v", len(ls), err)
+			}
+			var links []frontier.Task
+			day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			for i := range 150 {
+				l := tk("http://a.test/cal?d="+day.AddDate(0, 0, i).Format("2006-01-02"), 1)
+				l.PathKey, l.DateQuery = "http://a.test/cal", true
+				links = append(links, l)
+			}
+			for i := range 300 {
+				l := tk(fmt.Sprintf("http://b.test/list?page=%d", i+1), 1)
+				l.PathKey = "http://b.test/list"
+				links = append(links, l)
+			}
+			if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done, Links: links}}); err != nil {
+				t.Fatal(err)
+			}
+			st, err := f.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Queued != 400 || st.TrapDropped != 50 {
+				t.Errorf("queued %d, trap dropped %d; want 100 calendar + 300 listing pages, 50 dropped", st.Queued, st.TrapDropped)
+			}
+		})
+	}
+}

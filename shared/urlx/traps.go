@@ -195,3 +195,83 @@ func PathKey(u *url.URL) string {
 	}
 	return asciiLower(u.Scheme) + "://" + asciiLower(u.Host) + p
 }
+
+// DateQuery reports whether a query parameter of u holds a date: a
+// calendar's link ("?d=2026-11-24", "?date=20261124", "?month=2026-11",
+// "?day=24/11/2026"), whose next-day links never end, as a listing's
+// "?page=N" does. A date needs a plausible year (1900 to 2199) and month
+// (and day, when given).
+func DateQuery(u *url.URL) bool {
+	if u.RawQuery == "" {
+		return false
+	}
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			if isDate(v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isDate recognises YYYY-MM[-DD], YYYY/MM[/DD], YYYY.MM.DD, YYYYMMDD and
+// DD/MM/YYYY or MM/DD/YYYY (with - or . too).
+func isDate(v string) bool {
+	if len(v) < 6 || len(v) > 10 {
+		return false
+	}
+	num := func(s string) (int, bool) {
+		if s == "" || len(s) > 4 {
+			return 0, false
+		}
+		n := 0
+		for i := 0; i < len(s); i++ {
+			if s[i] < '0' || s[i] > '9' {
+				return 0, false
+			}
+			n = n*10 + int(s[i]-'0')
+		}
+		return n, true
+	}
+	ymd := func(y, m, d int, hasDay bool) bool {
+		return y >= 1900 && y <= 2199 && m >= 1 && m <= 12 && (!hasDay || d >= 1 && d <= 31)
+	}
+	if len(v) == 8 { // YYYYMMDD
+		y, ok1 := num(v[:4])
+		m, ok2 := num(v[4:6])
+		d, ok3 := num(v[6:])
+		return ok1 && ok2 && ok3 && ymd(y, m, d, true)
+	}
+	sep := -1
+	for i := 0; i < len(v); i++ {
+		if v[i] == '-' || v[i] == '/' || v[i] == '.' {
+			sep = i
+			break
+		}
+	}
+	if sep < 0 {
+		return false
+	}
+	parts := strings.Split(v, string(v[sep]))
+	switch len(parts) {
+	case 2: // YYYY-MM
+		y, ok1 := num(parts[0])
+		m, ok2 := num(parts[1])
+		return ok1 && ok2 && len(parts[0]) == 4 && ymd(y, m, 1, false)
+	case 3:
+		a, ok1 := num(parts[0])
+		b, ok2 := num(parts[1])
+		c, ok3 := num(parts[2])
+		if !ok1 || !ok2 || !ok3 {
+			return false
+		}
+		if len(parts[0]) == 4 { // YYYY-MM-DD
+			return ymd(a, b, c, true)
+		}
+		if len(parts[2]) == 4 { // DD/MM/YYYY or MM/DD/YYYY
+			return ymd(c, b, a, true) || ymd(c, a, b, true)
+		}
+	}
+	return false
+}

@@ -394,3 +394,32 @@ func FuzzTraps(f *testing.F) {
 		}
 	})
 }
+
+func TestDateQuery(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want bool
+	}{
+		{"http://a.test/cal?d=2026-11-24", true},
+		{"http://a.test/cal?date=20261124", true},
+		{"http://a.test/cal?month=2026-11", true},
+		{"http://a.test/cal?y=1&day=24/11/2026", true},
+		{"http://a.test/cal?day=11.24.2026", true},
+		{"http://a.test/cal?d=2026/11/24&view=day", true},
+		{"http://a.test/list?page=2", false},
+		{"http://a.test/list?page=20261124x", false},
+		{"http://a.test/list?id=12345678", false}, // not a plausible date
+		{"http://a.test/list?sku=2026-13", false},
+		{"http://a.test/list?v=1.2.3", false},
+		{"http://a.test/list?year=2026", false},
+		{"http://a.test/plain", false},
+	} {
+		u, err := url.Parse(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := DateQuery(u); got != tc.want {
+			t.Errorf("DateQuery(%s) = %v, want %v", tc.url, got, tc.want)
+		}
+	}
+}

@@ -204,7 +204,8 @@ func TestHostileSite(t *testing.T) {
 	cfg.Lease.MaxAttempts = 2
 	cfg.Lease.RetryBase = 50 * time.Millisecond
 	cfg.Crawl.MaxPagesPerHost = 150
-	cfg.Crawl.MaxQueryVariants = 8
+	cfg.Crawl.MaxQueryVariants = 50
+	cfg.Crawl.MaxDateVariants = 8 // the day-query trap's ?d=YYYY-MM-DD
 	cfg.Slave.Concurrency = 8
 	cfg.Storage.WARCDir = t.TempDir()
 	if err := cfg.Validate(); err != nil {
@@ -271,8 +272,8 @@ func TestHostileSite(t *testing.T) {
 	if calendar > int(cfg.Crawl.MaxPagesPerHost) {
 		t.Errorf("calendar trap: %d fetches, above the host cap %d", calendar, cfg.Crawl.MaxPagesPerHost)
 	}
-	if days > cfg.Crawl.MaxQueryVariants+1 {
-		t.Errorf("day-query trap: %d fetches, above %d query variants", days, cfg.Crawl.MaxQueryVariants)
+	if days > cfg.Crawl.MaxDateVariants+1 {
+		t.Errorf("day-query trap: %d fetches, above %d date variants", days, cfg.Crawl.MaxDateVariants)
 	}
 	if sid != 1 {
 		t.Errorf("session-id trap: %d fetches of the session page, want 1 (ids stripped)", sid)

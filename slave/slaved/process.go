@@ -360,6 +360,7 @@ func (s *Slave) linkTask(c *frontier.Completion, u *url.URL, depth, hops int) (f
 	t := frontier.NewTask(u, depth, hops)
 	if u.RawQuery != "" {
 		t.PathKey = urlx.PathKey(u)
+		t.DateQuery = urlx.DateQuery(u)
 	}
 	if s.cfg.Crawl.Strategy == "priority" {
 		t.Score = urlImportance(u) // only the priority strategy reads it
