@@ -108,7 +108,7 @@ func aclCmd(args []string, stdout, stderr io.Writer) int {
 // passwordFile reads a password file, first writing a random password to
 // it (mode 0600) when it does not exist.
 func passwordFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	_, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		raw := make([]byte, 24)
 		if _, err := rand.Read(raw); err != nil {
@@ -131,9 +131,6 @@ func passwordFile(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("password file %s: %w", path, err)
 	}
-	pw := strings.TrimRight(string(b), "\r\n")
-	if pw == "" {
-		return "", fmt.Errorf("password file %s is empty", path)
-	}
-	return pw, nil
+	// read as the slave and master read redis.password_file
+	return config.ReadSecretFile("--password-file", path)
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -84,16 +83,6 @@ type redisNode struct {
 
 type redisCluster struct {
 	nodes []*redisNode
-}
-
-func freeLoopbackPort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // startRedisCluster starts n redis-server processes in cluster mode on free
@@ -348,7 +337,7 @@ func clusterCrawlConfig(t testing.TB, name string, p clusterCrawlParams) *config
 	cfg.MySQL.DSN = storetest.DSN(t)
 	// Nothing listens here: the master and slaves must use the cluster
 	// client they are given, and would hang (and fail the test) otherwise.
-	cfg.Redis.URL = fmt.Sprintf("redis://127.0.0.1:%d/0", freeLoopbackPort(t))
+	cfg.Redis.URL = fmt.Sprintf("redis://127.0.0.1:%d/0", testutil.FreePort(t))
 	cfg.Fetch.AllowPrivateNetworks = true
 	cfg.Admin.Listen = ""
 	cfg.Fetch.Timeout = 5 * time.Second

@@ -69,6 +69,10 @@ func (c *Config) resolveSecrets() error {
 	return nil
 }
 
+// ReadSecretFile reads a secret file as the *_file keys do (one trailing
+// newline dropped, an empty file an error), naming key in its errors.
+func ReadSecretFile(key, path string) (string, error) { return readSecret(key, path) }
+
 // readSecret reads the secret file path of key.
 func readSecret(key, path string) (string, error) {
 	b, err := os.ReadFile(path)

@@ -33,6 +33,15 @@ local function lose(zkey, hkey, url, data, reason, now, max_attempts, crawl)
     detected_at = now, attempt = attempt, reason = reason}))
 end
 
+-- beat_host is the host name in a slave's last heartbeat, '' when none
+local function beat_host(slave)
+  local beat = redis.call('GET', k_sbeat(slave))
+  if not beat then return '' end
+  local ok, hb = pcall(cjson.decode, string.match(beat, '^[^\t]*\t(.*)$') or '')
+  if ok and type(hb) == 'table' and type(hb.host) == 'string' then return hb.host end
+  return ''
+end
+
 -- lose_all takes back every lease a slave holds; it returns how many
 local function lose_all(slave, reason, now, max_attempts, crawl)
   local zkey, hkey = k_slease(slave), k_sld(slave)
@@ -102,12 +111,7 @@ for k = 1, #all, 2 do
     n = n + 1
   end
 end
-local host = ''
-local beat = redis.call('GET', k_sbeat(slave))
-if beat then
-  local ok, hb = pcall(cjson.decode, string.match(beat, '^[^\t]*\t(.*)$') or '')
-  if ok and type(hb) == 'table' and type(hb.host) == 'string' then host = hb.host end
-end
+local host = beat_host(slave)
 -- the sink reads the slave's stream until it is drained (Stream)
 if redis.call('EXISTS', k_sev(slave)) == 1 then redis.call('SADD', K_STREAMS, k_sev(slave)) end
 local removed = redis.call('ZREM', K_SLAVES, slave)
@@ -144,12 +148,7 @@ local own_err = check_own(slave)
 if own_err then return own_err end
 local now = now_ms()
 local n = lose_all(slave, 'slave_left', now, max_attempts, crawl)
-local host = ''
-local beat = redis.call('GET', k_sbeat(slave))
-if beat then
-  local ok, hb = pcall(cjson.decode, string.match(beat, '^[^\t]*\t(.*)$') or '')
-  if ok and type(hb) == 'table' and type(hb.host) == 'string' then host = hb.host end
-end
+local host = beat_host(slave)
 redis.call('DEL', k_sbeat(slave), k_sld(slave))
 if n > 0 then detail = detail .. '; ' .. n .. ' leases taken back' end
 if record then

@@ -209,10 +209,26 @@ func (f *shard) Stats(ctx context.Context) (Stats, error) {
 // Snapshot reads the crawl's counters, clock, slaves and admin state in
 // one round trip (the dashboard's overview).
 func (f *shard) Snapshot(ctx context.Context) (Snapshot, error) {
+	snap, err := f.snapshot(ctx)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// first use on this Redis (or after SCRIPT FLUSH): load, read again
+		if lerr := snapshotScript.Load(ctx, f.rdb).Err(); lerr != nil {
+			return Snapshot{}, wrap("stats", lerr)
+		}
+		snap, err = f.snapshot(ctx)
+	}
+	return snap, err
+}
+
+// snapshotScript lists the registry and counts the leases held (registrySrc
+// and inFlightSrc), in Snapshot's pipeline by its SHA.
+var snapshotScript = redis.NewScript(luaPrelude + registrySrc + inFlightSrc)
+
+func (f *shard) snapshot(ctx context.Context) (Snapshot, error) {
 	pipe := f.rdb.Pipeline()
 	tm := pipe.Time(ctx)
 	st := pipe.HGetAll(ctx, f.keys.Stats)
-	reg := pipe.Eval(ctx, luaPrelude+registrySrc+inFlightSrc, f.allKeys, f.keys.Prefix, f.cfg)
+	reg := pipe.EvalSha(ctx, snapshotScript.Hash(), f.allKeys, f.keys.Prefix, f.cfg)
 	retry := pipe.ZCard(ctx, f.keys.Retry)
 	nextRetry := pipe.ZRangeWithScores(ctx, f.keys.Retry, 0, 0)
 	finish := pipe.HGetAll(ctx, f.keys.Finish)

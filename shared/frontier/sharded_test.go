@@ -3,6 +3,7 @@ package frontier_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -127,7 +128,7 @@ func TestCrossShardLinkOnce(t *testing.T) {
 					break
 				}
 			}
-			if d := cmp.Diff([]string{"http://" + a + "/y", "http://" + b + "/x"}, sortStrings(got)); d != "" {
+			if d := cmp.Diff([]string{"http://" + a + "/y", "http://" + b + "/x"}, slices.Sorted(slices.Values(got))); d != "" {
 				t.Errorf("links claimed (-want +got):\n%s", d)
 			}
 			st, err := f.Stats(ctx)
@@ -148,16 +149,6 @@ func TestCrossShardLinkOnce(t *testing.T) {
 			}
 		})
 	}
-}
-
-func sortStrings(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
 }
 
 // TestOwnShards: two masters split a crawl's shards; when one stops
@@ -184,7 +175,7 @@ func TestOwnShards(t *testing.T) {
 		t.Fatalf("m-b takes the rest: %v %v; want 2", b, err)
 	}
 	all := append(append([]int(nil), a...), b...)
-	if d := cmp.Diff([]int{0, 1, 2, 3}, sortInts(all)); d != "" {
+	if d := cmp.Diff([]int{0, 1, 2, 3}, slices.Sorted(slices.Values(all))); d != "" {
 		t.Fatalf("shards held (-want +got):\n%s", d)
 	}
 	// m-a dies (stops renewing): after the lease m-b holds everything
@@ -208,16 +199,6 @@ func TestOwnShards(t *testing.T) {
 	if c, err := f.Own(ctx, "m-c", ttl); err != nil || len(c) != 4 {
 		t.Fatalf("m-c after m-b left: %v %v; want all 4", c, err)
 	}
-}
-
-func sortInts(s []int) []int {
-	out := append([]int(nil), s...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
 }
 
 // TestOnlyRetriesLeft: when the only work left waits for its retry

@@ -205,20 +205,7 @@ func (sc *linkScanner) add(ref string) {
 // anchor collects the href of <a> or <area>, unless its rel says
 // nofollow, ugc or sponsored and those are obeyed.
 func (sc *linkScanner) anchor(z *html.Tokenizer, more bool) {
-	var rel, href string
-	var haveHref bool
-	for more {
-		var k, v []byte
-		k, v, more = z.TagAttr()
-		switch string(k) {
-		case "rel":
-			rel = string(v)
-		case "href":
-			if !haveHref {
-				href, haveHref = string(v), true
-			}
-		}
-	}
+	rel, href, haveHref := relHref(z, more, true)
 	if !haveHref {
 		return
 	}
@@ -232,6 +219,24 @@ func (sc *linkScanner) anchor(z *html.Tokenizer, more bool) {
 		}
 	}
 	sc.add(href)
+}
+
+// relHref reads the rel and href attributes of the current tag; with
+// firstHref the first href counts (as browsers do for <a>), else the last.
+func relHref(z *html.Tokenizer, more, firstHref bool) (rel, href string, haveHref bool) {
+	for more {
+		var k, v []byte
+		k, v, more = z.TagAttr()
+		switch string(k) {
+		case "rel":
+			rel = string(v)
+		case "href":
+			if !haveHref || !firstHref {
+				href, haveHref = string(v), true
+			}
+		}
+	}
+	return rel, href, haveHref
 }
 
 // attr returns the value of the attribute key of the current tag.
@@ -248,18 +253,7 @@ func attr(z *html.Tokenizer, more bool, key string) (string, bool) {
 
 // link collects the href of <link rel="next|prev|alternate">.
 func (sc *linkScanner) link(z *html.Tokenizer, more bool) {
-	var rel, href string
-	var haveHref bool
-	for more {
-		var k, v []byte
-		k, v, more = z.TagAttr()
-		switch string(k) {
-		case "rel":
-			rel = string(v)
-		case "href":
-			href, haveHref = string(v), true
-		}
-	}
+	rel, href, haveHref := relHref(z, more, false)
 	if !haveHref {
 		return
 	}

@@ -1,11 +1,8 @@
 package slaved
 
 import (
-	"context"
 	"net/http"
 	"net/url"
-	"strconv"
-	"time"
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -71,31 +68,7 @@ func (s *Slave) revisit(c *frontier.Completion, u *url.URL, res *Response, page 
 	if notModified {
 		profile = warc.ProfileServerNotModified
 	}
-	page.WARC = s.storeRevisit(c, u, res, profile)
+	page.WARC = s.storeExchange(c, u, res, profile)
 	s.addEvent(c, page)
 	return true
-}
-
-// storeRevisit writes a WARC revisit record of a profile for an unchanged
-// page (and its request), returning "file:offset" as storeWARC does.
-func (s *Slave) storeRevisit(c *frontier.Completion, u *url.URL, res *Response, profile string) string {
-	if s.warc == nil {
-		return ""
-	}
-	loc, err := s.warc.WriteExchange(warc.Exchange{
-		TargetURI:      u.String(),
-		Date:           time.Now().Add(-res.Duration),
-		Request:        res.Request,
-		ResponseHeader: responseBlock(res),
-		Body:           res.Body.NewReader(),
-		BodySize:       res.Body.Size(),
-		Profile:        profile,
-		RefersToURI:    u.String(),
-	})
-	if err != nil {
-		s.rl.Log(context.Background(), levelWarn, "warc", "write warc revisit record", "err", err)
-		s.exception(c, events.KindOther, res.Status, "warc: "+err.Error())
-		return ""
-	}
-	return loc.File + ":" + strconv.FormatInt(loc.Offset, 10)
 }

@@ -23,19 +23,29 @@ import (
 // stored payload and Transfer-Encoding is dropped) and cut at
 // fetch.max_body_bytes (the page record then has a too_large exception).
 func (s *Slave) storeWARC(c *frontier.Completion, u *url.URL, res *Response) string {
+	return s.storeExchange(c, u, res, "")
+}
+
+// storeExchange writes a response record, or with a revisit profile a
+// revisit record referring to the same URI (recrawl.go), and its request.
+func (s *Slave) storeExchange(c *frontier.Completion, u *url.URL, res *Response, profile string) string {
 	if s.warc == nil {
 		return ""
 	}
-	loc, err := s.warc.WriteExchange(warc.Exchange{
+	ex := warc.Exchange{
 		TargetURI:      u.String(),
 		Date:           time.Now().Add(-res.Duration),
 		Request:        res.Request,
 		ResponseHeader: responseBlock(res),
 		Body:           res.Body.NewReader(),
 		BodySize:       res.Body.Size(),
-	})
+	}
+	if profile != "" {
+		ex.Profile, ex.RefersToURI = profile, ex.TargetURI
+	}
+	loc, err := s.warc.WriteExchange(ex)
 	if err != nil {
-		s.rl.Log(context.Background(), levelWarn, "warc", "write warc record", "err", err)
+		s.rl.Log(context.Background(), levelWarn, "warc", "write warc record", "profile", profile, "err", err)
 		s.exception(c, events.KindOther, res.Status, "warc: "+err.Error())
 		return ""
 	}
