@@ -182,12 +182,24 @@ func TestNoSecretLeaks(t *testing.T) {
 	defer proxies[0].Close()
 	proxies[0].RequireAuth("puser", sec["proxy password"])
 	proxyHost := strings.TrimPrefix(proxies[0].URL(), "http://")
+	// a dead proxy: it hangs up on every connection. It keeps its port
+	// (a closed listener's port could go to another test's server, which
+	// would answer the request)
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer dead.Close()
+	go func() {
+		for {
+			c, err := dead.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
 	deadAddr := dead.Addr().String()
-	dead.Close()
 
 	site := startCookieSite(t, sec["cookie value"])
 	siteURL, _ := url.Parse(site.url)
