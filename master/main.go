@@ -133,6 +133,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		pageBytes    = fs.Int("page-bytes", 15000, "bench: page size")
 		conc         = fs.Int("concurrency", 64, "bench: fetches in flight per slave (and colly's total)")
 		hostConc     = fs.Int("host-concurrency", 4, "bench: requests in flight per host, both crawlers")
+		latency      = fs.Duration("latency", 0, "bench: the site's delay before answering each request")
 		rounds       = fs.Int("rounds", 1, "bench: repeat colly and every slave count this many times; report the median round")
 	)
 	switch cmd {
@@ -321,7 +322,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		rep, err := benchsuite.Run(ctx, benchsuite.Options{Hosts: bh, PagesPerHost: bp, PageBytes: *pageBytes,
 			LinksPerPage: *linksPerPage, Slaves: counts, Concurrency: *conc, HostConcurrency: *hostConc,
-			OutDir: dir, Config: cfg, SlaveBinary: *slaveBinary, Rounds: *rounds, Logger: log, Out: stdout})
+			OutDir: dir, Config: cfg, SlaveBinary: *slaveBinary, Rounds: *rounds, Latency: *latency, Logger: log, Out: stdout})
 		if err != nil {
 			fmt.Fprintf(stderr, "master bench: %v\n", err)
 			return 1

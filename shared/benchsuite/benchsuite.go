@@ -80,6 +80,9 @@ type Options struct {
 	PagesPerHost int // pages per host, default 1000
 	PageBytes    int // approximate page size, default 15 KB
 	LinksPerPage int // default 8
+	// Latency is how long the site waits before answering each request
+	// (a real server's time to first byte); 0 = at once.
+	Latency time.Duration
 	// Slaves are the slave counts crawled in turn; default 1, 2, 4.
 	Slaves []int
 	// Concurrency is the fetches in flight per slave (and colly's total);
@@ -255,7 +258,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		}
 	}
 	site, err := testsite.Start(testsite.Options{Hosts: opt.Hosts, PagesPerHost: opt.PagesPerHost,
-		LinksPerPage: opt.LinksPerPage, PageBytes: opt.PageBytes, Seed: SiteSeed})
+		LinksPerPage: opt.LinksPerPage, PageBytes: opt.PageBytes, Seed: SiteSeed, Latency: opt.Latency})
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: %w", err)
 	}
