@@ -26,10 +26,15 @@ test: services
 test-race: services
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
-## bench: the crawl benchmark against plain colly (1, 2 and 4 slave processes, 4 rounds alternating their order, medians; results/), then the Go benchmarks (with BenchmarkShardedCluster and BenchmarkShardedMemory: S=1 vs S=3 on a 3-node cluster, bytes per URL S=1 vs S=4; ~15-40 s at 1x)
+## bench: the crawl benchmark against plain colly (1, 2 and 4 slave processes, 4 rounds alternating their order, medians; results/),
+## the same with a 20 ms server latency (results/latency/) and a small 3,000-page site at 20 ms (results/small/: the start-up regime;
+## pages/s to 99% of the site, ramp, last fetch → finished), the calendar trap under the default caps, then the Go benchmarks (with BenchmarkShardedCluster and BenchmarkShardedMemory: S=1 vs S=3 on a 3-node cluster, bytes per URL S=1 vs S=4; ~15-40 s at 1x)
 bench: services build
 	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results --rounds 4
+	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/small --hosts 10 --pages 300 --latency 20ms --slave-counts 1,2 --rounds 4
+	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/latency --latency 20ms --slave-counts 1,2,4 --rounds 2
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./shared/frontier/
+	$(GO) test -run '^$$' -bench CalendarTrap -benchtime 1x ./slave/slaved/
 	$(GO) test -run '^$$' -bench . -benchmem ./shared/robots/ ./shared/urlx/ ./shared/content/ ./shared/dnscache/ ./shared/warc/ ./shared/session/ ./shared/banker/ ./shared/rules/ ./shared/extract/ ./shared/render/
 
 ## demo: crawl a built-in demo site on loopback with a master and two slaves

@@ -19,6 +19,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -64,7 +65,7 @@ const (
 	RunTimeout = 30 * time.Minute
 	// Quiescence is the master's finish window in the benchmark; it is
 	// taken off the measured time.
-	Quiescence = time.Second
+	Quiescence = 500 * time.Millisecond
 	// SlaveStopTimeout bounds a subprocess slave's graceful exit before
 	// it is killed.
 	SlaveStopTimeout = 20 * time.Second
@@ -164,6 +165,18 @@ type RunResult struct {
 	PagesPerSec float64
 	VsColly     float64 // PagesPerSec / colly's
 
+	// To99Seconds is the time from seeding to the fetch that made 99% of
+	// the site's expected pages (MySQL pages.fetched_at); PagesPerSec99 is
+	// those pages / it, and VsColly99 its ratio to colly's: a small crawl's
+	// start counts, its tail (the last stragglers) does not.
+	To99Seconds, PagesPerSec99, VsColly99 float64
+	// RampSeconds is how long after the first fetch the crawl first
+	// fetched, in a 100 ms bin, at least 90% of its median rate (ramp).
+	RampSeconds float64
+	// FinishLag is the time from the last page's fetch to the master's
+	// finish decision (frontier Stats.FinishedAt), seconds.
+	FinishLag float64
+
 	SlaveCPUPer1k   float64 // CPU seconds per 1,000 pages of the slave processes (subprocesses only)
 	ProcessCPUPer1k float64 // of this process: site, master, sampler (+ slaves when in-process)
 	SlavePeakRSS    int64   // bytes, max VmHWM over the slave processes (subprocesses only)
@@ -199,11 +212,15 @@ type CollyResult struct {
 	Errors      int64
 	Seconds     float64
 	PagesPerSec float64
-	CPUPer1k    float64 // this process, site included
-	RSSGrowth   int64   // bytes: peak VmRSS sampled during the crawl − VmRSS before
-	Missing     int
-	Extra       int
-	Series      []Point
+	// To99Seconds and PagesPerSec99: as RunResult's, from the responses
+	// to the site's expected URLs.
+	To99Seconds, PagesPerSec99 float64
+	RampSeconds                float64
+	CPUPer1k                   float64 // this process, site included
+	RSSGrowth                  int64   // bytes: peak VmRSS sampled during the crawl − VmRSS before
+	Missing                    int
+	Extra                      int
+	Series                     []Point
 }
 
 // Report is the whole benchmark.
@@ -315,7 +332,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		if rd.colly, err = b.runColly(ctx); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(opt.Out, "bench: colly: %d pages in %.1fs, %.0f pages/s\n", rd.colly.Pages, rd.colly.Seconds, rd.colly.PagesPerSec)
+		fmt.Fprintf(opt.Out, "bench: colly: %d pages in %.1fs, %.0f pages/s; 99%% in %.2fs\n", rd.colly.Pages, rd.colly.Seconds, rd.colly.PagesPerSec, rd.colly.To99Seconds)
 		freeMemory()
 		var one, two float64
 		rd.runs = make([]*RunResult, len(opt.Slaves))
@@ -326,10 +343,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 				return nil, err
 			}
 			r.VsColly = ratio(r.PagesPerSec, rd.colly.PagesPerSec)
+			r.VsColly99 = ratio(r.PagesPerSec99, rd.colly.PagesPerSec99)
 			rd.runs[k] = r
 			rep.VsColly[n] = append(rep.VsColly[n], r.VsColly)
-			fmt.Fprintf(opt.Out, "bench: %d slave(s): %d pages in %.1fs, %.0f pages/s (%.2f× colly)\n",
-				n, r.Pages, r.Seconds, r.PagesPerSec, r.VsColly)
+			fmt.Fprintf(opt.Out, "bench: %d slave(s): %d pages in %.1fs, %.0f pages/s (%.2f× colly); 99%% in %.2fs (%.2f× colly); finished %.2fs after the last fetch\n",
+				n, r.Pages, r.Seconds, r.PagesPerSec, r.VsColly, r.To99Seconds, r.VsColly99, r.FinishLag)
 			switch n {
 			case 1:
 				one = r.PagesPerSec
@@ -435,4 +453,36 @@ func runOrder(n, i int) []int {
 		}
 	}
 	return out
+}
+
+// rampBin is the bin of ramp's rates.
+const rampBin = 100 * time.Millisecond
+
+// ramp returns how long after the first of times (any order) a rampBin
+// first holds at least 90% of the median bin's count, the last (partial)
+// bin left out of the median; NaN with fewer than 4 bins.
+func ramp(times []time.Duration) float64 {
+	if len(times) == 0 {
+		return math.NaN()
+	}
+	ts := slices.Sorted(slices.Values(times))
+	var bins []int
+	for _, t := range ts {
+		i := int((t - ts[0]) / rampBin)
+		for len(bins) <= i {
+			bins = append(bins, 0)
+		}
+		bins[i]++
+	}
+	if len(bins) < 4 {
+		return math.NaN()
+	}
+	full := slices.Sorted(slices.Values(bins[:len(bins)-1]))
+	median := full[len(full)/2]
+	for i, n := range bins {
+		if float64(n) >= 0.9*float64(median) {
+			return (time.Duration(i+1) * rampBin).Seconds()
+		}
+	}
+	return math.NaN()
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -230,5 +231,49 @@ func TestRunRounds(t *testing.T) {
 	}
 	if !bytes.Contains(md, []byte("3 rounds")) || !bytes.Contains(md, []byte("- 2 / 1 slaves:")) {
 		t.Errorf("report lacks the rounds:\n%s", md)
+	}
+}
+
+func TestRamp(t *testing.T) {
+	ms := func(vs ...int) []time.Duration {
+		var out []time.Duration
+		for _, v := range vs {
+			out = append(out, time.Duration(v)*time.Millisecond)
+		}
+		return out
+	}
+	// n fetches spread evenly over the bin starting at from ms
+	bin := func(from, n int) []int {
+		var out []int
+		for i := range n {
+			out = append(out, from+i*100/n)
+		}
+		return out
+	}
+	cat := func(bs ...[]int) []int { return slices.Concat(bs...) }
+	tests := []struct {
+		name  string
+		times []time.Duration
+		want  float64
+	}{
+		{"steady from the start", ms(cat(bin(0, 10), bin(100, 10), bin(200, 10), bin(300, 10), bin(400, 3))...), 0.1},
+		{"slow first 200 ms", ms(cat(bin(0, 2), bin(100, 5), bin(200, 10), bin(300, 10), bin(400, 10), bin(500, 1))...), 0.3},
+		{"offset start", ms(cat(bin(1000, 2), bin(1100, 10), bin(1200, 10), bin(1300, 10), bin(1400, 10))...), 0.2},
+		{"too short", ms(1, 2, 3), math.NaN()},
+		{"empty", nil, math.NaN()},
+	}
+	for _, tc := range tests {
+		got := ramp(tc.times)
+		if !(got == tc.want || math.IsNaN(got) && math.IsNaN(tc.want)) {
+			t.Errorf("%s: ramp = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestPages99(t *testing.T) {
+	for n, want := range map[int]int{0: 1, 1: 1, 100: 99, 3000: 2970, 20000: 19800, 101: 100} {
+		if got := pages99(n); got != want {
+			t.Errorf("pages99(%d) = %d, want %d", n, got, want)
+		}
 	}
 }

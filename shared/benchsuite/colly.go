@@ -3,7 +3,9 @@ package benchsuite
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,9 +56,17 @@ func (b *bench) runColly(ctx context.Context) (*CollyResult, error) {
 		errs.Add(1)
 		release(r.Request)
 	})
+	var expMu sync.Mutex
+	var expAt []time.Duration // when each expected URL's response came
+	var start time.Time
 	c.OnResponse(func(r *colly.Response) {
 		pages.Add(1)
 		release(r.Request)
+		if _, ok := b.expected[r.Request.URL.String()]; ok {
+			expMu.Lock()
+			expAt = append(expAt, time.Since(start))
+			expMu.Unlock()
+		}
 	})
 	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
 		if link := e.Request.AbsoluteURL(e.Attr("href")); link != "" {
@@ -66,7 +76,7 @@ func (b *bench) runColly(ctx context.Context) (*CollyResult, error) {
 
 	rss0 := procStatusKB(0, "VmRSS")
 	cpu0 := selfCPU()
-	start := time.Now()
+	start = time.Now()
 	smp := &sampler{start: start, done: func(context.Context) (int64, int64, error) {
 		return pages.Load(), 0, nil
 	}}
@@ -95,6 +105,15 @@ func (b *bench) runColly(ctx context.Context) (*CollyResult, error) {
 	res := &CollyResult{Pages: pages.Load(), Errors: errs.Load(), Seconds: elapsed.Seconds(),
 		CPUPer1k: per1k(cpu, pages.Load()), RSSGrowth: -1}
 	res.PagesPerSec = float64(res.Pages) / elapsed.Seconds()
+	res.To99Seconds, res.PagesPerSec99 = math.NaN(), math.NaN()
+	expMu.Lock()
+	res.RampSeconds = ramp(expAt)
+	if k := pages99(len(b.expected)); len(expAt) >= k {
+		slices.Sort(expAt)
+		res.To99Seconds = expAt[k-1].Seconds()
+		res.PagesPerSec99 = float64(k) / res.To99Seconds
+	}
+	expMu.Unlock()
 	smp.mu.Lock()
 	res.Series = smp.series
 	if rss0 > 0 && smp.peakRSS > 0 {
@@ -104,3 +123,6 @@ func (b *bench) runColly(ctx context.Context) (*CollyResult, error) {
 	res.Missing, res.Extra = b.exactlyOnce()
 	return res, nil
 }
+
+// pages99 is how many of n expected pages make 99% of them.
+func pages99(n int) int { return max(1, int(math.Ceil(0.99*float64(n)))) }

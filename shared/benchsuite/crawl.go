@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -339,13 +340,49 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 		return nil, fmt.Errorf("benchsuite: mysql: %w", err)
 	}
 	counts, err := db.Counts(ctx, cfg.Crawl.Name)
-	var last sql.NullTime
+	var last, at99 sql.NullTime
 	if err == nil {
 		// the last page's fetch time ends the crawl to the millisecond; the
 		// finish decision comes up to one check interval later
 		err = db.DB.QueryRowContext(ctx, "SELECT MAX(fetched_at) FROM pages WHERE crawl = ?", cfg.Crawl.Name).Scan(&last)
 	}
+	res.To99Seconds, res.PagesPerSec99, res.FinishLag = math.NaN(), math.NaN(), math.NaN()
+	k := pages99(len(b.expected))
+	if err == nil {
+		// the fetch that made 99% of the expected pages
+		err = db.DB.QueryRowContext(ctx, "SELECT fetched_at FROM pages WHERE crawl = ? ORDER BY fetched_at LIMIT 1 OFFSET ?",
+			cfg.Crawl.Name, k-1).Scan(&at99)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = nil
+		}
+	}
+	res.RampSeconds = math.NaN()
+	if err == nil {
+		var ts []time.Duration
+		rows, qerr := db.DB.QueryContext(ctx, "SELECT fetched_at FROM pages WHERE crawl = ?", cfg.Crawl.Name)
+		if qerr == nil {
+			for rows.Next() {
+				var at time.Time
+				if rows.Scan(&at) == nil {
+					ts = append(ts, at.Sub(start))
+				}
+			}
+			qerr = rows.Close()
+		}
+		if qerr == nil {
+			res.RampSeconds = ramp(ts)
+		}
+	}
 	db.Close()
+	if at99.Valid {
+		if e := at99.Time.Sub(start); e > 0 {
+			res.To99Seconds = e.Seconds()
+			res.PagesPerSec99 = float64(k) / e.Seconds()
+		}
+	}
+	if last.Valid && st.FinishedAt > 0 {
+		res.FinishLag = time.UnixMilli(st.FinishedAt).Sub(last.Time).Seconds()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: mysql: %w", err)
 	}

@@ -13,6 +13,9 @@ import (
 // notes explain what the report's rows measure.
 var notes = []string{
 	"Every crawl fetches the same synthetic site (shared/testsite) served by this process on 127.0.0.2…; colly runs first, then redcrawl with each slave count, each with a fresh crawl name.",
+	"to 99% of the site: from seeding to the fetch that made 99% of the site's expected pages (MySQL pages.fetched_at; colly: its responses to expected URLs); pages/s to 99% = those pages / that time, so a slow start counts and a straggler at the end does not.",
+	"first fetch → 90% of the median rate: the fetches in 100 ms bins from the first; the first bin holding 90% of the median bin's count (the last, partial bin left out) ends the ramp.",
+	"last page fetched → finished: from the last pages.fetched_at to the master's finish decision (Stats.FinishedAt), with master.quiescence at its default; it includes the last page's processing and ack.",
 	"seconds: from seeding to the last page's fetch (pages.fetched_at in MySQL, to the millisecond; the master's finish decision, less its quiescence window, when that is earlier) (colly: Visit to Wait); pages/s = pages / seconds.",
 	"CPU per 1,000 pages: slaves' own = utime+stime of the slave processes from /proc/<pid>/stat (subprocesses only); this process = getrusage delta, which includes the site's serving, the master and the sampler (and the slaves when in-process). colly's figure includes the site's serving too.",
 	"peak RSS: VmHWM of the slave processes, max over slaves (subprocesses only). colly RSS growth: peak VmRSS of this process sampled every 500 ms minus VmRSS before the crawl.",
@@ -70,6 +73,11 @@ func (r *Report) Markdown() string {
 	row("seconds", fmtF(c.Seconds, 1), func(x *RunResult) string { return fmtF(x.Seconds, 1) })
 	row("pages/s", fmtF(c.PagesPerSec, 0), func(x *RunResult) string { return fmtF(x.PagesPerSec, 0) })
 	row("× colly pages/s", "1.00", func(x *RunResult) string { return fmtF(x.VsColly, 2) })
+	row("seconds to 99% of the site", fmtF(c.To99Seconds, 2), func(x *RunResult) string { return fmtF(x.To99Seconds, 2) })
+	row("pages/s to 99% of the site", fmtF(c.PagesPerSec99, 0), func(x *RunResult) string { return fmtF(x.PagesPerSec99, 0) })
+	row("× colly pages/s to 99%", "1.00", func(x *RunResult) string { return fmtF(x.VsColly99, 2) })
+	row("first fetch → 90% of the median rate (100 ms bins), s", fmtF(c.RampSeconds, 1), func(x *RunResult) string { return fmtF(x.RampSeconds, 1) })
+	row("last page fetched → finished, s", "–", func(x *RunResult) string { return fmtF(x.FinishLag, 2) })
 	row("CPU s / 1,000 pages, slaves' own", "n/a", func(x *RunResult) string { return fmtF(x.SlaveCPUPer1k, 2) })
 	row("CPU s / 1,000 pages, this process", fmtF(c.CPUPer1k, 2), func(x *RunResult) string { return fmtF(x.ProcessCPUPer1k, 2) })
 	row("slave peak RSS, MiB (max over slaves)", "n/a", func(x *RunResult) string { return fmtMiB(x.SlavePeakRSS) })

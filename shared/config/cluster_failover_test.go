@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -352,8 +353,10 @@ func runFailover(t *testing.T, rc *testutil.Cluster, c *Config, also []string) {
 	if st["evalsha"].Calls+st["eval"].Calls == 0 || st["incr"].Calls == 0 {
 		t.Errorf("the promoted replica %s ran no script or INCR from the client: %v", promoted, st)
 	}
+	// replication is asynchronous: under load the replica may have
+	// received none of the increments (the key is missing: all were lost)
 	kept, err := pc.Get(ctx, "{c:0}:ctr").Int64()
-	if err != nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatal(err)
 	}
 

@@ -87,7 +87,7 @@ func Default() Config {
 		Lease: Lease{
 			Duration:    60 * time.Second,
 			MaxAttempts: 3,
-			RetryBase:   5 * time.Second,
+			RetryBase:   time.Second,
 			RetryMax:    10 * time.Minute,
 		},
 		Slave: Slave{
@@ -126,7 +126,7 @@ func Default() Config {
 		Master: Master{
 			DeadAfter:       10 * time.Second,
 			RecoverInterval: time.Second,
-			Quiescence:      3 * time.Second,
+			Quiescence:      500 * time.Millisecond,
 			HeartbeatSample: 30 * time.Second,
 			ShardLease:      10 * time.Second,
 			SinkBatch:       500,

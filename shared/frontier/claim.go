@@ -25,7 +25,9 @@ import (
 // task's string starts with "r")
 // then a wait hint: ms until the earliest ready host's time comes, -2 when
 // tasks are queued but every host holding some is at its concurrency (a
-// slot frees when a lease ends), -1 when nothing is queued; then the version of the
+// slot frees when a lease ends) or when nothing is queued but requests are
+// in flight (their acks bring links), -1 when nothing is queued and nothing
+// is in flight; then the version of the
 // published rule set ("" when none). A paused crawl or a draining slave
 // (control.go) gets no lease and a wait of one second.
 //
@@ -283,9 +285,11 @@ for _, r in ipairs(CLASSES) do
 end
 if earliest == nil then
   -- -2: work is queued but every host with some is at its concurrency (a
-  -- lease ending frees a slot); -1: nothing queued
+  -- lease ending frees a slot), or nothing is queued while requests are
+  -- in flight (their acks bring the next links: a crawl starting or
+  -- thinning out); -1: nothing queued and nothing in flight
   local queued = tonumber(redis.call('HGET', K_STATS, 'queued') or '0') + (stat_delta['queued'] or 0)
-  if queued > 0 then out[#out + 1] = -2 else out[#out + 1] = -1 end
+  if queued > 0 or redis.call('EXISTS', K_HINFL) == 1 then out[#out + 1] = -2 else out[#out + 1] = -1 end
 else
   out[#out + 1] = math.max(0, earliest - now)
 end
@@ -310,8 +314,9 @@ type ClaimResult struct {
 	// of polling.
 	Wait time.Duration
 	// Busy: Wait is negative because every host with queued tasks is at
-	// its concurrency, not because nothing is queued; a slot frees as soon
-	// as any slave's lease ends.
+	// its concurrency, or because requests are in flight whose acks may
+	// bring links, not because the crawl is idle: work may come as soon as
+	// any slave's lease ends, so look again within about half a fetch.
 	Busy bool
 	// RulesVersion is the version of the rule set the master published
 	// (PutRules), "" when none: a slave whose rules are older reloads them

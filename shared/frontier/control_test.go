@@ -199,7 +199,8 @@ func TestReseed(t *testing.T) {
 }
 
 // TestClaimBusyHint checks the claim's idle hints: Busy while tasks are
-// queued behind hosts at their concurrency, not once nothing is queued.
+// queued behind hosts at their concurrency or requests are in flight, not
+// once nothing is queued or in flight.
 func TestClaimBusyHint(t *testing.T) {
 	rdb := testRedis(t)
 	f := newFrontier(t, rdb, "busy", nil) // host concurrency 1
@@ -223,8 +224,17 @@ func TestClaimBusyHint(t *testing.T) {
 	if err != nil || len(last.Leases) != 1 {
 		t.Fatalf("claim after the ack = %d, %v; want 1", len(last.Leases), err)
 	}
+	// nothing queued, a request in flight: its ack may bring links
+	inFlight, err := f.ClaimWaitOpts(ctx, "s1", 10, frontier.ClaimOptions{})
+	if err != nil || len(inFlight.Leases) != 0 || inFlight.Wait >= 0 || !inFlight.Busy {
+		t.Fatalf("claim with nothing queued, one in flight = %d leases, wait %v, busy %v, %v; want none, negative, busy",
+			len(inFlight.Leases), inFlight.Wait, inFlight.Busy, err)
+	}
+	if _, err := f.Complete(ctx, "s2", []frontier.Completion{{Lease: last.Leases[0], Outcome: frontier.Done}}); err != nil {
+		t.Fatal(err)
+	}
 	idle, err := f.ClaimWaitOpts(ctx, "s2", 10, frontier.ClaimOptions{})
 	if err != nil || len(idle.Leases) != 0 || idle.Busy {
-		t.Fatalf("claim with nothing queued = %d leases, busy %v, %v; want none, not busy", len(idle.Leases), idle.Busy, err)
+		t.Fatalf("claim with nothing queued or in flight = %d leases, busy %v, %v; want none, not busy", len(idle.Leases), idle.Busy, err)
 	}
 }

@@ -25,7 +25,7 @@ import (
 // harness is a seeded crawl of a test site that slaves are run against in
 // phases.
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	rdb *redis.Client
 	f   *frontier.Redis
 	st  *frontier.Stream
@@ -36,7 +36,7 @@ type crawlResult struct {
 	events []events.Envelope
 }
 
-func newHarness(t *testing.T, cfg *config.Config, site *testsite.Site) *harness {
+func newHarness(t testing.TB, cfg *config.Config, site *testsite.Site) *harness {
 	t.Helper()
 	ctx := context.Background()
 	ropt, _ := cfg.RedisOptions()
@@ -126,14 +126,14 @@ func (h *harness) run(cfg *config.Config, slaves int, done func(frontier.Stats) 
 }
 
 // crawl seeds the site and runs slaves until the crawl is finished.
-func crawl(t *testing.T, cfg *config.Config, site *testsite.Site, slaves int, limit time.Duration) crawlResult {
+func crawl(t testing.TB, cfg *config.Config, site *testsite.Site, slaves int, limit time.Duration) crawlResult {
 	t.Helper()
 	return newHarness(t, cfg, site).run(cfg, slaves, nil, limit)
 }
 
 // startSite starts the test site and n recording proxies; stop closes
 // them (before a deferred goleak check, unlike t.Cleanup).
-func startSite(t *testing.T, opt testsite.Options, n int) (*testsite.Site, []*testsite.Proxy, func()) {
+func startSite(t testing.TB, opt testsite.Options, n int) (*testsite.Site, []*testsite.Proxy, func()) {
 	t.Helper()
 	site, err := testsite.Start(opt)
 	if err != nil {
@@ -397,4 +397,47 @@ func TestBannedProxy(t *testing.T) {
 	if res.stats.Failed != 0 {
 		t.Errorf("%d tasks failed", res.stats.Failed)
 	}
+}
+
+// BenchmarkCalendarTrap reports how many fetches the hostile site's day
+// calendar takes under the default trap settings (config.Default:
+// crawl.max_date_variants 100, max_query_variants 1,000): one path whose
+// ?day=YYYY-MM-DD page links to the next and the previous day, without
+// end. Its month calendar (a new path per month, /calendar/YYYY/MM, which
+// no per-path cap holds: with max_depth 0 only max_pages_per_host stops
+// it) is bounded here by max_pages_per_host 2,000, and the site's
+// timeouts by fetch.timeout 1.5 s, so the crawl ends in seconds.
+//
+//	go test -run '^$' -bench CalendarTrap -benchtime 1x ./slave/slaved/
+func BenchmarkCalendarTrap(b *testing.B) {
+	var days, months int
+	for range b.N {
+		site, _, stop := startSite(b, testsite.Options{Hosts: 1, PagesPerHost: 10, Robots: true, Hostile: true, Seed: 7}, 0)
+		cfg := testConfig(b, site)
+		def := config.Default()
+		cfg.Crawl.MaxDateVariants, cfg.Crawl.MaxQueryVariants = def.Crawl.MaxDateVariants, def.Crawl.MaxQueryVariants
+		cfg.Crawl.MaxPathRepeat = def.Crawl.MaxPathRepeat
+		cfg.Crawl.MaxPagesPerHost = 2000
+		cfg.Fetch.Timeout = 1500 * time.Millisecond
+		cfg.Fetch.MaxBodyBytes = 1 << 20
+		cfg.Lease.MaxAttempts = 1
+		cfg.Slave.Concurrency = 8
+		if err := cfg.Validate(); err != nil {
+			b.Fatal(err)
+		}
+		crawl(b, cfg, site, 1, 5*time.Minute)
+		for u, n := range site.HitCounts() {
+			p, _ := url.Parse(u)
+			switch {
+			case strings.HasPrefix(p.Path, "/hostile/calendar/"):
+				months += n
+			case p.Path == "/hostile/cal":
+				days += n
+			}
+		}
+		stop()
+	}
+	b.ReportMetric(float64(days)/float64(b.N), "day-calendar-fetches/path")
+	b.ReportMetric(float64(months)/float64(b.N), "month-calendar-fetches")
+	b.ReportMetric(0, "ns/op")
 }

@@ -459,10 +459,16 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				d = wait
 			}
 			if busy {
-				// every host with queued work is at its concurrency: a
-				// slot frees when any slave's lease ends, about one fetch
-				// time from now; look again after half of one
-				d = min(d, max(2*time.Millisecond, time.Duration(s.fetchAvg.Load()/2)))
+				// every host with queued work is at its concurrency, or
+				// requests are in flight whose acks bring links: a slot
+				// frees, or work comes, when any slave's lease ends, about
+				// one fetch time from now; look again after half of one
+				// (busyPollFirst before this slave has timed a fetch)
+				half := time.Duration(s.fetchAvg.Load() / 2)
+				if half <= 0 {
+					half = busyPollFirst
+				}
+				d = min(d, max(2*time.Millisecond, half))
 			}
 			d += time.Duration(rand.Int64N(int64(d)/4 + int64(time.Millisecond)))
 			// ... or until one of this slave's acks frees a host slot
@@ -496,6 +502,10 @@ func (s *Slave) claim(ctx context.Context, cc frontier.CompleteClaimer, acks *ba
 	s.acksDone(cs, acked)
 	return res, nil
 }
+
+// busyPollFirst is how soon a slave looks again when work may come from
+// leases in flight (ClaimResult.Busy) before it has timed a fetch of its own.
+const busyPollFirst = 20 * time.Millisecond
 
 // claimGather bounds how long the claim loop waits, when few workers are
 // free, for more to finish (acks and claim in one script) or, with a

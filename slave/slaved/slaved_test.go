@@ -18,7 +18,7 @@ import (
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
-func testConfig(t *testing.T, site *testsite.Site) *config.Config {
+func testConfig(t testing.TB, site *testsite.Site) *config.Config {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Crawl.Name = testutil.CrawlName("st")
