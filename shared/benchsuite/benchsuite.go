@@ -170,6 +170,8 @@ type RunResult struct {
 	// those pages / it, and VsColly99 its ratio to colly's: a small crawl's
 	// start counts, its tail (the last stragglers) does not.
 	To99Seconds, PagesPerSec99, VsColly99 float64
+	// FirstFetch is the time from seeding to the first page's fetch, s.
+	FirstFetch float64
 	// RampSeconds is how long after the first fetch the crawl first
 	// fetched, in a 100 ms bin, at least 90% of its median rate (ramp).
 	RampSeconds float64
@@ -216,6 +218,7 @@ type CollyResult struct {
 	// to the site's expected URLs.
 	To99Seconds, PagesPerSec99 float64
 	RampSeconds                float64
+	FirstFetch                 float64 // seconds from the first Visit to the first response
 	CPUPer1k                   float64 // this process, site included
 	RSSGrowth                  int64   // bytes: peak VmRSS sampled during the crawl − VmRSS before
 	Missing                    int

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -356,7 +357,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 			err = nil
 		}
 	}
-	res.RampSeconds = math.NaN()
+	res.RampSeconds, res.FirstFetch = math.NaN(), math.NaN()
 	if err == nil {
 		var ts []time.Duration
 		rows, qerr := db.DB.QueryContext(ctx, "SELECT fetched_at FROM pages WHERE crawl = ?", cfg.Crawl.Name)
@@ -371,6 +372,9 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 		}
 		if qerr == nil {
 			res.RampSeconds = ramp(ts)
+			if len(ts) > 0 {
+				res.FirstFetch = slices.Min(ts).Seconds()
+			}
 		}
 	}
 	db.Close()

@@ -14,6 +14,7 @@ import (
 var notes = []string{
 	"Every crawl fetches the same synthetic site (shared/testsite) served by this process on 127.0.0.2…; colly runs first, then redcrawl with each slave count, each with a fresh crawl name.",
 	"to 99% of the site: from seeding to the fetch that made 99% of the site's expected pages (MySQL pages.fetched_at; colly: its responses to expected URLs); pages/s to 99% = those pages / that time, so a slow start counts and a straggler at the end does not.",
+	"seeding → first fetch: from the seeding call (colly: the first Visit) to the first page's fetch; redcrawl's includes starting the master and the slave processes.",
 	"first fetch → 90% of the median rate: the fetches in 100 ms bins from the first; the first bin holding 90% of the median bin's count (the last, partial bin left out) ends the ramp.",
 	"last page fetched → finished: from the last pages.fetched_at to the master's finish decision (Stats.FinishedAt), with master.quiescence at its default; it includes the last page's processing and ack.",
 	"seconds: from seeding to the last page's fetch (pages.fetched_at in MySQL, to the millisecond; the master's finish decision, less its quiescence window, when that is earlier) (colly: Visit to Wait); pages/s = pages / seconds.",
@@ -76,6 +77,7 @@ func (r *Report) Markdown() string {
 	row("seconds to 99% of the site", fmtF(c.To99Seconds, 2), func(x *RunResult) string { return fmtF(x.To99Seconds, 2) })
 	row("pages/s to 99% of the site", fmtF(c.PagesPerSec99, 0), func(x *RunResult) string { return fmtF(x.PagesPerSec99, 0) })
 	row("× colly pages/s to 99%", "1.00", func(x *RunResult) string { return fmtF(x.VsColly99, 2) })
+	row("seeding → first fetch, s", fmtF(c.FirstFetch, 2), func(x *RunResult) string { return fmtF(x.FirstFetch, 2) })
 	row("first fetch → 90% of the median rate (100 ms bins), s", fmtF(c.RampSeconds, 1), func(x *RunResult) string { return fmtF(x.RampSeconds, 1) })
 	row("last page fetched → finished, s", "–", func(x *RunResult) string { return fmtF(x.FinishLag, 2) })
 	row("CPU s / 1,000 pages, slaves' own", "n/a", func(x *RunResult) string { return fmtF(x.SlaveCPUPer1k, 2) })
