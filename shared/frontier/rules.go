@@ -2,7 +2,7 @@ package frontier
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -17,12 +17,24 @@ import (
 // published on (not a key; it carries the crawl's hash tag).
 func (f *shard) RulesChannel() string { return f.keys.RulesChannel }
 
+// WorkMessage is published on RulesChannel when tasks are queued from
+// outside the slaves (seeds, recrawls, requeued failures: Redis.Seed,
+// Reseed, RequeueFailed), so that idle slaves claim at once rather than at
+// their next idle poll. It is never a rule set's version (PutRules refuses
+// it).
+const WorkMessage = "+work"
+
+// AnnounceWork publishes WorkMessage on RulesChannel.
+func (f *shard) AnnounceWork(ctx context.Context) error {
+	return wrap("announce work", f.rdb.Publish(ctx, f.keys.RulesChannel, WorkMessage).Err())
+}
+
 // PutRules stores a rule set under a version, replacing the previous one,
 // and publishes the version, in one MULTI/EXEC round trip. The version must
 // not be empty ("" means no rules); the frontier does not look into blob.
 func (f *shard) PutRules(ctx context.Context, version string, blob []byte) error {
-	if version == "" {
-		return errors.New("put rules: empty version")
+	if version == "" || version == WorkMessage {
+		return fmt.Errorf("put rules: version %q is reserved", version)
 	}
 	pipe := f.rdb.TxPipeline()
 	pipe.HSet(ctx, f.keys.Rules, "version", version, "blob", blob)

@@ -247,6 +247,12 @@ func (f *Redis) Seed(ctx context.Context, tasks []Task) (int, error) {
 // to its shard. With scope by seeds, every shard learns every seed's host
 // name, since a link's scope is checked on the link's shard.
 func (f *Redis) SeedWithPolicies(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
+	n, err := f.seedWithPolicies(ctx, tasks, policies)
+	f.announce(ctx, n)
+	return n, err
+}
+
+func (f *Redis) seedWithPolicies(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
 	if len(f.shards) == 1 {
 		return f.shard.SeedWithPolicies(ctx, tasks, policies)
 	}
@@ -260,10 +266,24 @@ func (f *Redis) SeedWithPolicies(ctx context.Context, tasks []Task, policies map
 
 // Reseed implements the recrawl seeding of every shard (see shard.Reseed).
 func (f *Redis) Reseed(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
+	var n int
+	var err error
 	if len(f.shards) == 1 {
-		return f.shard.Reseed(ctx, tasks, policies)
+		n, err = f.shard.Reseed(ctx, tasks, policies)
+	} else {
+		n, err = f.seedEach(ctx, tasks, policies, (*shard).Reseed)
 	}
-	return f.seedEach(ctx, tasks, policies, (*shard).Reseed)
+	f.announce(ctx, n)
+	return n, err
+}
+
+// announce tells idle slaves that n tasks were just queued from outside
+// (AnnounceWork), when n > 0. Best effort: a slave that misses it claims
+// at its next idle poll.
+func (f *Redis) announce(ctx context.Context, n int) {
+	if n > 0 {
+		_ = f.shard.AnnounceWork(ctx)
+	}
 }
 
 func (f *Redis) seedEach(ctx context.Context, tasks []Task, policies map[string]HostPolicy,
@@ -319,6 +339,12 @@ func (f *Redis) reopen(ctx context.Context) error {
 
 // RequeueFailed implements Supervisor over every shard.
 func (f *Redis) RequeueFailed(ctx context.Context, limit int) (int, error) {
+	n, err := f.requeueFailed(ctx, limit)
+	f.announce(ctx, n)
+	return n, err
+}
+
+func (f *Redis) requeueFailed(ctx context.Context, limit int) (int, error) {
 	if len(f.shards) == 1 {
 		return f.shard.RequeueFailed(ctx, limit)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/rules"
 )
@@ -100,6 +101,11 @@ func (s *Slave) rulesLoop(ctx context.Context) {
 		case v, ok := <-msgs:
 			if !ok {
 				msgs, stop = nil, nil
+				continue
+			}
+			if v == frontier.WorkMessage {
+				// tasks were queued from outside: an idle claim loop looks now
+				signal(s.wake)
 				continue
 			}
 			if v == s.rulesVersion() {

@@ -115,6 +115,7 @@ type Slave struct {
 	ruleSet       atomic.Pointer[rules.Set] // the rule set in force, nil = none
 	rulesReload   chan struct{}
 	acked         chan struct{} // signalled after each acknowledged batch: host slots were freed
+	wake          chan struct{} // signalled when the master announces queued work (frontier.WorkMessage)
 	rulesRejected atomic.Value  // version that could not be loaded (string)
 	dyn           dynLearner    // "maybe dynamic" outcomes per URL pattern
 	pub           *batcher[frontier.Event]
@@ -172,7 +173,8 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 	s := &Slave{cfg: cfg, opt: opt, id: opt.ID, host: host, log: log,
 		rl: ratelog.New(log, 30*time.Second), canon: canon, scope: scope, traps: traps,
 		handlers: NewHandlers(), dups: newDupCache(1 << 16),
-		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1)}
+		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1)}
 	s.rulesRejected.Store("")
 	s.met = metrics.NewSlave(cfg.Crawl.Name, s.id)
 	if s.governor, err = newGovernor(cfg.Slave.Concurrency, cfg.Render.Tabs, cfg.Render.MemoryBytes); err != nil {
@@ -526,7 +528,7 @@ func takeFree(free chan struct{}, n int) int {
 }
 
 // waitAck waits up to d for one of this slave's acks to land (s.acked),
-// or for ctx to end.
+// for the master to announce queued work (s.wake), or for ctx to end.
 func (s *Slave) waitAck(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -534,6 +536,15 @@ func (s *Slave) waitAck(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	case <-s.acked:
+	case <-s.wake:
+	}
+}
+
+// signal sets a signal channel of capacity one, if not set already.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 

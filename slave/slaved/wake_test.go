@@ -1,0 +1,92 @@
+package slaved_test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/testsite"
+	"github.com/redcrawl/redcrawl/slave/slaved"
+)
+
+// TestSeedWakesIdleSlaves starts slaves on an empty crawl with an idle
+// poll of ten minutes, then seeds it: the seed's announcement
+// (frontier.WorkMessage) wakes them, so the site is crawled without a
+// single idle poll, with 1 and 3 shards.
+func TestSeedWakesIdleSlaves(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, shards := range []int{1, 3} {
+		t.Run(map[int]string{1: "one shard", 3: "three shards"}[shards], func(t *testing.T) {
+			site, _, stop := startSite(t, testsite.Options{Hosts: 2, PagesPerHost: 5, Seed: 5}, 0)
+			defer stop()
+			cfg := testConfig(t, site)
+			cfg.Crawl.Shards = shards
+			cfg.Slave.IdlePoll = 10 * time.Minute
+			cfg.Politeness.ObeyRobots = false
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			ropt, _ := cfg.RedisOptions()
+			rdb := redis.NewClient(ropt)
+			defer rdb.Close()
+			ctx := context.Background()
+			f, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			runCtx, cancel := context.WithCancel(ctx)
+			errs := make(chan error, 2)
+			for _, id := range []string{"wake-a", "wake-b"} {
+				s, err := slaved.New(cfg, slaved.Options{ID: id})
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() { errs <- s.Run(runCtx) }()
+			}
+			defer func() {
+				cancel()
+				for range 2 {
+					if err := <-errs; err != nil {
+						t.Errorf("slave: %v", err)
+					}
+				}
+			}()
+			// both slaves listen, and have found the crawl empty
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				subs, _ := rdb.PubSubNumSub(ctx, f.RulesChannel()).Result()
+				st, _ := f.Stats(ctx)
+				if subs[f.RulesChannel()] >= 2 && st.SlavesAlive >= 2 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("slaves not listening after 20 s: %v subscribers, %d alive", subs, st.SlavesAlive)
+				}
+			}
+			time.Sleep(100 * time.Millisecond) // their first claims found nothing
+			var seeds []frontier.Task
+			for _, raw := range site.Seeds() {
+				u, _ := url.Parse(raw)
+				seeds = append(seeds, frontier.NewTask(u, 0, 0))
+			}
+			if _, err := f.Seed(ctx, seeds); err != nil {
+				t.Fatal(err)
+			}
+			// well inside the idle poll: only the announcement can have woken them
+			want := int64(len(site.Expected()))
+			for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+				st, _ := f.Stats(ctx)
+				if st.Done >= want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d pages done 2 min after seeding (idle poll 10 min): %+v", st.Done, want, st)
+				}
+			}
+		})
+	}
+}
