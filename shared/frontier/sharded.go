@@ -476,6 +476,14 @@ func (f *Redis) claimSharded(ctx context.Context, slave string, max int, opts Cl
 	return out, nil
 }
 
+// WakeAll ends every shard's quiet: work was announced (WorkMessage), on
+// shards this process cannot tell.
+func (f *Redis) WakeAll() {
+	for k := range f.shards {
+		f.woke(k)
+	}
+}
+
 // woke ends shard k's quiet: this process just added work there.
 func (f *Redis) woke(k int) {
 	for c := range f.quiet {

@@ -104,7 +104,9 @@ func (s *Slave) rulesLoop(ctx context.Context) {
 				continue
 			}
 			if v == frontier.WorkMessage {
-				// tasks were queued from outside: an idle claim loop looks now
+				// tasks were queued from outside: an idle claim loop looks
+				// now, at every shard
+				s.wakeAll()
 				signal(s.wake)
 				continue
 			}

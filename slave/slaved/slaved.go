@@ -537,6 +537,16 @@ func (s *Slave) waitAck(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-s.acked:
 	case <-s.wake:
+		// a claim that was under way when the announcement came may have
+		// marked a shard quiet again: the next claim asks every shard
+		s.wakeAll()
+	}
+}
+
+// wakeAll makes the next claim ask every shard (frontier.Redis.WakeAll).
+func (s *Slave) wakeAll() {
+	if w, ok := s.front.(interface{ WakeAll() }); ok {
+		w.WakeAll()
 	}
 }
 
