@@ -115,6 +115,7 @@ type Slave struct {
 	ruleSet       atomic.Pointer[rules.Set] // the rule set in force, nil = none
 	rulesReload   chan struct{}
 	acked         chan struct{} // signalled after each acknowledged batch: host slots were freed
+	done          chan struct{} // signalled when a completion is queued for the acker (waitDone)
 	rulesRejected atomic.Value  // version that could not be loaded (string)
 	dyn           dynLearner    // "maybe dynamic" outcomes per URL pattern
 	pub           *batcher[frontier.Event]
@@ -172,7 +173,8 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 	s := &Slave{cfg: cfg, opt: opt, id: opt.ID, host: host, log: log,
 		rl: ratelog.New(log, 30*time.Second), canon: canon, scope: scope, traps: traps,
 		handlers: NewHandlers(), dups: newDupCache(1 << 16),
-		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1)}
+		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
+		done: make(chan struct{}, 1)}
 	s.rulesRejected.Store("")
 	s.met = metrics.NewSlave(cfg.Crawl.Name, s.id)
 	if s.governor, err = newGovernor(cfg.Slave.Concurrency, cfg.Render.Tabs, cfg.Render.MemoryBytes); err != nil {
@@ -451,9 +453,11 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				acks.add(c)
 			}()
 		}
-		if len(leases) == 0 {
-			// nothing ready: sleep until the earliest host's time, spread a
-			// little so slaves do not all wake at once
+		if len(leases) == 0 || (len(leases) < n && wait != 0) {
+			// nothing (more) ready: the claim took every host it could, so
+			// claiming again at once would find none (an empty script
+			// call); sleep until the earliest host's time, spread a little
+			// so slaves do not all wake at once
 			d := s.cfg.Slave.IdlePoll
 			if wait >= 0 && wait < d {
 				d = wait
@@ -465,8 +469,14 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				d = min(d, max(2*time.Millisecond, time.Duration(s.fetchAvg.Load()/2)))
 			}
 			d += time.Duration(rand.Int64N(int64(d)/4 + int64(time.Millisecond)))
-			// ... or until one of this slave's acks frees a host slot
-			s.waitAck(ctx, d)
+			if cc != nil {
+				// ... or until one of this slave's pages is done: its ack
+				// goes with the next claim (one script for both)
+				s.waitDone(ctx, d)
+			} else {
+				// ... or until one of this slave's acks frees a host slot
+				s.waitAck(ctx, d)
+			}
 		}
 	}
 }
@@ -502,6 +512,11 @@ func (s *Slave) claim(ctx context.Context, cc frontier.CompleteClaimer, acks *ba
 // frontier that cannot do both at once, for the next ack (claimLoop).
 const claimGather = time.Millisecond
 
+// busyGather bounds how long a claim loop that found no free host slot
+// gathers its pages' acks before it acks and claims (waitDone); the acker
+// holds a small batch longer (ackHold), so the claim carries them.
+const busyGather = 10 * time.Millisecond
+
 // takeFree takes up to n more tokens from free without waiting and returns
 // how many it took.
 func takeFree(free chan struct{}, n int) int {
@@ -525,6 +540,29 @@ func (s *Slave) waitAck(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-s.acked:
 	}
+}
+
+// waitDone waits up to d for one of this slave's pages to be done (its
+// completion queued: s.done), or for ctx to end. A page done ends the wait
+// after a gather time, a quarter of the average fetch (busyGather bounds
+// it), so that the claim that follows acks the pages done meanwhile too:
+// while every host with work is at its concurrency, only acks free slots,
+// and one script per gather time acks and claims them, instead of a
+// complete script per ack batch and claims that find nothing.
+func (s *Slave) waitDone(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+		return
+	case <-s.acked:
+		return
+	case <-s.done:
+	}
+	g := min(max(claimGather, time.Duration(s.fetchAvg.Load()/4)), busyGather)
+	retry.Sleep(ctx, g)
 }
 
 // drainSignal empties a signal channel of capacity one.
