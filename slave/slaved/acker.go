@@ -9,10 +9,14 @@ import (
 
 // maxAckBatch bounds one complete script call; ackGather is how long a
 // small batch waits for more completions, so Redis runs fewer, larger
-// complete scripts (each call has a fixed cost in Redis).
+// complete scripts (each call has a fixed cost in Redis). With a frontier
+// that acks with its claims (CompleteClaimer) a small batch waits ackHold:
+// the claim loop takes the acks first (waitDone wakes it), and the acker
+// only sends what a claim loop that is not claiming leaves.
 const (
 	maxAckBatch = 64
 	ackGather   = time.Millisecond
+	ackHold     = 2 * busyGather
 )
 
 // newAcker returns the batcher that sends completions to the frontier. On
@@ -35,6 +39,15 @@ func newAcker(s *Slave) *batcher[frontier.Completion] {
 		return nil
 	})
 	b.gather = ackGather
+	if _, ok := s.front.(frontier.CompleteClaimer); ok {
+		b.gather = ackHold
+	}
+	b.onAdd = func() {
+		select {
+		case s.done <- struct{}{}:
+		default:
+		}
+	}
 	return b
 }
 

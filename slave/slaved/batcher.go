@@ -23,6 +23,8 @@ type batcher[T any] struct {
 	gather time.Duration
 	// send delivers a batch; a nil error consumes all of it.
 	send func(ctx context.Context, batch []T) error
+	// onAdd, when set, runs after each add (outside the lock)
+	onAdd func()
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -48,6 +50,9 @@ func (b *batcher[T]) add(x T) {
 	b.queue = append(b.queue, x)
 	b.mu.Unlock()
 	b.cond.Signal()
+	if b.onAdd != nil {
+		b.onAdd()
+	}
 }
 
 // take removes and returns up to max queued items that are not being

@@ -61,3 +61,19 @@ func TestBatcherGather(t *testing.T) {
 		t.Errorf("batches (-want +got):\n%s", d)
 	}
 }
+
+// TestBatcherOnAdd checks that onAdd runs once per item added, after the
+// item is queued (the claim loop's waitDone takes it from there).
+func TestBatcherOnAdd(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := &Slave{log: log, rl: ratelog.New(log, time.Minute)}
+	b := newBatcher(s, "test", 8, 0, func(context.Context, []int) error { return nil })
+	var pending []int
+	b.onAdd = func() { pending = append(pending, b.pending()) }
+	for i := range 3 {
+		b.add(i)
+	}
+	if d := cmp.Diff([]int{1, 2, 3}, pending); d != "" {
+		t.Errorf("queued items when onAdd ran (-want +got):\n%s", d)
+	}
+}

@@ -116,6 +116,7 @@ type Slave struct {
 	rulesReload   chan struct{}
 	acked         chan struct{} // signalled after each acknowledged batch: host slots were freed
 	wake          chan struct{} // signalled when the master announces queued work (frontier.WorkMessage)
+	done          chan struct{} // signalled when a completion is queued for the acker (waitDone)
 	rulesRejected atomic.Value  // version that could not be loaded (string)
 	dyn           dynLearner    // "maybe dynamic" outcomes per URL pattern
 	pub           *batcher[frontier.Event]
@@ -174,7 +175,7 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 		rl: ratelog.New(log, 30*time.Second), canon: canon, scope: scope, traps: traps,
 		handlers: NewHandlers(), dups: newDupCache(1 << 16),
 		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), done: make(chan struct{}, 1)}
 	s.rulesRejected.Store("")
 	s.met = metrics.NewSlave(cfg.Crawl.Name, s.id)
 	if s.governor, err = newGovernor(cfg.Slave.Concurrency, cfg.Render.Tabs, cfg.Render.MemoryBytes); err != nil {
@@ -453,9 +454,11 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				acks.add(c)
 			}()
 		}
-		if len(leases) == 0 {
-			// nothing ready: sleep until the earliest host's time, spread a
-			// little so slaves do not all wake at once
+		if len(leases) == 0 || (len(leases) < n && wait != 0) {
+			// nothing (more) ready: the claim took every host it could, so
+			// claiming again at once would find none (an empty script
+			// call); sleep until the earliest host's time, spread a little
+			// so slaves do not all wake at once
 			d := s.cfg.Slave.IdlePoll
 			if wait >= 0 && wait < d {
 				d = wait
@@ -473,8 +476,14 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				d = min(d, max(2*time.Millisecond, half))
 			}
 			d += time.Duration(rand.Int64N(int64(d)/4 + int64(time.Millisecond)))
-			// ... or until one of this slave's acks frees a host slot
-			s.waitAck(ctx, d)
+			if cc != nil {
+				// ... or until one of this slave's pages is done: its ack
+				// goes with the next claim (one script for both)
+				s.waitDone(ctx, d)
+			} else {
+				// ... or until one of this slave's acks frees a host slot
+				s.waitAck(ctx, d)
+			}
 		}
 	}
 }
@@ -513,6 +522,11 @@ const busyPollFirst = 20 * time.Millisecond
 // free, for more to finish (acks and claim in one script) or, with a
 // frontier that cannot do both at once, for the next ack (claimLoop).
 const claimGather = time.Millisecond
+
+// busyGather bounds how long a claim loop that found no free host slot
+// gathers its pages' acks before it acks and claims (waitDone); the acker
+// holds a small batch longer (ackHold), so the claim carries them.
+const busyGather = 10 * time.Millisecond
 
 // takeFree takes up to n more tokens from free without waiting and returns
 // how many it took.
@@ -556,6 +570,33 @@ func signal(c chan struct{}) {
 	case c <- struct{}{}:
 	default:
 	}
+}
+
+// waitDone waits up to d for one of this slave's pages to be done (its
+// completion queued: s.done), for the master to announce queued work
+// (s.wake), or for ctx to end. A page done ends the wait
+// after a gather time, a quarter of the average fetch (busyGather bounds
+// it), so that the claim that follows acks the pages done meanwhile too:
+// while every host with work is at its concurrency, only acks free slots,
+// and one script per gather time acks and claims them, instead of a
+// complete script per ack batch and claims that find nothing.
+func (s *Slave) waitDone(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+		return
+	case <-s.acked:
+		return
+	case <-s.wake:
+		s.wakeAll() // as waitAck
+		return
+	case <-s.done:
+	}
+	g := min(max(claimGather, time.Duration(s.fetchAvg.Load()/4)), busyGather)
+	retry.Sleep(ctx, g)
 }
 
 // drainSignal empties a signal channel of capacity one.
