@@ -26,7 +26,7 @@ test: services
 test-race: services
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
-## bench: the crawl benchmark against plain colly (1, 2 and 4 slave processes, 4 rounds alternating their order, medians; results/), then the Go benchmarks (with BenchmarkShardedCluster and BenchmarkShardedMemory: S=1 vs S=3 on a 3-node cluster, bytes per URL S=1 vs S=4; ~15-40 s at 1x)
+## bench: the crawl benchmark against plain colly (1, 2 and 4 slave processes, 4 rounds alternating their order, medians; results/), then the Go benchmarks (with BenchmarkShardedCluster and BenchmarkShardedMemory: S=1 vs S=3 on a 3-node cluster, bytes per URL S=1 vs S=4; ~15-40 s at 1x; and BenchmarkSeedMemory: Redis bytes per seeded URL at 100k and 1M seeds, ~1-2 min)
 bench: services build
 	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results --rounds 4
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./shared/frontier/
