@@ -28,7 +28,8 @@ test-race: services
 
 ## bench: the crawl benchmark against plain colly (1, 2 and 4 slave processes, 4 rounds alternating their order, medians; results/),
 ## the same with a 20 ms server latency (results/latency/) and a small 3,000-page site at 20 ms (results/small/: the start-up regime;
-## pages/s to 99% of the site, ramp, last fetch → finished), the calendar trap under the default caps, then the Go benchmarks (with BenchmarkShardedCluster and BenchmarkShardedMemory: S=1 vs S=3 on a 3-node cluster, bytes per URL S=1 vs S=4; ~15-40 s at 1x)
+## pages/s to 99% of the site, ramp, last fetch → finished), then the Go benchmarks (with BenchmarkShardedCluster and BenchmarkShardedMemory: S=1 vs S=3 on a 3-node cluster, bytes per URL S=1 vs S=4; ~15-40 s at 1x;
+## BenchmarkSeedMemory: Redis bytes per seeded URL at 100k and 1M seeds, ~1-2 min), and the calendar trap under the default caps
 bench: services build
 	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results --rounds 4
 	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/small --hosts 10 --pages 300 --latency 20ms --slave-counts 1,2 --rounds 4

@@ -47,7 +47,8 @@ const usage = `usage: master <command> [flags]
 
 commands:
   run     supervise the crawl (migrations, lost tasks, slaves, events to MySQL)
-  seed    add seed URLs (arguments, or --file FILE with one URL a line, - for stdin);
+  seed    add seed URLs (arguments, or --file FILE with one URL a line, - for stdin),
+          recorded in MySQL, then enqueued (README: Recorded seeds);
           --recrawl: fetch every recorded page again now, conditionally (README: Incremental recrawls)
   status  show the crawl's counters (--json for machine-readable output)
   demo    crawl a built-in demo site on loopback with a master and slaves, then summarize

@@ -3,15 +3,19 @@ package masterd_test
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/frontier/frontiertest"
+	"github.com/redcrawl/redcrawl/shared/store"
 )
 
 // TestACLCrawl crawls the test site with a master and two slaves against
@@ -33,6 +37,12 @@ func testACLCrawl(t *testing.T, shards int) {
 	cfg.Crawl.Shards = shards
 	srv := frontiertest.StartACLRedis(t, cfg.Crawl.Name, "s1", "s2", "s3")
 	cfg.Redis.URL = srv.URL(frontier.RoleMaster, "")
+	// a seed set left by an older version: the seed, as the master's
+	// user, moves it to MySQL
+	legacy := "http://legacy.test/"
+	if err := srv.Root.SAdd(context.Background(), frontier.NewKeys(cfg.Crawl.Name).LegacySeeds, legacy).Err(); err != nil {
+		t.Fatal(err)
+	}
 	seed(t, cfg, site)
 
 	slaveCfg := func(id string) *config.Config {
@@ -92,6 +102,7 @@ func testACLCrawl(t *testing.T, shards int) {
 			{"ZADD", keys.SlaveLease("s1"), 0, victim}, {"HDEL", keys.SlaveLeaseData("s1"), victim},
 			{"DEL", keys.SlaveLease("s1")}, {"SET", keys.SlaveBeat("s1"), "0\t{}"}, {"ZREM", keys.Slaves, "s1"},
 			{"XTRIM", keys.Events, "MAXLEN", 0}, {"DEL", keys.Events}, {"DEL", keys.Stats},
+			{"SADD", keys.LegacySeeds, "http://evil.test/"}, {"SSCAN", keys.LegacySeeds, 0},
 			{"HSET", "crawl:{other}:meta", "x", 1}, {"GET", "crawl:{other}:robots:x"},
 			{"EVAL", "return redis.call('DEL', ARGV[1])", 1, keys.Meta, keys.SlaveLeaseData("s1")},
 			// another shard's keys (the same in a crawl of one shard: no such keys, still refused)
@@ -110,6 +121,21 @@ func testACLCrawl(t *testing.T, shards int) {
 		t.Errorf("master status saw %d slaves alive at most, want 2", n)
 	}
 	checkCrawl(t, cfg, site, nil)
+	if n, err := srv.Root.Exists(ctx, keys.LegacySeeds).Result(); err != nil || n != 0 {
+		t.Errorf("legacy seed set exists = %d, %v; want it moved", n, err)
+	}
+	db, err := store.Open(ctx, cfg.MySQL.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got, _, err := db.SeedURLs(ctx, cfg.Crawl.Name, nil, 100)
+	sort.Strings(got)
+	want := append([]string{legacy}, site.Seeds()...)
+	sort.Strings(want)
+	if d := cmp.Diff(want, got); err != nil || d != "" {
+		t.Errorf("recorded seeds (-want +got), %v:\n%s", err, d)
+	}
 
 	// every refusal is one of s3's: the master's and the running slaves'
 	// users had every right their work needed

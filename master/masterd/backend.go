@@ -163,7 +163,7 @@ func (b *backend) Act(ctx context.Context, a admin.Action) (admin.ActionResult, 
 			return admin.ActionResult{}, fmt.Errorf("%w: seed needs urls", admin.ErrBadAction)
 		}
 		set := b.currentRules()
-		res, err := seedWith(ctx, b.cfg, b.front, set, a.URLs)
+		res, err := seedWith(ctx, b.cfg, b.front, b.store, set, a.URLs)
 		if err != nil {
 			return admin.ActionResult{}, err
 		}

@@ -23,8 +23,9 @@ type SeedResult struct {
 }
 
 // Seed canonicalizes and scopes URLs and enqueues those never seen. The
-// accepted URLs are recorded as the crawl's seeds, which a scheduled
-// recrawl enqueues again.
+// accepted URLs are recorded as the crawl's seeds in MySQL, which every
+// recrawl enqueues again; see seedWith for the order and what a failure
+// leaves.
 func Seed(ctx context.Context, cfg *config.Config, rawURLs []string) (SeedResult, error) {
 	set, err := LoadRules(cfg)
 	if err != nil {
@@ -35,23 +36,66 @@ func Seed(ctx context.Context, cfg *config.Config, rawURLs []string) (SeedResult
 		return SeedResult{}, err
 	}
 	defer closeFn()
-	return seedWith(ctx, cfg, f, set, rawURLs)
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return SeedResult{}, fmt.Errorf("seed: nothing enqueued: the seeds are recorded in MySQL first: %w", err)
+	}
+	defer st.Close()
+	return seedWith(ctx, cfg, f, st, set, rawURLs)
 }
 
-// seedWith is Seed on an open frontier with a loaded rule set.
-func seedWith(ctx context.Context, cfg *config.Config, f *frontier.Redis, set *rules.Set, rawURLs []string) (SeedResult, error) {
+// seedWith is Seed on an open frontier and store with a loaded rule set.
+//
+// The seeds are recorded in MySQL (store.RecordSeeds) before any is
+// enqueued in Redis, so a seed in the frontier is always one a recrawl
+// will find again. When MySQL fails, nothing is enqueued and the error
+// says so (some seeds may be recorded already: harmless, as recording is
+// idempotent and a recrawl of a seed never enqueued just fetches it);
+// when Redis fails after that, the seeds are recorded and some may be
+// enqueued. Either way the same seed command run again completes the
+// work: recording changes nothing the second time, and a seed enqueued
+// the first time counts as already seen (Redis dedup). A legacy seed set
+// left in Redis by an older version is moved to MySQL first
+// (moveLegacySeeds).
+func seedWith(ctx context.Context, cfg *config.Config, f *frontier.Redis, st *store.Store, set *rules.Set, rawURLs []string) (SeedResult, error) {
 	p, err := planSeeds(cfg, set, rawURLs, nil)
 	if err != nil {
 		return SeedResult{}, err
 	}
 	res := SeedResult{Rejected: p.rejected}
+	if _, err := moveLegacySeeds(ctx, cfg, f, st); err != nil {
+		return res, fmt.Errorf("seed: nothing enqueued: %w", err)
+	}
+	if err := st.RecordSeeds(ctx, cfg.Crawl.Name, p.urls); err != nil {
+		return res, fmt.Errorf("seed: nothing enqueued (run the same seed command again): %w", err)
+	}
 	n, err := f.SeedWithPolicies(ctx, p.tasks, p.policies)
 	res.Added = n
 	res.Seen = len(p.tasks) - n
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("seed: recorded, not all enqueued (run the same seed command again): %w", err)
 	}
-	return res, f.RecordSeeds(ctx, p.urls)
+	return res, nil
+}
+
+// moveLegacySeeds moves the seeds an older version kept in Redis (the set
+// Keys.LegacySeeds) into MySQL's seeds table, and returns how many it
+// moved: every master, seed and recrawl calls it before it reads or
+// records seeds, and it costs one SSCAN once the set is gone. A member
+// the table cannot hold as it is (not a canonical URL: over 2048
+// characters, or not UTF-8) is dropped rather than kept to fail every
+// later seed and recrawl: a recrawl would have rejected it anyway
+// (planSeeds).
+func moveLegacySeeds(ctx context.Context, cfg *config.Config, f *frontier.Redis, st *store.Store) (int, error) {
+	return f.MoveLegacySeeds(ctx, func(ctx context.Context, urls []string) error {
+		ok := make([]string, 0, len(urls))
+		for _, u := range urls {
+			if store.StorableSeed(u) {
+				ok = append(ok, u)
+			}
+		}
+		return st.RecordSeeds(ctx, cfg.Crawl.Name, ok)
+	})
 }
 
 // seedPlan is what planSeeds makes of raw URLs.
@@ -112,21 +156,22 @@ func planSeeds(cfg *config.Config, set *rules.Set, rawURLs []string, keep func(*
 }
 
 // reseed enqueues the crawl's recorded seeds again (a recrawl): all of
-// them for name "", else those the rule set of that name matches.
-func reseed(ctx context.Context, cfg *config.Config, f *frontier.Redis, set *rules.Set, name string) (int, error) {
-	urls, err := f.SeedURLs(ctx)
-	if err != nil {
-		return 0, err
+// them for name "", else those the rule set of that name matches. It reads
+// them from MySQL recrawlBatch at a time, in url_hash order, after moving
+// a legacy Redis seed set there.
+func reseed(ctx context.Context, cfg *config.Config, f *frontier.Redis, st *store.Store, set *rules.Set, name string) (int, error) {
+	if _, err := moveLegacySeeds(ctx, cfg, f, st); err != nil {
+		return 0, fmt.Errorf("recrawl: %w", err)
 	}
 	var keep func(*rules.RuleSet) bool
 	if name != "" {
 		keep = func(rs *rules.RuleSet) bool { return rs != nil && rs.Name == name }
 	}
-	p, err := planSeeds(cfg, set, urls, keep)
-	if err != nil {
-		return 0, err
-	}
-	return f.Reseed(ctx, p.tasks, p.policies)
+	return reseedAll(ctx, f, func(after []byte) ([]string, []byte, error) {
+		return st.SeedURLs(ctx, cfg.Crawl.Name, after, recrawlBatch)
+	}, func(urls []string) (seedPlan, error) {
+		return planSeeds(cfg, set, urls, keep)
+	})
 }
 
 // StatusReport is a crawl's snapshot with the rule set in force.

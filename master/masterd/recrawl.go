@@ -18,48 +18,63 @@ import (
 // or bin/master seed --recrawl) is numbered in the frontier
 // (StartRecrawl), then re-enqueues every page the crawl recorded in MySQL
 // (page_validators, recrawlBatch at a time, in url_hash order) with the
-// validators its last fetch returned, and finally the recorded seeds (a
-// seed never stored as a page, a failed one, is queued without). A page
+// validators its last fetch returned, and finally the recorded seeds
+// (MySQL's seeds table, likewise; a seed never stored as a page, a failed
+// one, is queued without). A page
 // leased or queued is left as it is (Reseed). The slaves send conditional
 // requests and record each page as unchanged, changed or new (pages.revisit),
 // which RecrawlStatus counts since the run started.
 
-// recrawlBatch is how many recorded pages one MySQL read and one Reseed
-// take.
+// recrawlBatch is how many recorded pages or seeds one MySQL read and one
+// Reseed take.
 const recrawlBatch = 1000
 
-// recrawl runs a recrawl: every recorded page (st nil: none) and every
-// recorded seed, for name "" all of them, else those the rule set of that
-// name matches. It returns how many tasks it enqueued.
+// recrawl runs a recrawl: every recorded page and every recorded seed
+// (both in MySQL), for name "" all of them, else those the rule set of
+// that name matches. It returns how many tasks it enqueued.
 func recrawl(ctx context.Context, cfg *config.Config, f *frontier.Redis, st *store.Store, set *rules.Set, name string) (int, error) {
 	if _, _, err := f.StartRecrawl(ctx); err != nil {
 		return 0, err
 	}
-	total := 0
-	if st != nil {
-		var after []byte
-		for {
-			ps, next, err := st.RecordedPages(ctx, cfg.Crawl.Name, after, recrawlBatch)
-			if err != nil {
-				return total, fmt.Errorf("recrawl: %w", err)
-			}
-			if next == nil {
-				break
-			}
-			p, err := planRecorded(cfg, set, ps, name)
-			if err != nil {
-				return total, err
-			}
-			n, err := f.Reseed(ctx, p.tasks, p.policies)
-			total += n
-			if err != nil {
-				return total, err
-			}
-			after = next
-		}
+	total, err := reseedAll(ctx, f, func(after []byte) ([]store.RecordedPage, []byte, error) {
+		return st.RecordedPages(ctx, cfg.Crawl.Name, after, recrawlBatch)
+	}, func(ps []store.RecordedPage) (seedPlan, error) {
+		return planRecorded(cfg, set, ps, name)
+	})
+	if err != nil {
+		return total, err
 	}
-	n, err := reseed(ctx, cfg, f, set, name)
+	n, err := reseed(ctx, cfg, f, st, set, name)
 	return total + n, err
+}
+
+// reseedAll pages through what the crawl recorded in MySQL (read: a
+// batch after a key, and the batch's last key, nil when none is left) and
+// enqueues each batch again as plan makes it into tasks (Reseed). It
+// returns how many tasks it enqueued.
+func reseedAll[T any](ctx context.Context, f *frontier.Redis, read func(after []byte) ([]T, []byte, error),
+	plan func([]T) (seedPlan, error)) (int, error) {
+	total := 0
+	var after []byte
+	for {
+		batch, next, err := read(after)
+		if err != nil {
+			return total, fmt.Errorf("recrawl: %w", err)
+		}
+		if next == nil {
+			return total, nil
+		}
+		p, err := plan(batch)
+		if err != nil {
+			return total, err
+		}
+		n, err := f.Reseed(ctx, p.tasks, p.policies)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		after = next
+	}
 }
 
 // planRecorded makes recorded pages into recrawl tasks at their recorded

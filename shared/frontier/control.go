@@ -178,30 +178,69 @@ func (f *shard) RequeueFailed(ctx context.Context, limit int) (int, error) {
 	return total, nil
 }
 
-// RecordSeeds remembers seed URLs for scheduled recrawls (Reseed).
-func (f *shard) RecordSeeds(ctx context.Context, urls []string) error {
-	for len(urls) > 0 {
-		n := min(len(urls), 1000)
-		args := make([]any, n)
-		for i, u := range urls[:n] {
-			args[i] = u
-		}
-		if err := f.rdb.SAdd(ctx, f.keys.Seeds, args...).Err(); err != nil {
-			return wrap("record seeds", err)
-		}
-		urls = urls[n:]
-	}
-	return nil
-}
+// legacySeedsBatch is how many members of the legacy seed set one SSCAN
+// asks for and one record call takes.
+const legacySeedsBatch = 1000
 
-// SeedURLs returns the recorded seed URLs, sorted.
-func (f *shard) SeedURLs(ctx context.Context) ([]string, error) {
-	out, err := f.rdb.SMembers(ctx, f.keys.Seeds).Result()
-	if err != nil {
-		return nil, wrap("seed urls", err)
+// legacySeedsPasses bounds MoveLegacySeeds' passes over the set: a pass
+// moves every member that was there when it started, so a second one finds
+// only members added meanwhile (by a master of an older version).
+const legacySeedsPasses = 3
+
+// MoveLegacySeeds moves the seed URLs of the legacy set Keys.LegacySeeds
+// (versions before the MySQL seeds table) to where record keeps them, and
+// returns how many it moved; a crawl without the set costs one SSCAN.
+//
+// Each batch of members is recorded first, then removed (SREM) from the
+// set, and Redis drops the set with its last member: when record or Redis
+// fails, what was not recorded is still in the set and a later call moves
+// it, so record must be idempotent (several masters may move the same set
+// at once, each recording what it reads). A member added meanwhile by an
+// older master is never deleted unrecorded, as a DEL of the whole set
+// could. The master's and the admin's Redis users may run SSCAN and SREM
+// on the crawl's keys; a slave's cannot touch the set (acl.go).
+func (f *shard) MoveLegacySeeds(ctx context.Context, record func(context.Context, []string) error) (int, error) {
+	moved := 0
+	for range legacySeedsPasses {
+		var cursor uint64
+		found := false
+		for {
+			urls, next, err := f.rdb.SScan(ctx, f.keys.LegacySeeds, cursor, "", legacySeedsBatch).Result()
+			if err != nil {
+				return moved, wrap("move legacy seeds: sscan", err)
+			}
+			if len(urls) > 0 {
+				found = true
+				if err := record(ctx, urls); err != nil {
+					return moved, fmt.Errorf("move legacy seeds: %w", err)
+				}
+				args := make([]any, len(urls))
+				for i, u := range urls {
+					args[i] = u
+				}
+				// SSCAN may return a member twice: count what SREM removed
+				n, err := f.rdb.SRem(ctx, f.keys.LegacySeeds, args...).Result()
+				if err != nil {
+					return moved, wrap("move legacy seeds: srem", err)
+				}
+				moved += int(n)
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+		if !found {
+			break
+		}
+		n, err := f.rdb.Exists(ctx, f.keys.LegacySeeds).Result()
+		if err != nil {
+			return moved, wrap("move legacy seeds", err)
+		}
+		if n == 0 {
+			break
+		}
 	}
-	sort.Strings(out)
-	return out, nil
+	return moved, nil
 }
 
 // reseedScript enqueues tasks again whether seen or not (a recrawl), except

@@ -82,8 +82,13 @@ import (
 //	crawl:{name}:control       hash   admin state (control.go): paused -> since (ms);
 //	                                  drain:<slave> -> asked at (ms); retire:<proxy> -> asked
 //	                                  at (ms), proxy being the redacted URL slaves report
-//	crawl:{name}:seeds         set    the seed URLs as given to Seed (canonical), re-seeded
-//	                                  by scheduled recrawls (Reseed)
+//	crawl:{name}:seeds         set    legacy, shard 0 only: the seed URLs (canonical) of
+//	                                  versions before the MySQL table seeds (00008_seeds.sql),
+//	                                  ~104 bytes of Redis per seed. Nothing adds to it now:
+//	                                  the master moves its members into MySQL the first time
+//	                                  a master, seed or recrawl opens the crawl
+//	                                  (MoveLegacySeeds: SSCAN, record, SREM; the set goes with
+//	                                  its last member). The master and admin users may.
 //	crawl:{name}:val           hash   url -> etag \t last_modified \t checksum: the validators
 //	                                  of a page a recrawl re-enqueued (Task.Revisit), written
 //	                                  by the reseed script and taken (HMGET, HDEL) by the
@@ -131,10 +136,12 @@ type Keys struct {
 	// Rules is the published rule set; RulesChannel, the channel of its
 	// versions, is not a key but carries the crawl's hash tag.
 	Rules string
-	// Control holds admin state (pause, drains, retired proxies); Seeds the
-	// seed URLs (control.go).
+	// Control holds admin state (pause, drains, retired proxies)
+	// (control.go).
 	Control string
-	Seeds   string
+	// LegacySeeds is the seed URL set of versions before the MySQL seeds
+	// table: nothing writes it, MoveLegacySeeds empties it.
+	LegacySeeds string
 	// Validators holds the validators of the pages a recrawl re-enqueued
 	// until they are leased (recrawl.go).
 	Validators   string
@@ -185,7 +192,7 @@ var fixedKeys = []struct {
 	{"K_HPDELAY", "hpdelay", func(k *Keys) *string { return &k.HostPDelay }},
 	{"K_RULES", "rules", func(k *Keys) *string { return &k.Rules }},
 	{"K_CONTROL", "control", func(k *Keys) *string { return &k.Control }},
-	{"K_SEEDS", "seeds", func(k *Keys) *string { return &k.Seeds }},
+	{"K_LEGACY_SEEDS", "seeds", func(k *Keys) *string { return &k.LegacySeeds }},
 	{"K_VAL", "val", func(k *Keys) *string { return &k.Validators }},
 	{"K_STREAMS", "streams", func(k *Keys) *string { return &k.Streams }},
 	{"K_FINISH", "finish", func(k *Keys) *string { return &k.Finish }},

@@ -30,7 +30,8 @@ import (
 //
 // Shard 0 also holds what is crawl-wide: the slave registry and
 // heartbeats, the control hash (written to every shard, read from 0), the
-// rules (likewise), the recorded seeds and the finish marks.
+// rules (likewise) and the finish marks (and a legacy seed set, which
+// MoveLegacySeeds empties; the seeds are recorded in MySQL).
 //
 // Links found on a page of shard A for a host of shard B are enqueued on B
 // first (linksScript, one call per remote shard per ack batch), then the

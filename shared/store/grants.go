@@ -11,7 +11,7 @@ import (
 // RuntimePrivileges are the privileges the master's normal work needs on
 // each table of the crawl database, and no more: every statement the
 // store issues outside migrations is an INSERT (IGNORE) into the event
-// tables, an INSERT ... ON DUPLICATE KEY UPDATE into items and
+// tables and seeds, an INSERT ... ON DUPLICATE KEY UPDATE into items and
 // page_validators, an INSERT
 // IGNORE and an UPDATE of schedule_runs, and SELECTs. Nothing is ever
 // deleted, and no DDL runs outside migrations. goose_db_version is only
@@ -32,6 +32,7 @@ var RuntimePrivileges = map[string][]string{
 	"items":            {"SELECT", "INSERT", "UPDATE"},
 	"schedule_runs":    {"SELECT", "INSERT", "UPDATE"},
 	"page_validators":  {"SELECT", "INSERT", "UPDATE"},
+	"seeds":            {"SELECT", "INSERT"},
 	"goose_db_version": {"SELECT"},
 }
 

@@ -40,6 +40,7 @@ func TestMySQLGrantsText(t *testing.T) {
 					"GRANT SELECT, INSERT ON `crawler`.`pages` TO 'redcrawl'@'%'",
 					"GRANT SELECT, INSERT ON `crawler`.`proxy_events` TO 'redcrawl'@'%'",
 					"GRANT SELECT, INSERT, UPDATE ON `crawler`.`schedule_runs` TO 'redcrawl'@'%'",
+					"GRANT SELECT, INSERT ON `crawler`.`seeds` TO 'redcrawl'@'%'",
 					"GRANT SELECT, INSERT ON `crawler`.`slave_events` TO 'redcrawl'@'%'",
 				},
 			},
@@ -204,6 +205,14 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	if _, err := s.LostTasksPage(ctx, "acl", 10, 0); err != nil {
 		t.Fatalf("LostTasksPage: %v", err)
 	}
+	for range 2 { // the second time changes nothing
+		if err := s.RecordSeeds(ctx, "acl", []string{"http://a.test/", "http://b.test/"}); err != nil {
+			t.Fatalf("RecordSeeds: %v", err)
+		}
+	}
+	if urls, _, err := s.SeedURLs(ctx, "acl", nil, 10); err != nil || len(urls) != 2 {
+		t.Fatalf("SeedURLs = %q, %v", urls, err)
+	}
 	// A master without mysql.migrate_dsn opens a current schema as the
 	// runtime user: goose only reads its version table.
 	if s2, err := Open(ctx, runtimeDSN); err != nil {
@@ -223,6 +232,8 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 		"CREATE INDEX evil ON pages (status)",
 		"TRUNCATE TABLE exceptions",
 		"DELETE FROM pages",
+		"DELETE FROM seeds",
+		"UPDATE seeds SET url = ''",
 		"UPDATE pages SET status = 0",
 		"INSERT INTO goose_db_version (version_id, is_applied) VALUES (999, 1)",
 		"DROP DATABASE " + quoteIdent(cfg.DBName),

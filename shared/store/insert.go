@@ -46,19 +46,17 @@ func (s *Store) Insert(ctx context.Context, batch []events.Envelope) error {
 	if ts.empty() {
 		return nil
 	}
-	tx, err := s.DB.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("insert events: begin: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	// Always the same table order, so concurrent writers lock alike.
-	for _, t := range ts.all() {
-		if err := t.exec(ctx, tx, "INSERT IGNORE"); err != nil {
-			return fmt.Errorf("insert events: %w", err)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		// Always the same table order, so concurrent writers lock alike.
+		for _, t := range ts.all() {
+			if err := t.exec(ctx, tx, "INSERT IGNORE"); err != nil {
+				return err
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("insert events: commit: %w", err)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("insert events: %w", err)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ import (
 
 // wantTables is every table a fully migrated database has.
 var wantTables = []string{"duplicates", "exceptions", "goose_db_version", "heartbeats", "items", "lost_tasks",
-	"page_validators", "pages", "proxy_events", "schedule_runs", "slave_events"}
+	"page_validators", "pages", "proxy_events", "schedule_runs", "seeds", "slave_events"}
 
 // open returns a migrated store on a fresh database.
 func open(t *testing.T) *Store {
@@ -1051,6 +1051,7 @@ func TestColumnLimits(t *testing.T) {
 		{"page_validators", "checksum"}: maxChecksum,
 		{"schedule_runs", "crawl"}:      maxCrawl, {"schedule_runs", "name"}: maxScheduleName,
 		{"schedule_runs", "spec"}: maxScheduleSpec, {"schedule_runs", "master"}: maxMaster,
+		{"seeds", "crawl"}: maxCrawl, {"seeds", "url_hash"}: 16, {"seeds", "url"}: maxURL,
 	} {
 		want[c] = int64(n)
 	}
