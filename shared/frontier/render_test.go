@@ -209,8 +209,10 @@ func TestRulesVersion(t *testing.T) {
 	if err != nil || res.RulesVersion != "" {
 		t.Fatalf("claim before any put: %+v %v", res, err)
 	}
-	if err := f.PutRules(ctx, "", []byte("x")); err == nil {
-		t.Fatal("empty version accepted")
+	for _, v := range []string{"", frontier.WorkMessage} {
+		if err := f.PutRules(ctx, v, []byte("x")); err == nil {
+			t.Fatalf("version %q accepted", v)
+		}
 	}
 	versions, stop, err := f.SubscribeRules(ctx)
 	if err != nil {
@@ -232,18 +234,27 @@ func TestRulesVersion(t *testing.T) {
 			t.Fatalf("get: %v %v", ok, err)
 		}
 		got = append(got, rules{v, string(blob)})
+		next := func(what string) string {
+			t.Helper()
+			select {
+			case m := <-versions:
+				return m
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no message for %s on %s", what, f.RulesChannel())
+				return ""
+			}
+		}
+		msgs = append(msgs, next(r.Version))
+		// a seed announces work on the same channel
 		if _, err := f.Seed(ctx, []frontier.Task{tk("http://"+r.Version+".test/", 0)}); err != nil {
 			t.Fatal(err)
+		}
+		if m := next("the seed"); m != frontier.WorkMessage {
+			t.Fatalf("message after a seed: %q, want %q", m, frontier.WorkMessage)
 		}
 		res, err := f.ClaimWaitOpts(ctx, "s1", 5, frontier.ClaimOptions{Render: true})
 		if err != nil || len(res.Leases) != 1 || res.RulesVersion != r.Version {
 			t.Fatalf("claim after put %s: %+v %v", r.Version, res, err)
-		}
-		select {
-		case m := <-versions:
-			msgs = append(msgs, m)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no message for %s on %s", r.Version, f.RulesChannel())
 		}
 	}
 	if d := cmp.Diff([]rules{{"v1", "sites: []\n"}, {"v2", "sites:\n  - host: a.test\n"}}, got); d != "" {
