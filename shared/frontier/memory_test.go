@@ -34,11 +34,40 @@ func BenchmarkSeenMemory(b *testing.B) {
 	}
 }
 
+// BenchmarkSeenMemorySizing measures the Redis memory of a seen URL
+// (exact dedup) in crawls whose dedup.expected_urls is right (expected =
+// URLs) and far too big (the default 10M), at 100k and 1M URLs, and
+// reports the oversized crawl's cost relative to the right-sized one at
+// 100k (oversized-ratio): a crawl that asks for far more than it gets
+// should not pay much more per URL.
+//
+//	go test -run '^$' -bench SeenMemorySizing -benchtime 1x ./shared/frontier/
+func BenchmarkSeenMemorySizing(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			for range b.N {
+				right := seenBytes(b, n, int64(n), frontier.DedupExact)
+				over := seenBytes(b, n, 10_000_000, frontier.DedupExact)
+				b.ReportMetric(right, "seen-bytes/url")
+				b.ReportMetric(over, "expected-10M-seen-bytes/url")
+				b.ReportMetric(over/right, "oversized-ratio")
+			}
+		})
+	}
+}
+
 func seenMemory(b *testing.B, n int, mode string) {
+	b.ReportMetric(seenBytes(b, n, int64(n), mode), "seen-bytes/url")
+}
+
+// seenBytes seeds n URLs into a new crawl created with expected URLs and
+// returns the seen set's bytes per URL; it reports the queues' overhead
+// per URL as metrics.
+func seenBytes(b *testing.B, n int, expected int64, mode string) float64 {
 	rdb := testRedis(b)
 	ctx := context.Background()
 	crawl := uniqueCrawl(b, rdb, "mem")
-	f, err := frontier.NewRedis(ctx, rdb, frontier.Options{Crawl: crawl, HostConcurrency: 1, ExpectedURLs: int64(n),
+	f, err := frontier.NewRedis(ctx, rdb, frontier.Options{Crawl: crawl, HostConcurrency: 1, ExpectedURLs: expected,
 		DedupMode: mode})
 	if err != nil {
 		b.Fatal(err)
@@ -65,18 +94,22 @@ func seenMemory(b *testing.B, n int, mode string) {
 	if mode == frontier.DedupBloom {
 		seen := sumMemory(b, rdb, keys.Prefix+"bloom:*")
 		perURL := float64(seen) / float64(n)
-		b.ReportMetric(perURL, "seen-bytes/url")
 		if n >= 1_000_000 && perURL > 4 {
 			b.Errorf("bloom filter at 1e-6: %.2f bytes per URL, want at most 4", perURL)
 		}
-		return
+		return perURL
 	}
 	seen := sumMemory(b, rdb, keys.Prefix+"seen:*")
-	enc, _ := rdb.ObjectEncoding(ctx, keys.Seen(0)).Result()
-	b.ReportMetric(float64(seen)/float64(n), "seen-bytes/url")
+	// one bucket's encoding (bucket 0 may be empty in an oversized crawl)
+	some, _, err := rdb.Scan(ctx, 0, keys.Prefix+"seen:*", 1000).Result()
+	if err != nil || len(some) == 0 {
+		b.Fatalf("no seen bucket found: %v", err)
+	}
+	enc, _ := rdb.ObjectEncoding(ctx, some[0]).Result()
 	if !strings.Contains(enc, "listpack") {
 		b.Errorf("seen bucket encoding %q, want listpack", enc)
 	}
+	return float64(seen) / float64(n)
 }
 
 func sumMemory(b *testing.B, rdb *redis.Client, pattern string) int {
