@@ -67,9 +67,12 @@ var connCommands = []string{"+hello", "+auth", "+ping", "+select", "+client|setn
 
 // slaveDataCommands are the commands the slave's scripts and calls run on
 // the crawl's shared frontier keys (queues, ready sets, host state, dedup,
-// stats, retries, robots records).
+// stats, retries, robots records). The set commands, and HGETALL, are
+// exact dedup's growing buckets': seen buckets are sets, and a script that
+// adds fingerprints splits buckets (luaPrelude: LH).
 var slaveDataCommands = []string{
-	"+hget", "+hmget", "+hset", "+hdel", "+hincrby", "+hincrbyfloat", "+hsetnx", "+hexists",
+	"+hget", "+hmget", "+hgetall", "+hset", "+hdel", "+hincrby", "+hincrbyfloat", "+hsetnx", "+hexists",
+	"+sadd", "+srem", "+smembers", "+sismember",
 	"+exists", "+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zpopmin", "+zscore",
 	"+zincrby", "+zcard", "+llen", "+lpop", "+lpos", "+lpush", "+rpush",
 	"+getbit", "+setbit", "+get", "+set", "+pttl"}

@@ -38,8 +38,9 @@ import (
 //	n_policies, then n_events × (type, data), then n_policies × policy,
 //	then n_links × tuple (luaPrelude)
 //
-// then cfg. outcome is done, retry, fail or release; content_field is ""
-// when the hash is not checked. A policy is host, delay_ms, jitter, conc,
+// then cfg. outcome is done, retry, fail or release; content_bucket and
+// content_field are the hash's shard.slot, content_field "" when the hash
+// is not checked. A policy is host, delay_ms, jitter, conc,
 // each "" for the crawl's default (policyArgs).
 // Returns: an array of n acks (1 held, 2 held but its links not followed:
 // duplicate content; 0 lost) followed by the number of links enqueued.
@@ -178,8 +179,10 @@ for c = 1, n do
     if outcome == 'done' then
       local follow = true
       if cfield ~= '' then
-        local ck = k_content(cbucket)
-        if redis.call('HSETNX', ck, cfield, url) == 0 then
+        local ck = LH.bucket_key('content', cbucket)
+        if redis.call('HSETNX', ck, cfield, url) == 1 then
+          LH.added('content')
+        else
           local first = redis.call('HGET', ck, cfield)
           if first ~= url then
             follow = false

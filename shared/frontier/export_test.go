@@ -3,7 +3,9 @@ package frontier
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -38,19 +40,46 @@ local n = tonumber(ARGV[2])
 local out = {}
 for s = 0, n - 1 do
   local x, y = ARGV[3 + 2 * s], ARGV[4 + 2 * s]
-  local has = 1
-  if BLOOM then
-    if not bloom_has(tonumber(x), tonumber(y)) then has = 0 end
-  elseif redis.call('HEXISTS', k_seen(x), y) == 0 then
-    has = 0
-  end
+  local has = 0
+  if LH.seen_has(x, y) then has = 1 end
   out[#out + 1] = has
 end
 return out
 `)
 
-// MaybeSeen reports for each URL whether the crawl takes it for seen.
+// MaybeSeen reports for each URL whether the crawl takes it for seen
+// (shard 0's seen set: see MaybeSeenTasks for a sharded crawl).
 func (f *Redis) MaybeSeen(ctx context.Context, urls []string) ([]bool, error) {
+	return f.shard.maybeSeen(ctx, urls)
+}
+
+// MaybeSeenTasks is MaybeSeen in the seen set of each task's shard (its
+// Host's).
+func (f *Redis) MaybeSeenTasks(ctx context.Context, tasks []Task) ([]bool, error) {
+	out := make([]bool, len(tasks))
+	for k, ts := range f.byShard(tasks) {
+		urls := make([]string, len(ts))
+		for i, t := range ts {
+			urls[i] = t.URL
+		}
+		has, err := f.shards[k].maybeSeen(ctx, urls)
+		if err != nil {
+			return nil, err
+		}
+		byURL := make(map[string]bool, len(urls))
+		for i, u := range urls {
+			byURL[u] = has[i]
+		}
+		for i, t := range tasks {
+			if f.ShardOf(t.Host) == k {
+				out[i] = byURL[t.URL]
+			}
+		}
+	}
+	return out, nil
+}
+
+func (f *shard) maybeSeen(ctx context.Context, urls []string) ([]bool, error) {
 	out := make([]bool, 0, len(urls))
 	for len(urls) > 0 {
 		n := min(len(urls), 1000)
@@ -80,6 +109,52 @@ func (f *Redis) MaybeSeen(ctx context.Context, urls []string) ([]bool, error) {
 	}
 	return out, nil
 }
+
+// WithSeenLoad sets the mean members per seen bucket at which a crawl
+// that opt creates splits one (a quarter of it for content buckets), so a
+// test grows a crawl through many splits with few URLs.
+func WithSeenLoad(opt Options, load int) Options {
+	opt.seenLoad = load
+	return opt
+}
+
+// FixedBucketBits is the seen_bits that versions before growing buckets
+// gave a crawl created with expected URLs: about 64 fingerprints a bucket
+// at that count.
+func FixedBucketBits(expected int64) uint {
+	if expected < 1 {
+		expected = 1
+	}
+	b := uint(bits.Len64(uint64(expected/64 + 1)))
+	return min(max(b, 8), 24)
+}
+
+// FixedSlot returns a fingerprint's bucket and field (seen or content) in
+// a crawl of the fixed layout with seen_bits bits, as those versions wrote
+// them.
+func FixedSlot(seenBits uint, fp uint64) (uint32, string) {
+	b, fld := (&shard{seenBits: seenBits}).slot(fp)
+	n, _ := strconv.ParseUint(b, 16, 32)
+	return uint32(n), fld
+}
+
+// seenBitScript runs the scripts' LH.bit: bit k of a bucket member.
+var seenBitScript = redis.NewScript(luaPrelude + `
+return LH.bit(ARGV[2], tonumber(ARGV[3]))
+`)
+
+// SeenMemberBit returns bit k of a seen bucket member (decimal) as the
+// scripts compute it when they split a bucket.
+func (f *Redis) SeenMemberBit(ctx context.Context, member string, k int) (int64, error) {
+	res, err := f.run(ctx, seenBitScript, member, k)
+	if err != nil {
+		return 0, err
+	}
+	return toInt(res)
+}
+
+// SeenMaxLevel is the level from which seen buckets stop splitting.
+const SeenMaxLevel = seenMaxLevel
 
 // EventID exposes the event-id numbering of stream entries.
 var EventID = eventID

@@ -17,10 +17,18 @@ import (
 //	crawl:{name}:masters       zset   master id -> last seen (ms), shard 0 (owner.go)
 //	crawl:{name}:meta          hash   seen_bits, leaseseq; dedup
 //	                                  (exact or bloom) and with bloom bloom_m, bloom_k,
-//	                                  bloom_seg, all fixed when the crawl is created
+//	                                  bloom_seg, all fixed when the crawl is created;
+//	                                  seen_level, seen_split, seen_count and content_level,
+//	                                  content_split, content_count: the growing buckets'
+//	                                  state (seen_bits 0; luaPrelude: LH), written by the
+//	                                  scripts that add fingerprints
 //	crawl:{name}:stats         hash   queued, done, failed, seen, lost, retried, ...
-//	crawl:{name}:seen:<b>      hash   fingerprint buckets: field = low bytes of the
-//	                                  64-bit fingerprint, value "" (listpack-encoded)
+//	crawl:{name}:seen:<b>      set    fingerprint bucket b (hex): members = the top 56
+//	                                  bits of 64-bit fingerprints, decimal (intset-encoded,
+//	                                  8 bytes each); buckets grow in number with the crawl
+//	                                  (luaPrelude: LH). In a crawl created before they grew
+//	                                  (meta seen_bits 8-24): a hash, field = low bytes of
+//	                                  the fingerprint, value "", fixed bucket count
 //	crawl:{name}:bloom:<s>     string Bloom filter segment s (decimal), bloom dedup mode
 //	                                  only (instead of seen): bits s·bloom_seg ..
 //	                                  (s+1)·bloom_seg-1 of the filter (bloom.go)
@@ -69,8 +77,10 @@ import (
 //	crawl:{name}:robots:<host> string fetched_at_ms \t status \t robots.txt body, with a
 //	                                  TTL (PX); the hash crawl:{name}:robots of older
 //	                                  versions is no longer read
-//	crawl:{name}:content:<b>   hash   content fingerprint buckets (like seen): field = low
-//	                                  bytes of Completion.ContentHash, value = first URL
+//	crawl:{name}:content:<b>   hash   content fingerprint buckets, growing like seen
+//	                                  (their own state in meta): field = the top 56 bits of
+//	                                  Completion.ContentHash, decimal (fixed layout: its low
+//	                                  bytes), value = first URL
 //	crawl:{name}:hpages        hash   host -> URLs enqueued (only with MaxPagesPerHost);
 //	                                  field "\t" + host marks a host whose cap was reported
 //	crawl:{name}:qvar          hash   8-byte fingerprint of Task.PathKey -> URLs enqueued
@@ -310,16 +320,21 @@ func (k Keys) all() []string { return []string{k.Meta} }
 //
 //	strategy \t jitter_dist \t prio_x \t aopic_tax \t aopic_lambda_min \t
 //	max_pages_per_host \t max_query_variants \t host_concurrency \t
-//	delay_ms \t jitter \t dedup \t bloom_m \t bloom_k \t bloom_seg
+//	delay_ms \t jitter \t dedup \t bloom_m \t bloom_k \t bloom_seg \t
+//	seen_load \t content_load
 //
-// (bloom_m, bloom_k and bloom_seg are 0 with exact dedup).
+// (bloom_m, bloom_k and bloom_seg are 0 with exact dedup; seen_load and
+// content_load, the growing buckets' loads, are 0 in a crawl whose buckets
+// have a fixed layout: redis.go, seenLoad).
 // host_concurrency, delay_ms and jitter are the crawl's defaults: scripts
 // read a host's own values through host_conc, host_delay and host_jitter.
 //
 // A link or seed tuple is tupleLen ARGV: bucket, field, host, scope_host,
-// prio, task, qvar (the 8-byte path-key fingerprint, "" for none); with
-// bloom dedup bucket and field are the URL's a and b (bloom.go), and
-// seen_add checks and sets either structure. prio is
+// prio, task, qvar (the 8-byte path-key fingerprint, "" for none); bucket
+// and field are the fingerprint's (shard.slot: with growing buckets its
+// low 32 bits and top 56 bits, from which LH picks the bucket), with bloom
+// dedup the URL's a and b (bloom.go), and seen_add checks and sets either
+// structure. prio is
 // the list priority with bfs and dfs, and the pq score (-importance) with
 // priority and aopic; lease data, retry and failed entries carry it the same
 // way, so every requeue (push) goes back into the strategy's structure.
@@ -406,7 +421,7 @@ local function splitn(s, n)
   return out
 end
 
-local CFG = splitn(ARGV[#ARGV], 14)
+local CFG = splitn(ARGV[#ARGV], 16)
 local STRATEGY, JITTER_DIST = CFG[1], CFG[2]
 local PRIO_X, AOPIC_TAX, LAMBDA_MIN = tonumber(CFG[3]), tonumber(CFG[4]), tonumber(CFG[5])
 local MAX_HOST_PAGES, MAX_QVAR = tonumber(CFG[6]), tonumber(CFG[7])
@@ -451,25 +466,6 @@ local function bloom_add(a, b)
   return new
 end
 
--- bloom_has reports whether all of a URL's k bits are set, writing nothing
-local function bloom_has(a, b)
-  local g = a
-  for _ = 1, BLOOM_K do
-    local seg = math.floor(g / BLOOM_SEG)
-    if redis.call('GETBIT', bloom_key(seg), g - seg * BLOOM_SEG) == 0 then return false end
-    g = g + b
-    if g >= BLOOM_M then g = g - BLOOM_M end
-  end
-  return true
-end
-
--- seen_add records a tuple's URL (bucket x, field y) as seen and reports
--- whether it was new: a fingerprint bucket field, or the Bloom filter
-local function seen_add(x, y)
-  if BLOOM then return bloom_add(tonumber(x), tonumber(y)) end
-  return redis.call('HSETNX', k_seen(x), y, '') == 1
-end
-
 -- Per-script caches. A script runs atomically, so what it read stays true
 -- until it writes; every write to a cached structure goes through the
 -- helpers below, which keep the cache equal to what Redis will hold. They
@@ -490,6 +486,158 @@ local function call_chunked(cmd, key, args, step)
   for from = 1, #args, size do
     redis.call(cmd, key, unpack(args, from, math.min(from + size - 1, #args)))
   end
+end
+
+-- Exact dedup's fingerprint tables, seen and content, grow with the crawl
+-- by linear hashing (crawls created before that keep their fixed bucket
+-- count: LH.fixed, and a tuple's x is its bucket). Each table has a level
+-- b, a split pointer s and a count n in meta (<table>_level, _split,
+-- _count; absent: LH.floor, 0, 0). A fingerprint's bucket is its low b
+-- bits, or its low b+1 bits when those b are below s: x is its low 32 bits
+-- and its member y its top 56 bits, both in decimal, so bucket and member
+-- keep all 64 bits. When n passes load × (2^b + s), bucket s is split: the
+-- members whose fingerprint bit b is set move to bucket s + 2^b; s steps
+-- on, and once it reaches 2^b the level goes up and s starts again at 0.
+-- A bucket thus holds load to 2 × load members on average whatever the
+-- crawl's size (redis.go: seenLoad). seen buckets are sets of integers
+-- (intset-encoded: 8 bytes a member), content buckets hashes member ->
+-- first URL. The state is read once per script (LH.state) and written
+-- back by finish (LH.flush). One table LH holds it all: a script's main
+-- function may have 200 locals at most.
+local LH = {fixed = (tonumber(CFG[15]) or 0) == 0, floor = %d, max = %d, tables = {'seen', 'content'},
+  load = {seen = tonumber(CFG[15]), content = tonumber(CFG[16])},
+  key = {seen = k_seen, content = k_content},
+  -- a bucket past this many members may have left its compact encoding
+  -- (Redis's defaults: set-max-intset-entries 512, hash-max-listpack-entries 128)
+  compact = {seen = 512, content = 128}}
+-- LH.state returns table t's state {b, p = 2^b, s, n, dirty}, read from
+-- meta (both tables at once) the first time a script asks
+function LH.state(t)
+  if not LH.st then
+    local r = redis.call('HMGET', K_META, 'seen_level', 'seen_split', 'seen_count',
+      'content_level', 'content_split', 'content_count')
+    LH.st = {}
+    for i, name in ipairs(LH.tables) do
+      local b = tonumber(r[3 * i - 2] or LH.floor)
+      LH.st[name] = {b = b, p = 2 ^ b, s = tonumber(r[3 * i - 1] or '0'), n = tonumber(r[3 * i] or '0'), dirty = false}
+    end
+  end
+  return LH.st[t]
+end
+-- LH.bucket_key returns the key of the bucket of table t (seen or
+-- content) that holds a fingerprint whose tuple x is x
+function LH.bucket_key(t, x)
+  if LH.fixed then return LH.key[t](x) end
+  local st = LH.state(t)
+  local lo = tonumber(x)
+  local h = lo %% st.p
+  if h < st.s then h = lo %% (2 * st.p) end
+  return LH.key[t](string.format('%%x', h))
+end
+-- LH.bit returns bit k of a member (decimal, up to 2^56): a number's value
+-- mod 2^(k+1) is that of its last k+1 digits (2^(k+1) divides 10^(k+1)),
+-- exact in a double up to 15 digits, so k <= 14 (LH.max)
+function LH.bit(m, k)
+  return math.floor(tonumber(string.sub(m, -(k + 1))) / 2 ^ k) %% 2
+end
+-- LH.split moves the members of bucket s of table t whose fingerprint bit
+-- b (member bit b-8) is set to bucket s + 2^b. A bucket past its compact
+-- encoding's size may have been converted: it is emptied and written
+-- again, compact once more.
+function LH.split(t, st)
+  local from = LH.key[t](string.format('%%x', st.s))
+  local to = LH.key[t](string.format('%%x', st.s + st.p))
+  local set = t == 'seen'
+  local all, step
+  if set then
+    all, step = redis.call('SMEMBERS', from), 1
+  else
+    all, step = redis.call('HGETALL', from), 2
+  end
+  local k = st.b - 8
+  local keep, move, moved = {}, {}, {}
+  for i = 1, #all, step do
+    local m = all[i]
+    local dst = keep
+    if LH.bit(m, k) == 1 then
+      dst = move
+      moved[#moved + 1] = m
+    end
+    dst[#dst + 1] = m
+    if not set then dst[#dst + 1] = all[i + 1] end
+  end
+  if #moved > 0 then
+    local add, rem = 'HSET', 'HDEL'
+    if set then add, rem = 'SADD', 'SREM' end
+    call_chunked(add, to, move, step)
+    if #all / step > LH.compact[t] then
+      local members = {}
+      for i = 1, #all, step do members[#members + 1] = all[i] end
+      call_chunked(rem, from, members, 1)
+      if #keep > 0 then call_chunked(add, from, keep, step) end
+    else
+      call_chunked(rem, from, moved, 1)
+    end
+  end
+  st.s = st.s + 1
+  if st.s == st.p then
+    st.b, st.p, st.s = st.b + 1, 2 * st.p, 0
+  end
+end
+-- LH.added counts a member added to table t and splits a bucket when the
+-- table is over its load
+function LH.added(t)
+  if LH.fixed then return end
+  local st = LH.state(t)
+  st.n = st.n + 1
+  st.dirty = true
+  if st.n > LH.load[t] * (st.p + st.s) and st.b < LH.max then LH.split(t, st) end
+end
+-- LH.flush writes the tables' changed state to meta (from finish)
+function LH.flush()
+  if not LH.st then return end
+  local args = {}
+  for _, t in ipairs(LH.tables) do
+    local st = LH.st[t]
+    if st.dirty then
+      args[#args + 1] = t .. '_level'
+      args[#args + 1] = st.b
+      args[#args + 1] = t .. '_split'
+      args[#args + 1] = st.s
+      args[#args + 1] = t .. '_count'
+      args[#args + 1] = st.n
+      st.dirty = false
+    end
+  end
+  if #args > 0 then redis.call('HSET', K_META, unpack(args)) end
+end
+
+-- seen_add records a tuple's URL (x, y) as seen and reports whether it was
+-- new: a member of a fingerprint bucket (a hash field with a fixed
+-- layout), or the Bloom filter's bits (a and b: bloom.go)
+local function seen_add(x, y)
+  if BLOOM then return bloom_add(tonumber(x), tonumber(y)) end
+  if LH.fixed then return redis.call('HSETNX', k_seen(x), y, '') == 1 end
+  if redis.call('SADD', LH.bucket_key('seen', x), y) == 0 then return false end
+  LH.added('seen')
+  return true
+end
+-- LH.seen_has reports whether a tuple's URL is seen, writing nothing: with
+-- bloom, whether all of its k bits are set (a field of LH, as a local
+-- would pass the 200 a profiled script may have)
+function LH.seen_has(x, y)
+  if BLOOM then
+    local g, b = tonumber(x), tonumber(y)
+    for _ = 1, BLOOM_K do
+      local seg = math.floor(g / BLOOM_SEG)
+      if redis.call('GETBIT', bloom_key(seg), g - seg * BLOOM_SEG) == 0 then return false end
+      g = g + b
+      if g >= BLOOM_M then g = g - BLOOM_M end
+    end
+    return true
+  end
+  if LH.fixed then return redis.call('HEXISTS', k_seen(x), y) == 1 end
+  return redis.call('SISMEMBER', LH.bucket_key('seen', x), y) == 1
 end
 
 -- mark_dirty adds host to a dirty list d = {list, set}, once, in order
@@ -820,6 +968,7 @@ local function finish()
   --[[mark:flush_stats]]
   flush_events()
   --[[mark:flush_events]]
+  LH.flush()
   -- a slave adds work only while it holds a lease, and a crawl with a
   -- lease is neither idle nor finished: only the master's scripts (seeds,
   -- requeues, leases taken back) reopen it
@@ -990,4 +1139,4 @@ local function host_done(host)
   if infl <= 0 then hdel(K_HINFL, host) end
 end
 --[[mark:prelude]]
-`, luaFixedKeys(), sfxSlave, sfxSlave, sfxSlave, sfxSlave, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ, sfxBloom, eventsPerEntry)
+`, luaFixedKeys(), sfxSlave, sfxSlave, sfxSlave, sfxSlave, tupleLen, sfxSeen, sfxQueue, sfxPrios, sfxPQ, sfxContent, sfxRQueue, sfxRPrios, sfxRPQ, sfxBloom, seenFloor, seenMaxLevel, eventsPerEntry)

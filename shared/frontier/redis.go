@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -38,7 +37,10 @@ type Options struct {
 	MaxAttempts     int
 	// ScopeBySeeds restricts links to the seeds' hosts (allow_hosts empty).
 	ScopeBySeeds bool
-	// ExpectedURLs sizes the seen-URL buckets when the crawl is created.
+	// ExpectedURLs sizes the Bloom filter (DedupMode "bloom") when the
+	// crawl is created. Exact dedup's buckets grow with the crawl and do
+	// not depend on it (crawls created before they grew keep the bucket
+	// count it gave them).
 	ExpectedURLs int64
 	// DeadAfter is how old a heartbeat may be for a slave to count as alive.
 	DeadAfter time.Duration
@@ -88,8 +90,9 @@ type Options struct {
 
 	// DedupMode is how seen URLs are remembered; it is fixed when the crawl
 	// is created (NewRedis fails on a crawl created with another mode):
-	//   - "" or "exact": 64-bit fingerprints in hash buckets (~14 bytes per
-	//     URL); two URLs are confused only when their fingerprints collide;
+	//   - "" or "exact": 64-bit fingerprints in buckets that grow with the
+	//     crawl (~8.5 bytes per URL at any size); two URLs are confused
+	//     only when their fingerprints collide;
 	//   - "bloom": a Bloom filter on Redis bitmaps sized for ExpectedURLs at
 	//     FalsePositiveRate (~3.6 bytes per URL at 1e-6); a false positive
 	//     takes a new URL for a seen one, so its page is silently skipped.
@@ -105,6 +108,12 @@ type Options struct {
 	// then leaves out of its script call (bfs and dfs only: with priority
 	// and aopic a link found again still counts); 0 = none.
 	LinkCache int
+
+	// seenLoad is the mean members per seen bucket at which the seen
+	// table splits one, a quarter of it the content table's (0: seenLoad
+	// and contentLoad); tests set a small one to grow a crawl through many
+	// splits (export_test.go).
+	seenLoad int
 }
 
 // Dedup modes (Options.DedupMode).
@@ -174,7 +183,7 @@ type shard struct {
 	opt      Options
 	keys     Keys
 	allKeys  []string   // keys.all(), passed as KEYS to every script
-	seenBits uint       // number of bucket bits, fixed per crawl in meta
+	seenBits uint       // number of bucket bits of a fixed layout (0: growing buckets), per crawl in meta
 	bloom    bloomSize  // the Bloom filter's size, fixed per crawl in meta (bloom mode)
 	cfg      string     // strategy config, the last ARGV of every script (luaPrelude)
 	links    *linkCache // nil: every link goes to the script (linkcache.go)
@@ -200,16 +209,31 @@ var (
 	_ RulesStore      = (*Redis)(nil)
 )
 
-// bucketBits sizes the seen buckets for about 64 fingerprints each at the
-// expected count, well inside Redis's listpack limit (128 entries by
-// default), so each fingerprint costs about 10 bytes.
-func bucketBits(expected int64) uint {
-	if expected < 1 {
-		expected = 1
-	}
-	b := uint(bits.Len64(uint64(expected/64 + 1)))
-	return min(max(b, 8), 24)
-}
+// Exact dedup's fingerprint buckets (seen and content) grow by linear
+// hashing (luaPrelude: LH): a crawl starts with 2^seenFloor buckets and a
+// table splits one each time its count passes its load per bucket, so its
+// buckets hold load to 2·load members on average and a small crawl pays
+// what a big one does per URL. A seen bucket is a set of integers (the
+// fingerprint's top 56 bits), intset-encoded up to Redis's
+// set-max-intset-entries (512 by default) at 8 bytes a member: seenLoad
+// keeps the fullest buckets below that. A content bucket is a hash member
+// -> first URL, listpack-encoded for short URLs up to
+// hash-max-listpack-entries (128 by default): contentLoad. Buckets stop
+// splitting at level seenMaxLevel (2^23 buckets, 1.6 billion seen URLs in
+// a shard); past that they grow and leave their compact encoding.
+//
+// A crawl's meta seen_bits says its layout: 0 for growing buckets; 8 to 24,
+// in crawls created before they grew, the fixed number of bucket bits
+// that addresses hashes of fingerprint fields (FixedBucketBits in
+// export_test.go). Binaries
+// of those versions refuse a crawl whose seen_bits is 0 rather than
+// address it wrongly.
+const (
+	seenLoad     = 192
+	contentLoad  = 48
+	seenFloor    = 8
+	seenMaxLevel = 23
+)
 
 // normalize fills opt's defaults and checks its values.
 func normalize(opt Options) (Options, bloomSize, error) {
@@ -291,14 +315,14 @@ func newShard(ctx context.Context, rdb redis.UniversalClient, opt Options, keys 
 	if opt.Strategy == "" || opt.Strategy == StrategyBFS || opt.Strategy == StrategyDFS {
 		f.links = newLinkCache(opt.LinkCache)
 	}
-	res, err := initScript.Run(ctx, rdb, []string{keys.Meta}, bucketBits(opt.ExpectedURLs), opt.Strategy,
+	res, err := initScript.Run(ctx, rdb, []string{keys.Meta}, 0, opt.Strategy,
 		opt.DedupMode, want.M, want.K, want.Seg).Slice()
 	if err != nil || len(res) != 7 {
 		return nil, wrap("new frontier", cmpErr(err, fmt.Errorf("init script returned %d values", len(res))))
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
 	got, err := strconv.Atoi(str(res[0]))
-	if err != nil || got < 8 || got > 24 {
+	if err != nil || (got != 0 && (got < 8 || got > 24)) {
 		return nil, fmt.Errorf("new frontier: crawl %q has invalid seen_bits %q", opt.Crawl, str(res[0]))
 	}
 	if str(res[1]) != opt.Strategy {
@@ -308,6 +332,13 @@ func newShard(ctx context.Context, rdb redis.UniversalClient, opt Options, keys 
 		return nil, fmt.Errorf("new frontier: crawl %q was created with dedup mode %s, not %s", opt.Crawl, str(res[2]), opt.DedupMode)
 	}
 	f.seenBits = uint(got)
+	load, cload := 0, 0 // a fixed layout
+	if got == 0 {
+		load, cload = seenLoad, contentLoad
+		if opt.seenLoad > 0 {
+			load, cload = opt.seenLoad, max(opt.seenLoad/4, 1)
+		}
+	}
 	if opt.DedupMode == DedupBloom {
 		if f.bloom, err = parseBloomSize(str(res[3]), str(res[4]), str(res[5])); err != nil {
 			return nil, fmt.Errorf("new frontier: crawl %q: %w", opt.Crawl, err)
@@ -322,7 +353,8 @@ func newShard(ctx context.Context, rdb redis.UniversalClient, opt Options, keys 
 		fmtFloat(opt.AOPICLambdaMin), strconv.FormatInt(max(opt.MaxPagesPerHost, 0), 10),
 		strconv.Itoa(max(opt.MaxQueryVariants, 0)), strconv.Itoa(opt.HostConcurrency),
 		strconv.FormatInt(max(ms(opt.Delay), 0), 10), fmtFloat(max(opt.Jitter, 0)),
-		opt.DedupMode, strconv.FormatUint(f.bloom.M, 10), strconv.Itoa(f.bloom.K), strconv.FormatUint(f.bloom.Seg, 10)}, "\t")
+		opt.DedupMode, strconv.FormatUint(f.bloom.M, 10), strconv.Itoa(f.bloom.K), strconv.FormatUint(f.bloom.Seg, 10),
+		strconv.Itoa(load), strconv.Itoa(cload)}, "\t")
 	return f, nil
 }
 
@@ -335,10 +367,11 @@ func cmpErr(err, alt error) error {
 
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
-// initScript fixes a crawl's seen-bucket bits, strategy and dedup mode
-// (with bloom, the filter's bloom_m, bloom_k and bloom_seg) the first time
-// any process opens it; a crawl created before strategies existed is bfs,
-// one created before dedup modes existed is exact.
+// initScript fixes a crawl's seen-bucket layout (seen_bits: 0, growing
+// buckets, for every crawl it creates), strategy and dedup mode (with
+// bloom, the filter's bloom_m, bloom_k and bloom_seg) the first time any
+// process opens it; a crawl created before strategies existed is bfs, one
+// created before dedup modes existed is exact.
 //
 // KEYS: meta.
 // ARGV: seen_bits, strategy, dedup, bloom_m, bloom_k, bloom_seg.
@@ -376,16 +409,23 @@ func (f *shard) Client() redis.UniversalClient { return f.rdb }
 // bytes of its SHA-256. It is stored in Redis, so it never changes.
 func Fingerprint(canonical string) uint64 { return urlx.Fingerprint(canonical) }
 
-// seenSlot returns the bucket and field of a URL: the top bits pick the
-// bucket and the remaining bits, packed big-endian, are the field. Bucket
-// and field together keep all 64 bits.
+// seenSlot returns a URL's tuple bucket and field (slot).
 func (f *shard) seenSlot(url string) (string, string) {
 	return f.slot(Fingerprint(url))
 }
 
-// slot splits a 64-bit fingerprint into bucket and field.
+// slot returns a 64-bit fingerprint's tuple bucket and field, seen and
+// content alike. With growing buckets (seenBits 0) the bucket is the low 32
+// bits, from which the scripts pick the bucket (LH.bucket_key), and the
+// field the top 56 bits, the bucket's member, both in decimal. With a fixed
+// layout the top seenBits bits are the bucket (hex) and the remaining
+// bits, packed big-endian, the field. Bucket and field together keep all
+// 64 bits.
 func (f *shard) slot(fp uint64) (string, string) {
 	b := f.seenBits
+	if b == 0 {
+		return strconv.FormatUint(fp&math.MaxUint32, 10), strconv.FormatUint(fp>>8, 10)
+	}
 	bucket := fp >> (64 - b)
 	rest := fp << b >> b // low 64-b bits
 	n := int(64-b+7) / 8

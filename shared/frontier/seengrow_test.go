@@ -1,0 +1,342 @@
+package frontier_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/testutil"
+)
+
+// TestSeenGrows grows crawls' seen and content buckets through several
+// levels of splits (a load of a few members per bucket) by seeding, by
+// completions' links and by their content hashes, and checks that no URL
+// is forgotten, that none is taken for seen before it was, that each
+// duplicate page is found, and that every shard's bucket state matches
+// what its buckets hold.
+func TestSeenGrows(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name          string
+		shards, load  int
+		seeds         int
+		wantMinLevel  int // the fullest shard's seen level at least
+		wantMinCLevel int // and its content level
+	}{
+		{"one shard load 1", 1, 1, 3000, 12, 10},
+		{"three shards load 1", 3, 1, 3000, 10, 8},
+		{"one shard load 3", 1, 3, 3000, 10, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			crawl := uniqueCrawl(t, rdb, "grow")
+			t.Cleanup(func() {
+				for k := 1; k < tc.shards; k++ {
+					testutil.DeleteCrawl(context.Background(), rdb, crawl+":"+strconv.Itoa(k))
+				}
+			})
+			f, err := frontier.NewRedis(ctx, rdb, frontier.WithSeenLoad(frontier.Options{Crawl: crawl, Shards: tc.shards,
+				HostConcurrency: 10_000, LeaseDuration: time.Minute, MaxAttempts: 3, ExpectedURLs: 10_000_000}, tc.load))
+			if err != nil {
+				t.Fatal(err)
+			}
+			const hosts = 20
+			seed := func(i int) frontier.Task {
+				// pages 2j and 2j+1 share a host (and content, below)
+				return tk(fmt.Sprintf("http://h%d.test/s/%d", (i/2)%hosts, i), 0)
+			}
+			link := func(j int) frontier.Task { return tk(fmt.Sprintf("http://h%d.test/l/%d", (j*7)%hosts, j), 1) }
+			never := func(i int) frontier.Task { return tk(fmt.Sprintf("http://h%d.test/never/%d", i%hosts, i), 0) }
+
+			// seeds in batches that repeat earlier seeds and their own
+			rng := rand.New(rand.NewPCG(1, 2))
+			for from := 0; from < tc.seeds; from += 250 {
+				var batch []frontier.Task
+				for i := from; i < min(from+250, tc.seeds); i++ {
+					batch = append(batch, seed(i))
+					if i%10 == 0 {
+						batch = append(batch, seed(i), seed(rng.IntN(i+1)))
+					}
+				}
+				n, err := f.Seed(ctx, batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := min(from+250, tc.seeds) - from; n != want {
+					t.Fatalf("seeds %d..: %d new, want %d", from, n, want)
+				}
+			}
+
+			// every page completed once, until none is left: seed page i
+			// links to link i/2 (new for the first page of a pair) and to
+			// seed i/3 (seen), and the second page of a pair has its
+			// partner's content; link pages have no links
+			pages := 0
+			for {
+				ls, err := f.Claim(ctx, "s1", 200)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ls) == 0 {
+					break
+				}
+				cs := make([]frontier.Completion, len(ls))
+				for k, l := range ls {
+					cs[k] = frontier.Completion{Lease: l, Outcome: frontier.Done}
+					if !strings.Contains(l.URL, "/s/") {
+						continue
+					}
+					i, err := strconv.Atoi(l.URL[strings.LastIndex(l.URL, "/")+1:])
+					if err != nil {
+						t.Fatalf("lease %q: %v", l.URL, err)
+					}
+					cs[k].Links = []frontier.Task{link(i / 2), seed(i / 3)}
+					cs[k].ContentHash = frontier.Fingerprint("content " + strconv.Itoa(i/2))
+				}
+				acked, err := f.Complete(ctx, "s1", cs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k, ok := range acked {
+					if !ok {
+						t.Fatalf("completion of %s not acked", cs[k].Lease.URL)
+					}
+				}
+				pages += len(ls)
+			}
+			if want := tc.seeds + tc.seeds/2; pages != want {
+				t.Errorf("%d pages crawled, want %d", pages, want)
+			}
+
+			var in, out []frontier.Task
+			for i := range tc.seeds {
+				in = append(in, seed(i))
+				out = append(out, never(i))
+			}
+			for j := range tc.seeds / 2 {
+				in = append(in, link(j))
+			}
+			assertSeen(t, f, in, true)
+			assertSeen(t, f, out, false)
+			if n, err := f.Seed(ctx, in); err != nil || n != 0 {
+				t.Fatalf("seeding every seen URL again: %d new, %v; want 0", n, err)
+			}
+
+			st, err := f.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := struct{ Seen, Duplicates int64 }{int64(len(in)), int64(tc.seeds / 2)}
+			if diff := cmp.Diff(want, struct{ Seen, Duplicates int64 }{st.Seen, st.Duplicates}); diff != "" {
+				t.Errorf("stats (-want +got):\n%s", diff)
+			}
+			level, clevel := 0, 0
+			for k := range f.NumShards() {
+				keys := f.ShardKeysOf(k)
+				l := checkTable(t, rdb, keys, "seen", keys.Prefix+"seen:*")
+				cl := checkTable(t, rdb, keys, "content", keys.Prefix+"content:*")
+				level, clevel = max(level, l), max(clevel, cl)
+			}
+			if level < tc.wantMinLevel || clevel < tc.wantMinCLevel {
+				t.Errorf("levels reached: seen %d, content %d; want at least %d and %d", level, clevel,
+					tc.wantMinLevel, tc.wantMinCLevel)
+			}
+		})
+	}
+}
+
+// assertSeen checks that the crawl takes each task's URL for seen (want)
+// or not.
+func assertSeen(t *testing.T, f *frontier.Redis, tasks []frontier.Task, want bool) {
+	t.Helper()
+	has, err := f.MaybeSeenTasks(context.Background(), tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrong []string
+	for i, h := range has {
+		if h != want {
+			wrong = append(wrong, tasks[i].URL)
+		}
+	}
+	if len(wrong) > 0 {
+		t.Errorf("%d URLs with seen %v, want %v: %q", len(wrong), !want, want, wrong[:min(len(wrong), 5)])
+	}
+}
+
+// checkTable checks that a shard's table (seen or content) has the bucket
+// keys its state in meta allows, that they hold its count of members, and
+// returns its level.
+func checkTable(t *testing.T, rdb *redis.Client, keys frontier.Keys, table, match string) int {
+	t.Helper()
+	ctx := context.Background()
+	st, err := rdb.HMGet(ctx, keys.Meta, "seen_bits", table+"_level", table+"_split", table+"_count").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := func(v any) int {
+		s, _ := v.(string)
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("%s meta %v: %v", table, st, err)
+		}
+		return n
+	}
+	if num(st[0]) != 0 {
+		t.Fatalf("seen_bits %v, want 0 (growing buckets)", st[0])
+	}
+	level, split, count := num(st[1]), num(st[2]), num(st[3])
+	var members int64
+	iter := rdb.Scan(ctx, 0, match, 1000).Iterator()
+	for iter.Next(ctx) {
+		b, err := strconv.ParseUint(iter.Val()[len(match)-1:], 16, 32)
+		if err != nil || b >= 1<<level+uint64(split) {
+			t.Errorf("%s bucket %q beyond level %d split %d", table, iter.Val(), level, split)
+		}
+		var n int64
+		if table == "seen" {
+			n, err = rdb.SCard(ctx, iter.Val()).Result()
+		} else {
+			n, err = rdb.HLen(ctx, iter.Val()).Result()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		members += n
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if members != int64(count) {
+		t.Errorf("%s: %d members in its buckets, meta count %d", table, members, count)
+	}
+	return level
+}
+
+// TestSeenMemberBit checks the scripts' bit of a bucket member, which
+// splits buckets, against Go's at every level that splits.
+func TestSeenMemberBit(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	f := newFrontier(t, rdb, "bit", nil)
+	rng := rand.New(rand.NewPCG(3, 4))
+	fps := []uint64{0, 1<<64 - 1, 1 << 63, 1<<56 - 1}
+	for range 200 {
+		fps = append(fps, rng.Uint64())
+	}
+	for _, fp := range fps {
+		member := strconv.FormatUint(fp>>8, 10)
+		for b := 8; b < frontier.SeenMaxLevel; b++ {
+			got, err := f.SeenMemberBit(ctx, member, b-8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := int64(fp >> b & 1); got != want {
+				t.Fatalf("fingerprint %#x: bit %d %d, want %d", fp, b, got, want)
+			}
+		}
+	}
+}
+
+// TestSeenFixedLayout opens a crawl created before buckets grew (meta
+// seen_bits 11, its seen and content hashes written as those versions
+// did) and checks that it keeps that layout: what it had is still seen
+// and found duplicate, and what it adds goes where those versions look.
+func TestSeenFixedLayout(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	crawl := uniqueCrawl(t, rdb, "fixed")
+	keys := frontier.NewKeys(crawl)
+	bits := frontier.FixedBucketBits(100_000)
+	if bits != 11 {
+		t.Fatalf("fixed bits for 100k URLs: %d, want 11", bits)
+	}
+	if err := rdb.HSet(ctx, keys.Meta, "seen_bits", bits, "strategy", "bfs", "dedup", "exact").Err(); err != nil {
+		t.Fatal(err)
+	}
+	old := func(i int) frontier.Task { return tk(fmt.Sprintf("http://old%d.test/p", i), 0) }
+	fresh := func(i int) frontier.Task { return tk(fmt.Sprintf("http://new%d.test/p", i), 0) }
+	oldContent := frontier.Fingerprint("old content")
+	for i := range 50 {
+		b, fld := frontier.FixedSlot(bits, frontier.Fingerprint(old(i).URL))
+		if err := rdb.HSet(ctx, keys.Seen(b), fld, "").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cb, cf := frontier.FixedSlot(bits, oldContent)
+	if err := rdb.HSet(ctx, keys.Content(cb), cf, "http://old0.test/p").Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	f, err := frontier.NewRedis(ctx, rdb, frontier.WithSeenLoad(frontier.Options{Crawl: crawl, HostConcurrency: 10,
+		LeaseDuration: time.Minute, MaxAttempts: 3, ExpectedURLs: 100_000}, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seeds []frontier.Task
+	for i := range 100 {
+		seeds = append(seeds, old(i%50), fresh(i))
+	}
+	if n, err := f.Seed(ctx, seeds); err != nil || n != 100 {
+		t.Fatalf("seed: %d new, %v; want the 100 new URLs", n, err)
+	}
+	ls, err := f.Claim(ctx, "s1", 2)
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("claim: %d leases, %v", len(ls), err)
+	}
+	cs := []frontier.Completion{
+		{Lease: ls[0], Outcome: frontier.Done, ContentHash: oldContent,
+			Links: []frontier.Task{tk("http://new0.test/dup-link", 1)}},
+		{Lease: ls[1], Outcome: frontier.Done, ContentHash: frontier.Fingerprint("new content"),
+			Links: []frontier.Task{tk("http://new1.test/link", 1), old(3)}},
+	}
+	if _, err := f.Complete(ctx, "s1", cs); err != nil {
+		t.Fatal(err)
+	}
+
+	var in []frontier.Task
+	for i := range 100 {
+		in = append(in, old(i%50), fresh(i))
+	}
+	in = append(in, tk("http://new1.test/link", 1))
+	assertSeen(t, f, in, true)
+	assertSeen(t, f, []frontier.Task{tk("http://new0.test/dup-link", 1), tk("http://never.test/", 0)}, false)
+	// where those versions look
+	for _, u := range []string{fresh(7).URL, "http://new1.test/link"} {
+		b, fld := frontier.FixedSlot(bits, frontier.Fingerprint(u))
+		if ok, err := rdb.HExists(ctx, keys.Seen(b), fld).Result(); err != nil || !ok {
+			t.Errorf("%s not in fixed bucket %x: %v", u, b, err)
+		}
+	}
+	b, fld := frontier.FixedSlot(bits, frontier.Fingerprint("new content"))
+	if got, err := rdb.HGet(ctx, keys.Content(b), fld).Result(); err != nil || got != ls[1].URL {
+		t.Errorf("new content in fixed bucket %x: %q, %v; want %s", b, got, err, ls[1].URL)
+	}
+	st, err := f.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Duplicates != 1 || st.Seen != 101 {
+		t.Errorf("stats: %d duplicates, %d seen; want 1 and 101", st.Duplicates, st.Seen)
+	}
+	meta, err := rdb.HGetAll(ctx, keys.Meta).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"seen_level", "seen_split", "seen_count", "content_level", "content_count"} {
+		if v, ok := meta[k]; ok {
+			t.Errorf("meta %s = %q in a crawl of the fixed layout", k, v)
+		}
+	}
+	if meta["seen_bits"] != "11" {
+		t.Errorf("meta seen_bits %q, want 11", meta["seen_bits"])
+	}
+}
