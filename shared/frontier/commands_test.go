@@ -88,7 +88,7 @@ func BenchmarkScriptCommands(b *testing.B) {
 						n := max(next-k*7, 0)
 						links = append(links, tk(fmt.Sprintf("http://h%d.test/p%d", n%hosts, n), l.Depth+1))
 					}
-					cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, Links: links, ContentHash: uint64(next)}
+					cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, Links: links, ContentHash: contentHash(next)}
 				}
 				if _, err := f.Complete(ctx, "s1", cs); err != nil {
 					b.Fatal(err)

@@ -32,6 +32,11 @@ func newFrontier(t testing.TB, rdb *redis.Client, name string, mod func(*frontie
 	return f
 }
 
+// contentHash is page n's content hash in the benchmarks: spread over the
+// 64 bits as a real one is (small integers would all share one content
+// bucket), distinct for distinct n.
+func contentHash(n int) uint64 { return uint64(n+1) * 0x9E3779B97F4A7C15 }
+
 func tk(raw string, depth int) frontier.Task {
 	host := strings.SplitN(strings.TrimPrefix(raw, "http://"), "/", 2)[0]
 	return frontier.Task{URL: raw, Host: host, ScopeHost: host, Depth: depth, Priority: int64(depth)}
@@ -378,7 +383,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 						}
 						links = append(links, tk(fmt.Sprintf("http://h%d.test/p%d", (next-k)%32, next-k), l.Depth+1))
 					}
-					cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, Links: links, ContentHash: uint64(next)}
+					cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, Links: links, ContentHash: contentHash(next)}
 				}
 				b.StopTimer()
 				u := scriptUsec(b, rdb)
@@ -497,7 +502,7 @@ func BenchmarkScriptCost(b *testing.B) {
 				cs := make([]frontier.Completion, len(ls))
 				for i, l := range ls {
 					next++
-					cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, ContentHash: uint64(next),
+					cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, ContentHash: contentHash(next),
 						Links:  []frontier.Task{tk(fmt.Sprintf("http://h%d.test/p%d", next%64, next), 1), tk(fmt.Sprintf("http://h%d.test/p%d", (next-1)%64, next-1), 1)},
 						Events: []frontier.Event{{Type: "page", Data: ev}}}
 				}
@@ -641,7 +646,7 @@ func sectionsCrawl(b *testing.B, rdb *redis.Client, profile bool) (scriptUs, arg
 				ls = append(ls, tk(url((h+k)%hosts, (p*7+k*131+1)%perHost), l.Depth+1))
 			}
 			ev := fmt.Sprintf(`{"crawl":"sections","url":%q,"final_url":%q,"status":200,"content_type":"text/html; charset=utf-8","bytes":15003,"depth":%d,"fetched_at":1795403045380,"slave":"sections-s1","content_hash":"1f092cb6a1c5abf3be4b41362a91211374eb9a0c","duration_ms":7,"attempt":0,"links":8,"charset":"utf-8","proxy":"direct","handler":"html","checksum":"1e1317a5bac7e063"}`, l.URL, l.URL, l.Depth)
-			cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, ContentHash: uint64(h*perHost+p) + 1,
+			cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, ContentHash: contentHash(h*perHost + p),
 				Links: ls, Events: []frontier.Event{{Type: "page", Data: []byte(ev)}}}
 		}
 		held = held[n:]
