@@ -67,12 +67,12 @@ var connCommands = []string{"+hello", "+auth", "+ping", "+select", "+client|setn
 
 // slaveDataCommands are the commands the slave's scripts and calls run on
 // the crawl's shared frontier keys (queues, ready sets, host state, dedup,
-// stats, retries, robots records). The set commands, and HGETALL, are
-// exact dedup's growing buckets': seen buckets are sets, and a script that
-// adds fingerprints splits buckets (luaPrelude: LH).
+// stats, retries, robots records). The set commands are exact dedup's
+// growing seen buckets', which a complete script also splits (luaPrelude:
+// LH).
 var slaveDataCommands = []string{
-	"+hget", "+hmget", "+hgetall", "+hset", "+hdel", "+hincrby", "+hincrbyfloat", "+hsetnx", "+hexists",
-	"+sadd", "+srem", "+smembers", "+sismember",
+	"+hget", "+hmget", "+hset", "+hdel", "+hincrby", "+hincrbyfloat", "+hsetnx", "+hexists",
+	"+sadd", "+srem", "+smembers",
 	"+exists", "+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zpopmin", "+zscore",
 	"+zincrby", "+zcard", "+llen", "+lpop", "+lpos", "+lpush", "+rpush",
 	"+getbit", "+setbit", "+get", "+set", "+pttl"}

@@ -2,6 +2,7 @@ package frontier_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -248,4 +249,46 @@ func isNoPerm(err error) bool {
 		}
 	}
 	return false
+}
+
+// TestACLSlaveSplitsSeen: a slave's Redis user may split the seen buckets
+// its completions' links fill (growing buckets: a load of one URL a
+// bucket, so they split at once), and what it adds stays seen.
+func TestACLSlaveSplitsSeen(t *testing.T) {
+	crawl := testutil.CrawlName("aclsplit")
+	srv := frontiertest.StartACLRedis(t, crawl, "s1")
+	ctx := context.Background()
+	opt := frontier.WithSeenLoad(frontier.Options{Crawl: crawl, HostConcurrency: 100, LeaseDuration: time.Minute,
+		MaxAttempts: 3, ExpectedURLs: 10000, DeadAfter: 10 * time.Second}, 1)
+	master, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleMaster, ""), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s1"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := master.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := s1.Claim(ctx, "s1", 2)
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("s1 claim: %d leases, %v", len(ls), err)
+	}
+	var links []frontier.Task
+	for i := range 600 {
+		links = append(links, tk(fmt.Sprintf("http://%s.test/p%d", []string{"a", "b"}[i%2], i), 1))
+	}
+	cs := []frontier.Completion{
+		{Lease: ls[0], Outcome: frontier.Done, Links: links[:300], ContentHash: 1},
+		{Lease: ls[1], Outcome: frontier.Done, Links: links[300:], ContentHash: 2},
+	}
+	if acked, err := s1.Complete(ctx, "s1", cs); err != nil || !acked[0] || !acked[1] {
+		t.Fatalf("s1 completes with 600 links: %v %v", acked, err)
+	}
+	level, err := srv.Client(t, frontier.RoleMaster, "").HGet(ctx, master.Keys().Meta, "seen_level").Int()
+	if err != nil || level < 9 {
+		t.Errorf("seen level %d, %v; want the slave's splits past level 9", level, err)
+	}
+	assertSeen(t, master, links, true)
 }

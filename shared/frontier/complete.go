@@ -39,8 +39,8 @@ import (
 //	then n_links × tuple (luaPrelude)
 //
 // then cfg. outcome is done, retry, fail or release; content_bucket and
-// content_field are the hash's shard.slot, content_field "" when the hash
-// is not checked. A policy is host, delay_ms, jitter, conc,
+// content_field are the hash's shard.contentSlot, content_field "" when
+// the hash is not checked. A policy is host, delay_ms, jitter, conc,
 // each "" for the crawl's default (policyArgs).
 // Returns: an array of n acks (1 held, 2 held but its links not followed:
 // duplicate content; 0 lost) followed by the number of links enqueued.
@@ -179,10 +179,8 @@ for c = 1, n do
     if outcome == 'done' then
       local follow = true
       if cfield ~= '' then
-        local ck = LH.bucket_key('content', cbucket)
-        if redis.call('HSETNX', ck, cfield, url) == 1 then
-          LH.added('content')
-        else
+        local ck = k_content(cbucket)
+        if redis.call('HSETNX', ck, cfield, url) == 0 then
           local first = redis.call('HGET', ck, cfield)
           if first ~= url then
             follow = false
@@ -270,7 +268,7 @@ func (f *shard) completeArgs(slave string, cs []Completion) (args []any, sent []
 		chex, cb, cf := "", "", ""
 		if c.ContentHash != 0 && c.Outcome == Done {
 			chex = fmt.Sprintf("%016x", c.ContentHash)
-			cb, cf = f.slot(c.ContentHash)
+			cb, cf = f.contentSlot(c.ContentHash)
 		}
 		args = append(args, c.Lease.URL, c.Lease.Token, c.Outcome.String(), ms(c.HostDelay),
 			ms(c.Backoff), ms(c.RetryIn), c.Reason, chex, cb, cf, len(c.Events), len(links), len(c.Policies))

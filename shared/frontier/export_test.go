@@ -130,31 +130,48 @@ func FixedBucketBits(expected int64) uint {
 }
 
 // FixedSlot returns a fingerprint's bucket and field (seen or content) in
-// a crawl of the fixed layout with seen_bits bits, as those versions wrote
-// them.
-func FixedSlot(seenBits uint, fp uint64) (uint32, string) {
-	b, fld := (&shard{seenBits: seenBits}).slot(fp)
-	n, _ := strconv.ParseUint(b, 16, 32)
+// a fixed layout of b bits, as versions before growing buckets wrote them
+// (and content buckets still are).
+func FixedSlot(b uint, fp uint64) (uint32, string) {
+	bucket, fld := fixedSlot(fp, b)
+	n, _ := strconv.ParseUint(bucket, 16, 32)
 	return uint32(n), fld
 }
 
-// seenBitScript runs the scripts' LH.bit: bit k of a bucket member.
-var seenBitScript = redis.NewScript(luaPrelude + `
+// memberBitScript runs the scripts' LH.bit: bit k of a seen bucket member.
+var memberBitScript = redis.NewScript(luaPrelude + `
 return LH.bit(ARGV[2], tonumber(ARGV[3]))
 `)
 
-// SeenMemberBit returns bit k of a seen bucket member (decimal) as the
-// scripts compute it when they split a bucket.
-func (f *Redis) SeenMemberBit(ctx context.Context, member string, k int) (int64, error) {
-	res, err := f.run(ctx, seenBitScript, member, k)
-	if err != nil {
-		return 0, err
+// MemberBits returns, for each level b that splits, the fingerprint's bit
+// b as the scripts read it from its seen bucket member when they split a
+// bucket.
+func (f *Redis) MemberBits(ctx context.Context, fp uint64) ([]int64, error) {
+	_, member := f.slot(fp)
+	var out []int64
+	for b := seenFloor; b < seenMaxLevel; b++ {
+		res, err := f.run(ctx, memberBitScript, member, b-seenFloor)
+		if err != nil {
+			return nil, err
+		}
+		v, err := toInt(res)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
 	}
-	return toInt(res)
+	return out, nil
 }
 
-// SeenMaxLevel is the level from which seen buckets stop splitting.
-const SeenMaxLevel = seenMaxLevel
+// ContentBits is the content bucket bits of a new crawl.
+const ContentBits = contentBits
+
+// SeenFloor and SeenMaxLevel are the levels at which buckets start and
+// from which they stop splitting.
+const (
+	SeenFloor    = seenFloor
+	SeenMaxLevel = seenMaxLevel
+)
 
 // EventID exposes the event-id numbering of stream entries.
 var EventID = eventID

@@ -18,10 +18,11 @@ import (
 //	crawl:{name}:meta          hash   seen_bits, leaseseq; dedup
 //	                                  (exact or bloom) and with bloom bloom_m, bloom_k,
 //	                                  bloom_seg, all fixed when the crawl is created;
-//	                                  seen_level, seen_split, seen_count and content_level,
-//	                                  content_split, content_count: the growing buckets'
-//	                                  state (seen_bits 0; luaPrelude: LH), written by the
-//	                                  scripts that add fingerprints
+//	                                  content_bits (content buckets, fixed: absent in
+//	                                  crawls created before, whose seen_bits it is);
+//	                                  seen_level, seen_split, seen_count: the growing seen
+//	                                  buckets' state (seen_bits 0; luaPrelude: LH), written
+//	                                  by the scripts that add URLs
 //	crawl:{name}:stats         hash   queued, done, failed, seen, lost, retried, ...
 //	crawl:{name}:seen:<b>      set    fingerprint bucket b (hex): members = the top 56
 //	                                  bits of 64-bit fingerprints, decimal (intset-encoded,
@@ -77,10 +78,10 @@ import (
 //	crawl:{name}:robots:<host> string fetched_at_ms \t status \t robots.txt body, with a
 //	                                  TTL (PX); the hash crawl:{name}:robots of older
 //	                                  versions is no longer read
-//	crawl:{name}:content:<b>   hash   content fingerprint buckets, growing like seen
-//	                                  (their own state in meta): field = the top 56 bits of
-//	                                  Completion.ContentHash, decimal (fixed layout: its low
-//	                                  bytes), value = first URL
+//	crawl:{name}:content:<b>   hash   content fingerprint buckets: b = the top content_bits
+//	                                  bits of Completion.ContentHash (hex, 2^12 buckets in a
+//	                                  new crawl), field = its other bits (big-endian bytes),
+//	                                  value = first URL
 //	crawl:{name}:hpages        hash   host -> URLs enqueued (only with MaxPagesPerHost);
 //	                                  field "\t" + host marks a host whose cap was reported
 //	crawl:{name}:qvar          hash   8-byte fingerprint of Task.PathKey -> URLs enqueued
@@ -321,11 +322,11 @@ func (k Keys) all() []string { return []string{k.Meta} }
 //	strategy \t jitter_dist \t prio_x \t aopic_tax \t aopic_lambda_min \t
 //	max_pages_per_host \t max_query_variants \t host_concurrency \t
 //	delay_ms \t jitter \t dedup \t bloom_m \t bloom_k \t bloom_seg \t
-//	seen_load \t content_load
+//	seen_load
 //
-// (bloom_m, bloom_k and bloom_seg are 0 with exact dedup; seen_load and
-// content_load, the growing buckets' loads, are 0 in a crawl whose buckets
-// have a fixed layout: redis.go, seenLoad).
+// (bloom_m, bloom_k and bloom_seg are 0 with exact dedup; seen_load, the
+// growing seen buckets' load, is 0 in a crawl whose seen buckets have a
+// fixed layout: redis.go, seenLoad).
 // host_concurrency, delay_ms and jitter are the crawl's defaults: scripts
 // read a host's own values through host_conc, host_delay and host_jitter.
 //
@@ -421,7 +422,7 @@ local function splitn(s, n)
   return out
 end
 
-local CFG = splitn(ARGV[#ARGV], 16)
+local CFG = splitn(ARGV[#ARGV], 15)
 local STRATEGY, JITTER_DIST = CFG[1], CFG[2]
 local PRIO_X, AOPIC_TAX, LAMBDA_MIN = tonumber(CFG[3]), tonumber(CFG[4]), tonumber(CFG[5])
 local MAX_HOST_PAGES, MAX_QVAR = tonumber(CFG[6]), tonumber(CFG[7])
@@ -488,128 +489,101 @@ local function call_chunked(cmd, key, args, step)
   end
 end
 
--- Exact dedup's fingerprint tables, seen and content, grow with the crawl
--- by linear hashing (crawls created before that keep their fixed bucket
--- count: LH.fixed, and a tuple's x is its bucket). Each table has a level
--- b, a split pointer s and a count n in meta (<table>_level, _split,
--- _count; absent: LH.floor, 0, 0). A fingerprint's bucket is its low b
--- bits, or its low b+1 bits when those b are below s: x is its low 32 bits
--- and its member y its top 56 bits, both in decimal, so bucket and member
--- keep all 64 bits. When n passes load × (2^b + s), bucket s is split: the
+-- Exact dedup's seen buckets grow with the crawl by linear hashing (crawls
+-- created before that keep their fixed bucket count: LH.fixed, and a
+-- tuple's x is its bucket). The seen table has a level b, a split pointer
+-- s and a count n in meta (seen_level, seen_split, seen_count; absent:
+-- LH.floor, 0, 0). A fingerprint's bucket is its low b bits, or its low
+-- b+1 bits when those b are below s: a tuple's x is the low 32 bits and
+-- its member y the top 56 bits, both decimal, so bucket and member keep
+-- all 64 bits. When n passes LH.load × (2^b + s), bucket s is split: the
 -- members whose fingerprint bit b is set move to bucket s + 2^b; s steps
 -- on, and once it reaches 2^b the level goes up and s starts again at 0.
--- A bucket thus holds load to 2 × load members on average whatever the
--- crawl's size (redis.go: seenLoad). seen buckets are sets of integers
--- (intset-encoded: 8 bytes a member), content buckets hashes member ->
--- first URL. The state is read once per script (LH.state) and written
--- back by finish (LH.flush). One table LH holds it all: a script's main
--- function may have 200 locals at most.
-local LH = {fixed = (tonumber(CFG[15]) or 0) == 0, floor = %d, max = %d, tables = {'seen', 'content'},
-  load = {seen = tonumber(CFG[15]), content = tonumber(CFG[16])},
-  key = {seen = k_seen, content = k_content},
-  -- a bucket past this many members may have left its compact encoding
-  -- (Redis's defaults: set-max-intset-entries 512, hash-max-listpack-entries 128)
-  compact = {seen = 512, content = 128}}
--- LH.state returns table t's state {b, p = 2^b, s, n, dirty}, read from
--- meta (both tables at once) the first time a script asks
-function LH.state(t)
+-- A bucket thus holds LH.load to 2 × LH.load members on average whatever
+-- the crawl's size (redis.go: seenLoad), a set of integers (intset: 8
+-- bytes a member). The state is read once per script (LH.state) and
+-- written back by finish (LH.flush). One table LH holds it all: a script's
+-- main function may have 200 locals at most.
+local LH = {load = tonumber(CFG[15]) or 0, floor = %d, max = %d, pfx = k_seen('')}
+LH.fixed = LH.load == 0
+-- LH.state returns the seen table's state {b, p = 2^b, s, n, dirty,
+-- split_dirty}, read from meta the first time a script asks
+function LH.state()
   if not LH.st then
-    local r = redis.call('HMGET', K_META, 'seen_level', 'seen_split', 'seen_count',
-      'content_level', 'content_split', 'content_count')
-    LH.st = {}
-    for i, name in ipairs(LH.tables) do
-      local b = tonumber(r[3 * i - 2] or LH.floor)
-      LH.st[name] = {b = b, p = 2 ^ b, s = tonumber(r[3 * i - 1] or '0'), n = tonumber(r[3 * i] or '0'), dirty = false}
-    end
+    local r = redis.call('HMGET', K_META, 'seen_level', 'seen_split', 'seen_count')
+    local b = tonumber(r[1] or LH.floor)
+    LH.st = {b = b, p = 2 ^ b, s = tonumber(r[2] or '0'), n = tonumber(r[3] or '0')}
   end
-  return LH.st[t]
+  return LH.st
 end
--- LH.bucket_key returns the key of the bucket of table t (seen or
--- content) that holds a fingerprint whose tuple x is x
-function LH.bucket_key(t, x)
-  if LH.fixed then return LH.key[t](x) end
-  local st = LH.state(t)
+-- LH.bucket_key returns the key of the seen bucket of a tuple's x
+function LH.bucket_key(x)
+  if LH.fixed then return LH.pfx .. x end
+  local st = LH.st or LH.state()
   local lo = tonumber(x)
   local h = lo %% st.p
   if h < st.s then h = lo %% (2 * st.p) end
-  return LH.key[t](string.format('%%x', h))
+  return LH.pfx .. string.format('%%x', h)
 end
--- LH.bit returns bit k of a member (decimal, up to 2^56): a number's value
+-- LH.bit returns bit k of a member (decimal, below 2^56): a number's value
 -- mod 2^(k+1) is that of its last k+1 digits (2^(k+1) divides 10^(k+1)),
 -- exact in a double up to 15 digits, so k <= 14 (LH.max)
 function LH.bit(m, k)
   return math.floor(tonumber(string.sub(m, -(k + 1))) / 2 ^ k) %% 2
 end
--- LH.split moves the members of bucket s of table t whose fingerprint bit
--- b (member bit b-8) is set to bucket s + 2^b. A bucket past its compact
--- encoding's size may have been converted: it is emptied and written
--- again, compact once more.
-function LH.split(t, st)
-  local from = LH.key[t](string.format('%%x', st.s))
-  local to = LH.key[t](string.format('%%x', st.s + st.p))
-  local set = t == 'seen'
-  local all, step
-  if set then
-    all, step = redis.call('SMEMBERS', from), 1
-  else
-    all, step = redis.call('HGETALL', from), 2
-  end
+-- LH.split moves the members of bucket s whose fingerprint bit b (member
+-- bit b-8: LH.bit, inlined) is set to bucket s + 2^b. A bucket past 512
+-- members (Redis's default set-max-intset-entries) may have left its
+-- intset: it is emptied and written again, an intset once more.
+function LH.split(st)
+  local from = LH.pfx .. string.format('%%x', st.s)
+  local to = LH.pfx .. string.format('%%x', st.s + st.p)
+  local all = redis.call('SMEMBERS', from)
   local k = st.b - 8
-  local keep, move, moved = {}, {}, {}
-  for i = 1, #all, step do
+  local sub, floor, num, digits, div = string.sub, math.floor, tonumber, -(k + 1), 2 ^ k
+  local move, keep = {}, {}
+  for i = 1, #all do
     local m = all[i]
-    local dst = keep
-    if LH.bit(m, k) == 1 then
-      dst = move
-      moved[#moved + 1] = m
-    end
-    dst[#dst + 1] = m
-    if not set then dst[#dst + 1] = all[i + 1] end
-  end
-  if #moved > 0 then
-    local add, rem = 'HSET', 'HDEL'
-    if set then add, rem = 'SADD', 'SREM' end
-    call_chunked(add, to, move, step)
-    if #all / step > LH.compact[t] then
-      local members = {}
-      for i = 1, #all, step do members[#members + 1] = all[i] end
-      call_chunked(rem, from, members, 1)
-      if #keep > 0 then call_chunked(add, from, keep, step) end
+    if floor(num(sub(m, digits)) / div) %% 2 == 1 then
+      move[#move + 1] = m
     else
-      call_chunked(rem, from, moved, 1)
+      keep[#keep + 1] = m
+    end
+  end
+  if #move > 0 then
+    call_chunked('SADD', to, move, 1)
+    if #all > 512 then
+      call_chunked('SREM', from, all, 1)
+      if #keep > 0 then call_chunked('SADD', from, keep, 1) end
+    else
+      call_chunked('SREM', from, move, 1)
     end
   end
   st.s = st.s + 1
   if st.s == st.p then
     st.b, st.p, st.s = st.b + 1, 2 * st.p, 0
   end
+  st.split_dirty = true
 end
--- LH.added counts a member added to table t and splits a bucket when the
--- table is over its load
-function LH.added(t)
-  if LH.fixed then return end
-  local st = LH.state(t)
+-- LH.added counts a member added and splits a bucket when the table is
+-- over its load
+function LH.added()
+  local st = LH.st or LH.state()
   st.n = st.n + 1
   st.dirty = true
-  if st.n > LH.load[t] * (st.p + st.s) and st.b < LH.max then LH.split(t, st) end
+  if st.n > LH.load * (st.p + st.s) and st.b < LH.max then LH.split(st) end
 end
--- LH.flush writes the tables' changed state to meta (from finish)
+-- LH.flush writes the seen table's changed state to meta (from finish):
+-- its count, and level and split pointer after a split
 function LH.flush()
-  if not LH.st then return end
-  local args = {}
-  for _, t in ipairs(LH.tables) do
-    local st = LH.st[t]
-    if st.dirty then
-      args[#args + 1] = t .. '_level'
-      args[#args + 1] = st.b
-      args[#args + 1] = t .. '_split'
-      args[#args + 1] = st.s
-      args[#args + 1] = t .. '_count'
-      args[#args + 1] = st.n
-      st.dirty = false
-    end
+  local st = LH.st
+  if not st or not st.dirty then return end
+  if st.split_dirty then
+    redis.call('HSET', K_META, 'seen_count', st.n, 'seen_level', st.b, 'seen_split', st.s)
+  else
+    redis.call('HSET', K_META, 'seen_count', st.n)
   end
-  if #args > 0 then redis.call('HSET', K_META, unpack(args)) end
+  st.dirty, st.split_dirty = false, false
 end
 
 -- seen_add records a tuple's URL (x, y) as seen and reports whether it was
@@ -617,9 +591,9 @@ end
 -- layout), or the Bloom filter's bits (a and b: bloom.go)
 local function seen_add(x, y)
   if BLOOM then return bloom_add(tonumber(x), tonumber(y)) end
-  if LH.fixed then return redis.call('HSETNX', k_seen(x), y, '') == 1 end
-  if redis.call('SADD', LH.bucket_key('seen', x), y) == 0 then return false end
-  LH.added('seen')
+  if LH.fixed then return redis.call('HSETNX', LH.pfx .. x, y, '') == 1 end
+  if redis.call('SADD', LH.bucket_key(x), y) == 0 then return false end
+  LH.added()
   return true
 end
 -- LH.seen_has reports whether a tuple's URL is seen, writing nothing: with
@@ -636,8 +610,8 @@ function LH.seen_has(x, y)
     end
     return true
   end
-  if LH.fixed then return redis.call('HEXISTS', k_seen(x), y) == 1 end
-  return redis.call('SISMEMBER', LH.bucket_key('seen', x), y) == 1
+  if LH.fixed then return redis.call('HEXISTS', LH.pfx .. x, y) == 1 end
+  return redis.call('SISMEMBER', LH.bucket_key(x), y) == 1
 end
 
 -- mark_dirty adds host to a dirty list d = {list, set}, once, in order

@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -110,9 +111,8 @@ type Options struct {
 	LinkCache int
 
 	// seenLoad is the mean members per seen bucket at which the seen
-	// table splits one, a quarter of it the content table's (0: seenLoad
-	// and contentLoad); tests set a small one to grow a crawl through many
-	// splits (export_test.go).
+	// table splits one (0: seenLoad); tests set a small one to grow a
+	// crawl through many splits (export_test.go).
 	seenLoad int
 }
 
@@ -179,14 +179,15 @@ func taxFromConfig(t float64) float64 {
 // shard is one complete frontier under one hash tag: the whole crawl when
 // it has one shard, else the hosts that hash to it (Redis, sharded.go).
 type shard struct {
-	rdb      redis.UniversalClient
-	opt      Options
-	keys     Keys
-	allKeys  []string   // keys.all(), passed as KEYS to every script
-	seenBits uint       // number of bucket bits of a fixed layout (0: growing buckets), per crawl in meta
-	bloom    bloomSize  // the Bloom filter's size, fixed per crawl in meta (bloom mode)
-	cfg      string     // strategy config, the last ARGV of every script (luaPrelude)
-	links    *linkCache // nil: every link goes to the script (linkcache.go)
+	rdb         redis.UniversalClient
+	opt         Options
+	keys        Keys
+	allKeys     []string   // keys.all(), passed as KEYS to every script
+	seenBits    uint       // number of seen bucket bits of a fixed layout (0: growing buckets), per crawl in meta
+	contentBits uint       // number of content bucket bits, per crawl in meta
+	bloom       bloomSize  // the Bloom filter's size, fixed per crawl in meta (bloom mode)
+	cfg         string     // strategy config, the last ARGV of every script (luaPrelude)
+	links       *linkCache // nil: every link goes to the script (linkcache.go)
 	// scripts, when set, replaces the scripts run (the section profile's
 	// instrumented copies: ProfileScripts in export_test.go); nil in
 	// production
@@ -209,30 +210,34 @@ var (
 	_ RulesStore      = (*Redis)(nil)
 )
 
-// Exact dedup's fingerprint buckets (seen and content) grow by linear
-// hashing (luaPrelude: LH): a crawl starts with 2^seenFloor buckets and a
-// table splits one each time its count passes its load per bucket, so its
-// buckets hold load to 2·load members on average and a small crawl pays
-// what a big one does per URL. A seen bucket is a set of integers (the
-// fingerprint's top 56 bits), intset-encoded up to Redis's
-// set-max-intset-entries (512 by default) at 8 bytes a member: seenLoad
-// keeps the fullest buckets below that. A content bucket is a hash member
-// -> first URL, listpack-encoded for short URLs up to
-// hash-max-listpack-entries (128 by default): contentLoad. Buckets stop
-// splitting at level seenMaxLevel (2^23 buckets, 1.6 billion seen URLs in
-// a shard); past that they grow and leave their compact encoding.
+// Exact dedup's seen buckets grow by linear hashing (luaPrelude: LH): a
+// crawl starts with 2^seenFloor buckets per shard and splits one each time
+// its count passes seenLoad per bucket, so its buckets hold seenLoad to
+// 2·seenLoad URLs on average and a small crawl pays what a big one does per
+// URL. A bucket is a set of integers (the fingerprint's top 56 bits),
+// intset-encoded up to Redis's set-max-intset-entries (512 by default) at
+// 8 bytes a member: seenLoad keeps the fullest buckets below that. Buckets
+// stop splitting at level seenMaxLevel (2^23 buckets, about 1.6 billion
+// URLs in a shard); past that they grow and leave their intset.
 //
-// A crawl's meta seen_bits says its layout: 0 for growing buckets; 8 to 24,
-// in crawls created before they grew, the fixed number of bucket bits
-// that addresses hashes of fingerprint fields (FixedBucketBits in
-// export_test.go). Binaries
+// Content buckets (Completion.ContentHash) have a fixed count, 2^contentBits
+// per shard whatever the crawl's expected size: an entry holds a URL, so a
+// bucket's own cost matters little, and beyond listpack size (128 entries,
+// or any URL over 64 bytes: most) a bucket is a hash table whose lookups
+// do not grow with it. Growing them as seen buckets grow would cost every
+// page about 1.4 µs more of Redis time (their splits move URLs).
+//
+// A crawl's meta seen_bits says its seen layout: 0 for growing buckets; 8
+// to 24, in crawls created before they grew, the fixed number of bucket
+// bits that addresses hashes of fingerprint fields (FixedBucketBits in
+// export_test.go), which those crawls' content buckets use too. Binaries
 // of those versions refuse a crawl whose seen_bits is 0 rather than
 // address it wrongly.
 const (
 	seenLoad     = 192
-	contentLoad  = 48
 	seenFloor    = 8
 	seenMaxLevel = 23
+	contentBits  = 12
 )
 
 // normalize fills opt's defaults and checks its values.
@@ -316,8 +321,8 @@ func newShard(ctx context.Context, rdb redis.UniversalClient, opt Options, keys 
 		f.links = newLinkCache(opt.LinkCache)
 	}
 	res, err := initScript.Run(ctx, rdb, []string{keys.Meta}, 0, opt.Strategy,
-		opt.DedupMode, want.M, want.K, want.Seg).Slice()
-	if err != nil || len(res) != 7 {
+		opt.DedupMode, want.M, want.K, want.Seg, contentBits).Slice()
+	if err != nil || len(res) != 8 {
 		return nil, wrap("new frontier", cmpErr(err, fmt.Errorf("init script returned %d values", len(res))))
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
@@ -331,19 +336,21 @@ func newShard(ctx context.Context, rdb redis.UniversalClient, opt Options, keys 
 	if str(res[2]) != opt.DedupMode {
 		return nil, fmt.Errorf("new frontier: crawl %q was created with dedup mode %s, not %s", opt.Crawl, str(res[2]), opt.DedupMode)
 	}
-	f.seenBits = uint(got)
-	load, cload := 0, 0 // a fixed layout
+	f.seenBits, f.contentBits = uint(got), uint(got)
+	load := 0 // a fixed layout
 	if got == 0 {
-		load, cload = seenLoad, contentLoad
-		if opt.seenLoad > 0 {
-			load, cload = opt.seenLoad, max(opt.seenLoad/4, 1)
+		load = cmp.Or(opt.seenLoad, seenLoad)
+		cb, err := strconv.Atoi(str(res[6]))
+		if err != nil || cb < 1 || cb > 24 {
+			return nil, fmt.Errorf("new frontier: crawl %q has invalid content_bits %q", opt.Crawl, str(res[6]))
 		}
+		f.contentBits = uint(cb)
 	}
 	if opt.DedupMode == DedupBloom {
 		if f.bloom, err = parseBloomSize(str(res[3]), str(res[4]), str(res[5])); err != nil {
 			return nil, fmt.Errorf("new frontier: crawl %q: %w", opt.Crawl, err)
 		}
-		if created, _ := toInt(res[6]); created == 1 {
+		if created, _ := toInt(res[7]); created == 1 {
 			if err := f.allocBloom(ctx); err != nil {
 				return nil, wrap("new frontier: allocate bloom filter", err)
 			}
@@ -354,7 +361,7 @@ func newShard(ctx context.Context, rdb redis.UniversalClient, opt Options, keys 
 		strconv.Itoa(max(opt.MaxQueryVariants, 0)), strconv.Itoa(opt.HostConcurrency),
 		strconv.FormatInt(max(ms(opt.Delay), 0), 10), fmtFloat(max(opt.Jitter, 0)),
 		opt.DedupMode, strconv.FormatUint(f.bloom.M, 10), strconv.Itoa(f.bloom.K), strconv.FormatUint(f.bloom.Seg, 10),
-		strconv.Itoa(load), strconv.Itoa(cload)}, "\t")
+		strconv.Itoa(load)}, "\t")
 	return f, nil
 }
 
@@ -367,21 +374,23 @@ func cmpErr(err, alt error) error {
 
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
-// initScript fixes a crawl's seen-bucket layout (seen_bits: 0, growing
-// buckets, for every crawl it creates), strategy and dedup mode (with
-// bloom, the filter's bloom_m, bloom_k and bloom_seg) the first time any
-// process opens it; a crawl created before strategies existed is bfs, one
-// created before dedup modes existed is exact.
+// initScript fixes a crawl's bucket layout (seen_bits 0, growing seen
+// buckets, and content_bits for every crawl it creates), strategy and
+// dedup mode (with bloom, the filter's bloom_m, bloom_k and bloom_seg) the
+// first time any process opens it; a crawl created before strategies
+// existed is bfs, one created before dedup modes existed is exact.
 //
 // KEYS: meta.
-// ARGV: seen_bits, strategy, dedup, bloom_m, bloom_k, bloom_seg.
+// ARGV: seen_bits, strategy, dedup, bloom_m, bloom_k, bloom_seg,
+// content_bits.
 // Returns: the crawl's seen_bits, strategy, dedup, bloom_m, bloom_k,
-// bloom_seg (false when not bloom) and 1 when this call created the crawl.
+// bloom_seg (false when not bloom), content_bits (false in a crawl created
+// before it) and 1 when this call created the crawl.
 var initScript = redis.NewScript(`
 local created = 0
 if redis.call('HSETNX', KEYS[1], 'seen_bits', ARGV[1]) == 1 then
   created = 1
-  redis.call('HSET', KEYS[1], 'strategy', ARGV[2], 'dedup', ARGV[3])
+  redis.call('HSET', KEYS[1], 'strategy', ARGV[2], 'dedup', ARGV[3], 'content_bits', ARGV[7])
   if ARGV[3] == 'bloom' then
     redis.call('HSET', KEYS[1], 'bloom_m', ARGV[4], 'bloom_k', ARGV[5], 'bloom_seg', ARGV[6])
   end
@@ -389,8 +398,9 @@ else
   redis.call('HSETNX', KEYS[1], 'strategy', 'bfs')
   redis.call('HSETNX', KEYS[1], 'dedup', 'exact')
 end
-local r = redis.call('HMGET', KEYS[1], 'seen_bits', 'strategy', 'dedup', 'bloom_m', 'bloom_k', 'bloom_seg')
-r[7] = created
+local r = redis.call('HMGET', KEYS[1], 'seen_bits', 'strategy', 'dedup', 'bloom_m', 'bloom_k', 'bloom_seg',
+  'content_bits')
+r[8] = created
 return r
 `)
 
@@ -414,18 +424,26 @@ func (f *shard) seenSlot(url string) (string, string) {
 	return f.slot(Fingerprint(url))
 }
 
-// slot returns a 64-bit fingerprint's tuple bucket and field, seen and
-// content alike. With growing buckets (seenBits 0) the bucket is the low 32
-// bits, from which the scripts pick the bucket (LH.bucket_key), and the
-// field the top 56 bits, the bucket's member, both in decimal. With a fixed
-// layout the top seenBits bits are the bucket (hex) and the remaining
-// bits, packed big-endian, the field. Bucket and field together keep all
-// 64 bits.
+// slot returns a URL fingerprint's tuple bucket and field. With growing
+// buckets (seenBits 0) the bucket is the low 32 bits, from which the
+// scripts pick the bucket (LH.bucket_key), and the field the top 56 bits,
+// the bucket's member, both in decimal. With a fixed layout it is
+// fixedSlot with seenBits. Bucket and field together keep all 64 bits.
 func (f *shard) slot(fp uint64) (string, string) {
-	b := f.seenBits
-	if b == 0 {
+	if f.seenBits == 0 {
 		return strconv.FormatUint(fp&math.MaxUint32, 10), strconv.FormatUint(fp>>8, 10)
 	}
+	return fixedSlot(fp, f.seenBits)
+}
+
+// contentSlot returns a content hash's bucket and field (fixedSlot with
+// the crawl's contentBits).
+func (f *shard) contentSlot(fp uint64) (string, string) { return fixedSlot(fp, f.contentBits) }
+
+// fixedSlot splits a 64-bit fingerprint into a bucket of a fixed layout of
+// b bits and a field: the top b bits pick the bucket (hex) and the
+// remaining bits, packed big-endian, are the field.
+func fixedSlot(fp uint64, b uint) (string, string) {
 	bucket := fp >> (64 - b)
 	rest := fp << b >> b // low 64-b bits
 	n := int(64-b+7) / 8
