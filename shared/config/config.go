@@ -396,13 +396,16 @@ type Master struct {
 
 // Dedup sizes the seen-URL store.
 type Dedup struct {
-	// ExpectedURLs sizes the number of fingerprint buckets when a crawl
-	// starts; it is fixed for the crawl's life.
+	// ExpectedURLs sizes the Bloom filter (Mode bloom) when a crawl starts,
+	// fixed for the crawl's life and allocated whole at once. Exact dedup
+	// does not use it: its buckets grow with the crawl (crawls created
+	// before they grew keep the bucket count it gave them).
 	ExpectedURLs int64 `mapstructure:"expected_urls"`
-	// Mode is exact (64-bit fingerprints, ~14 bytes per URL) or bloom (a
-	// Bloom filter on Redis bitmaps sized from ExpectedURLs and
-	// FalsePositiveRate, ~4 bytes per URL; a false positive silently skips
-	// a page). Fixed for the crawl's life.
+	// Mode is exact (64-bit fingerprints in buckets that grow with the
+	// crawl, ~9 bytes per URL) or bloom (a Bloom filter on Redis bitmaps
+	// sized from ExpectedURLs and FalsePositiveRate, ~4 bytes per expected
+	// URL; a false positive silently skips a page). Fixed for the crawl's
+	// life.
 	Mode string `mapstructure:"mode"`
 	// FalsePositiveRate is the Bloom filter's target rate at ExpectedURLs.
 	FalsePositiveRate float64 `mapstructure:"false_positive_rate"`
