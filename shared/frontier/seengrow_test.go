@@ -23,19 +23,32 @@ import (
 // buckets), and that every shard's bucket state matches what its buckets
 // hold.
 func TestSeenGrows(t *testing.T) {
-	rdb := testRedis(t)
+	single := testRedis(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name         string
 		shards, load int
 		seeds        int
 		wantMinLevel int // the fullest shard's seen level at least
+		cluster      bool
 	}{
-		{"one shard load 1", 1, 1, 3000, 12},
-		{"three shards load 1", 3, 1, 3000, 10},
-		{"one shard load 3", 1, 3, 3000, 10},
+		{"one shard load 1", 1, 1, 3000, 12, false},
+		{"three shards load 1", 3, 1, 3000, 10, false},
+		{"one shard load 3", 1, 3, 3000, 10, false},
+		{"three shards load 1 on a cluster", 3, 1, 1500, 9, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var rdb redis.UniversalClient = single
+			if tc.cluster {
+				rc := testutil.StartCluster(t, 3, 0)
+				opt, err := redis.ParseClusterURL(rc.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := redis.NewClusterClient(opt)
+				t.Cleanup(func() { c.Close() })
+				rdb = c
+			}
 			crawl := uniqueCrawl(t, rdb, "grow")
 			t.Cleanup(func() {
 				for k := 1; k < tc.shards; k++ {
@@ -128,6 +141,12 @@ func TestSeenGrows(t *testing.T) {
 			if n, err := f.Seed(ctx, in); err != nil || n != 0 {
 				t.Fatalf("seeding every seen URL again: %d new, %v; want 0", n, err)
 			}
+			// a recrawl's reseed marks what it enqueues seen too
+			if n, err := f.Reseed(ctx, append(out[:100:100], in[:100]...), nil); err != nil || n != 200 {
+				t.Fatalf("reseed: %d enqueued, %v; want 200", n, err)
+			}
+			assertSeen(t, f, out[:100], true)
+			assertSeen(t, f, out[100:], false)
 
 			st, err := f.Stats(ctx)
 			if err != nil {
@@ -139,7 +158,7 @@ func TestSeenGrows(t *testing.T) {
 			}
 			level := 0
 			for k := range f.NumShards() {
-				level = max(level, checkSeen(t, rdb, f.ShardKeysOf(k)))
+				level = max(level, checkSeen(t, nodeOf(t, rdb, f.ShardKeysOf(k).Meta), f.ShardKeysOf(k)))
 			}
 			if level < tc.wantMinLevel {
 				t.Errorf("seen level reached %d, want at least %d", level, tc.wantMinLevel)
@@ -165,6 +184,24 @@ func assertSeen(t *testing.T, f *frontier.Redis, tasks []frontier.Task, want boo
 	if len(wrong) > 0 {
 		t.Errorf("%d URLs with seen %v, want %v: %q", len(wrong), !want, want, wrong[:min(len(wrong), 5)])
 	}
+}
+
+// nodeOf returns the client of the node that holds key: rdb itself, or a
+// cluster's master for its slot (a shard's keys share one).
+func nodeOf(t *testing.T, rdb redis.UniversalClient, key string) *redis.Client {
+	t.Helper()
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c
+	case *redis.ClusterClient:
+		n, err := c.MasterForKey(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	t.Fatalf("client %T", rdb)
+	return nil
 }
 
 // checkSeen checks that a shard's seen buckets are the sets that its
