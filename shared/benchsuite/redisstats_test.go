@@ -7,8 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/testutil"
 )
@@ -18,15 +17,14 @@ import (
 // that they hold one or two shares of URLs: the scaled sample must stay
 // close to the MEMORY USAGE of every bucket.
 func TestSeenMemoryGrowingBuckets(t *testing.T) {
-	u := os.Getenv("REDCRAWL_TEST_REDIS")
-	if u == "" {
-		u = "redis://127.0.0.1:6379/0"
+	cfg := config.Default()
+	if u := os.Getenv("REDCRAWL_TEST_REDIS"); u != "" {
+		cfg.Redis.URL = u
 	}
-	opt, err := redis.ParseURL(u)
+	rdb, err := cfg.NewRedisClient()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
 	crawl := testutil.CrawlName("bench-seenmem")
