@@ -51,6 +51,16 @@ func TestRedisFrontierSharded(t *testing.T) { testRedisFrontier(t, testRedis(t),
 // TestClusterFrontier runs the shared suite on a 3-master Redis Cluster,
 // with crawls of 1 and of 4 shards (a crawl's shards on several nodes).
 func TestClusterFrontier(t *testing.T) {
+	rdb := testCluster(t)
+	for _, shards := range []int{1, 4} {
+		t.Run(strconv.Itoa(shards)+" shards", func(t *testing.T) { testRedisFrontier(t, rdb, shards) })
+	}
+}
+
+// testCluster starts a 3-master Redis Cluster for the test and returns a
+// client of it.
+func testCluster(t *testing.T) *redis.ClusterClient {
+	t.Helper()
 	rc := testutil.StartCluster(t, 3, 0)
 	opt, err := redis.ParseClusterURL(rc.URL)
 	if err != nil {
@@ -58,9 +68,7 @@ func TestClusterFrontier(t *testing.T) {
 	}
 	rdb := redis.NewClusterClient(opt)
 	t.Cleanup(func() { rdb.Close() })
-	for _, shards := range []int{1, 4} {
-		t.Run(strconv.Itoa(shards)+" shards", func(t *testing.T) { testRedisFrontier(t, rdb, shards) })
-	}
+	return rdb
 }
 
 func testRedisFrontier(t *testing.T, rdb redis.UniversalClient, shards int) {

@@ -40,14 +40,7 @@ func TestSeenGrows(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var rdb redis.UniversalClient = single
 			if tc.cluster {
-				rc := testutil.StartCluster(t, 3, 0)
-				opt, err := redis.ParseClusterURL(rc.URL)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c := redis.NewClusterClient(opt)
-				t.Cleanup(func() { c.Close() })
-				rdb = c
+				rdb = testCluster(t)
 			}
 			crawl := uniqueCrawl(t, rdb, "grow")
 			t.Cleanup(func() {
