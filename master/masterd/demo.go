@@ -55,8 +55,7 @@ func Demo(ctx context.Context, base *config.Config, opt DemoOptions) error {
 	if cfg.Politeness.Delay > 200*time.Millisecond {
 		cfg.Politeness.Delay = 100 * time.Millisecond
 	}
-	cfg.Master.Quiescence = 2 * time.Second
-	cfg.Lease.RetryBase = 500 * time.Millisecond
+	cfg.Lease.RetryBase = min(cfg.Lease.RetryBase, 500*time.Millisecond)
 	// the hostile pages (slow, stalled, calendar and query traps) are
 	// bounded by the deadline and the trap caps; keep them short here
 	cfg.Fetch.Timeout = min(cfg.Fetch.Timeout, 3*time.Second)
