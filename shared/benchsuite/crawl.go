@@ -368,7 +368,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 					ts = append(ts, at.Sub(start))
 				}
 			}
-			qerr = rows.Close()
+			qerr = errors.Join(rows.Err(), rows.Close())
 		}
 		if qerr == nil {
 			res.RampSeconds = ramp(ts)
