@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -341,47 +340,28 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 		return nil, fmt.Errorf("benchsuite: mysql: %w", err)
 	}
 	counts, err := db.Counts(ctx, cfg.Crawl.Name)
-	var last, at99 sql.NullTime
+	// every page's fetch time, in order, in one read: the last ends the
+	// crawl to the millisecond (the finish decision comes up to one check
+	// interval later), the k-th made 99% of the expected pages, the first
+	// starts the ramp
+	var fetched []time.Time
 	if err == nil {
-		// the last page's fetch time ends the crawl to the millisecond; the
-		// finish decision comes up to one check interval later
-		err = db.DB.QueryRowContext(ctx, "SELECT MAX(fetched_at) FROM pages WHERE crawl = ?", cfg.Crawl.Name).Scan(&last)
-	}
-	res.To99Seconds, res.PagesPerSec99, res.FinishLag = math.NaN(), math.NaN(), math.NaN()
-	k := pages99(len(b.expected))
-	if err == nil {
-		// the fetch that made 99% of the expected pages
-		err = db.DB.QueryRowContext(ctx, "SELECT fetched_at FROM pages WHERE crawl = ? ORDER BY fetched_at LIMIT 1 OFFSET ?",
-			cfg.Crawl.Name, k-1).Scan(&at99)
-		if errors.Is(err, sql.ErrNoRows) {
-			err = nil
-		}
-	}
-	res.RampSeconds, res.FirstFetch = math.NaN(), math.NaN()
-	if err == nil {
-		var ts []time.Duration
-		rows, qerr := db.DB.QueryContext(ctx, "SELECT fetched_at FROM pages WHERE crawl = ?", cfg.Crawl.Name)
-		if qerr == nil {
-			for rows.Next() {
-				var at time.Time
-				if rows.Scan(&at) == nil {
-					ts = append(ts, at.Sub(start))
-				}
-			}
-			qerr = errors.Join(rows.Err(), rows.Close())
-		}
-		if qerr == nil {
-			res.RampSeconds = ramp(ts)
-			if len(ts) > 0 {
-				res.FirstFetch = slices.Min(ts).Seconds()
-			}
-		}
+		fetched, err = fetchTimes(ctx, db.DB, cfg.Crawl.Name)
 	}
 	db.Close()
-	if at99.Valid {
-		if e := at99.Time.Sub(start); e > 0 {
-			res.To99Seconds = e.Seconds()
-			res.PagesPerSec99 = float64(k) / e.Seconds()
+	var last sql.NullTime
+	res.To99Seconds, res.PagesPerSec99, res.FinishLag = math.NaN(), math.NaN(), math.NaN()
+	res.RampSeconds, res.FirstFetch = math.NaN(), math.NaN()
+	if len(fetched) > 0 {
+		last = sql.NullTime{Time: fetched[len(fetched)-1], Valid: true}
+		ts := make([]time.Duration, len(fetched))
+		for i, at := range fetched {
+			ts[i] = at.Sub(start)
+		}
+		res.RampSeconds, res.FirstFetch = ramp(ts), ts[0].Seconds()
+		if k := pages99(len(b.expected)); len(ts) >= k && ts[k-1] > 0 {
+			res.To99Seconds = ts[k-1].Seconds()
+			res.PagesPerSec99 = float64(k) / ts[k-1].Seconds()
 		}
 	}
 	if last.Valid && st.FinishedAt > 0 {
@@ -399,4 +379,22 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 	res.MySQLRowsPerSec = float64(res.MySQLRows) / elapsed.Seconds()
 	res.Missing, res.Extra = b.exactlyOnce()
 	return res, nil
+}
+
+// fetchTimes returns the fetch times of a crawl's pages, earliest first.
+func fetchTimes(ctx context.Context, db *sql.DB, crawl string) ([]time.Time, error) {
+	rows, err := db.QueryContext(ctx, "SELECT fetched_at FROM pages WHERE crawl = ? ORDER BY fetched_at", crawl)
+	if err != nil {
+		return nil, err
+	}
+	var out []time.Time
+	for rows.Next() {
+		var at time.Time
+		if err := rows.Scan(&at); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, at)
+	}
+	return out, errors.Join(rows.Err(), rows.Close())
 }

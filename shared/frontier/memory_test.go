@@ -59,6 +59,27 @@ func seenMemory(b *testing.B, n int, mode string) {
 	b.ReportMetric(seenBytes(b, n, int64(n), mode), "seen-bytes/url")
 }
 
+// seedArticles seeds n article URLs (~70 bytes) spread over hosts hosts,
+// in batches of 1,000, and returns the URLs' total length.
+func seedArticles(b *testing.B, f *frontier.Redis, n, hosts int) int {
+	b.Helper()
+	urlBytes := 0
+	batch := make([]frontier.Task, 0, 1000)
+	for i := range n {
+		host := fmt.Sprintf("www.host%03d.example.com", i%hosts)
+		u := fmt.Sprintf("https://%s/articles/%d/some-title-%d.html", host, i, i*7)
+		urlBytes += len(u)
+		batch = append(batch, frontier.Task{URL: u, Host: host, ScopeHost: host, Depth: 3, Priority: 3})
+		if len(batch) == cap(batch) || i == n-1 {
+			if _, err := f.Seed(context.Background(), batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	return urlBytes
+}
+
 // seenBytes seeds n URLs into a new crawl created with expected URLs and
 // returns the seen set's bytes per URL; it reports the queues' overhead
 // per URL as metrics.
@@ -71,21 +92,7 @@ func seenBytes(b *testing.B, n int, expected int64, mode string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const hosts = 100
-	urlBytes := 0
-	batch := make([]frontier.Task, 0, 1000)
-	for i := range n {
-		host := fmt.Sprintf("www.host%03d.example.com", i%hosts)
-		u := fmt.Sprintf("https://%s/articles/%d/some-title-%d.html", host, i, i*7)
-		urlBytes += len(u)
-		batch = append(batch, frontier.Task{URL: u, Host: host, ScopeHost: host, Depth: 3, Priority: 3})
-		if len(batch) == cap(batch) || i == n-1 {
-			if _, err := f.Seed(ctx, batch); err != nil {
-				b.Fatal(err)
-			}
-			batch = batch[:0]
-		}
-	}
+	urlBytes := seedArticles(b, f, n, 100)
 	keys := f.Keys()
 	queued := sumMemory(b, rdb, keys.Prefix+"q:*") + sumMemory(b, rdb, keys.Prefix+"qp:*")
 	b.ReportMetric(float64(queued-urlBytes)/float64(n), "queued-overhead-bytes/url")

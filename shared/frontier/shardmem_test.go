@@ -2,7 +2,6 @@ package frontier_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"testing"
 
@@ -58,21 +57,7 @@ func shardedMemory(b *testing.B, n, shards int, mode string) shardMem {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const hosts = 400
-	urlBytes := 0
-	batch := make([]frontier.Task, 0, 1000)
-	for i := range n {
-		host := fmt.Sprintf("www.host%03d.example.com", i%hosts)
-		u := fmt.Sprintf("https://%s/articles/%d/some-title-%d.html", host, i, i*7)
-		urlBytes += len(u)
-		batch = append(batch, frontier.Task{URL: u, Host: host, ScopeHost: host, Depth: 3, Priority: 3})
-		if len(batch) == cap(batch) || i == n-1 {
-			if _, err := f.Seed(ctx, batch); err != nil {
-				b.Fatal(err)
-			}
-			batch = batch[:0]
-		}
-	}
+	urlBytes := seedArticles(b, f, n, 400)
 	var seen, queued int
 	set := "seen:*"
 	if mode == frontier.DedupBloom {

@@ -2,7 +2,6 @@ package slaved_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -34,12 +33,7 @@ func TestAdminDrainAndRetire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seeds []frontier.Task
-	for _, raw := range site.Seeds() {
-		u, _ := url.Parse(raw)
-		seeds = append(seeds, frontier.NewTask(u, 0, 0))
-	}
-	if _, err := f.Seed(ctx, seeds); err != nil {
+	if _, err := f.Seed(ctx, siteSeeds(site)); err != nil {
 		t.Fatal(err)
 	}
 	s, err := slaved.New(cfg, slaved.Options{ID: "drainee"})

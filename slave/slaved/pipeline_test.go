@@ -50,12 +50,7 @@ func newHarness(t testing.TB, cfg *config.Config, site *testsite.Site) *harness 
 	if err := st.EnsureGroup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var seeds []frontier.Task
-	for _, raw := range site.Seeds() {
-		u, _ := url.Parse(raw)
-		seeds = append(seeds, frontier.NewTask(u, 0, 0))
-	}
-	if _, err := f.Seed(ctx, seeds); err != nil {
+	if _, err := f.Seed(ctx, siteSeeds(site)); err != nil {
 		t.Fatal(err)
 	}
 	return &harness{t: t, rdb: rdb, f: f, st: st}
@@ -123,6 +118,16 @@ func (h *harness) run(cfg *config.Config, slaves int, done func(frontier.Stats) 
 		h.st.Ack(ctx, ids...)
 	}
 	return res
+}
+
+// siteSeeds are the site's seed URLs as depth-0 tasks.
+func siteSeeds(site *testsite.Site) []frontier.Task {
+	var seeds []frontier.Task
+	for _, raw := range site.Seeds() {
+		u, _ := url.Parse(raw)
+		seeds = append(seeds, frontier.NewTask(u, 0, 0))
+	}
+	return seeds
 }
 
 // crawl seeds the site and runs slaves until the crawl is finished.

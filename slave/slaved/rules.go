@@ -105,8 +105,7 @@ func (s *Slave) rulesLoop(ctx context.Context) {
 			}
 			if v == frontier.WorkMessage {
 				// tasks were queued from outside: an idle claim loop looks
-				// now, at every shard
-				s.wakeAll()
+				// now, at every shard (waitAck, waitDone)
 				signal(s.wake)
 				continue
 			}

@@ -551,8 +551,8 @@ func (s *Slave) waitAck(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-s.acked:
 	case <-s.wake:
-		// a claim that was under way when the announcement came may have
-		// marked a shard quiet again: the next claim asks every shard
+		// work was announced: the next claim asks every shard, also one
+		// that a claim under way at the announcement marked quiet
 		s.wakeAll()
 	}
 }

@@ -2,7 +2,6 @@ package slaved_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -68,12 +67,7 @@ func TestSeedWakesIdleSlaves(t *testing.T) {
 				}
 			}
 			time.Sleep(100 * time.Millisecond) // their first claims found nothing
-			var seeds []frontier.Task
-			for _, raw := range site.Seeds() {
-				u, _ := url.Parse(raw)
-				seeds = append(seeds, frontier.NewTask(u, 0, 0))
-			}
-			if _, err := f.Seed(ctx, seeds); err != nil {
+			if _, err := f.Seed(ctx, siteSeeds(site)); err != nil {
 				t.Fatal(err)
 			}
 			// well inside the idle poll: only the announcement can have woken them
