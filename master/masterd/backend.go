@@ -225,7 +225,7 @@ func OpenBackend(ctx context.Context, cfg *config.Config) (admin.Backend, func()
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := openStore(ctx, cfg)
+	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		closeFront()
 		return nil, nil, err
@@ -237,9 +237,9 @@ func OpenBackend(ctx context.Context, cfg *config.Config) (admin.Backend, func()
 	return b, func() { st.Close(); closeFront() }, nil
 }
 
-// openStore opens the MySQL store of mysql.dsn with the mysql.tls_*
+// OpenStore opens the MySQL store of mysql.dsn with the mysql.tls_*
 // settings.
-func openStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
+func OpenStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 	mc, err := cfg.MySQLConfig()
 	if err != nil {
 		return nil, err

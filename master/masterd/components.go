@@ -164,13 +164,14 @@ func (f *finisher) run(ctx context.Context) {
 		}
 		var done bool
 		var err error
+		var st *frontier.Stats // read this tick, when it was
 		if slices.Contains(f.owned(), 0) {
 			done, err = f.front.CheckFinished(ctx, f.quiescence)
 		} else {
 			// another master decides; this one learns it
-			var st frontier.Stats
-			st, err = f.front.Stats(ctx)
-			done = st.Finished
+			var s frontier.Stats
+			s, err = f.front.Stats(ctx)
+			st, done = &s, s.Finished
 		}
 		if err != nil {
 			f.rl.Log(ctx, slog.LevelWarn, "finish", "check finished", "err", err)
@@ -178,7 +179,12 @@ func (f *finisher) run(ctx context.Context) {
 		}
 		if time.Since(lastLog) >= f.progressEvery {
 			lastLog = time.Now()
-			if st, err := f.front.Stats(ctx); err == nil {
+			if st == nil {
+				if s, err := f.front.Stats(ctx); err == nil {
+					st = &s
+				}
+			}
+			if st != nil {
 				if only, due := st.OnlyRetries(time.Now()); only {
 					f.log.Info("progress: only retries left", "done", st.Done, "retry", st.Retry,
 						"next_retry_in", due.Round(100*time.Millisecond), "failed", st.Failed, "slaves", st.SlavesAlive)

@@ -165,7 +165,7 @@ func demoSummary(ctx context.Context, cfg *config.Config, site *testsite.Site, e
 	if err != nil {
 		return err
 	}
-	db, err := openStore(ctx, cfg)
+	db, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/ratelog"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/rules"
+	"github.com/redcrawl/redcrawl/shared/secret"
 	"github.com/redcrawl/redcrawl/shared/store"
 )
 
@@ -179,7 +180,7 @@ func (m *Master) Run(ctx context.Context) error {
 		compWG.Add(1)
 		go func() { defer compWG.Done(); c.run(compCtx) }()
 	}
-	m.log.Info("master running", "redis", redactURL(m.cfg.Redis.URL), "exit_when_done", m.opt.ExitWhenDone)
+	m.log.Info("master running", "redis", secret.URL(m.cfg.Redis.URL), "exit_when_done", m.opt.ExitWhenDone)
 
 	select {
 	case <-ctx.Done():
@@ -329,7 +330,7 @@ func (m *Master) connect(ctx context.Context) error {
 	}
 	m.warnEviction(ctx)
 	return retry.Until(ctx, m.rl, "mysql", func() error {
-		s, err := openStore(ctx, m.cfg)
+		s, err := OpenStore(ctx, m.cfg)
 		m.store = s
 		return err
 	})

@@ -36,7 +36,7 @@ func Seed(ctx context.Context, cfg *config.Config, rawURLs []string) (SeedResult
 		return SeedResult{}, err
 	}
 	defer closeFn()
-	st, err := openStore(ctx, cfg)
+	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return SeedResult{}, fmt.Errorf("seed: nothing enqueued: the seeds are recorded in MySQL first: %w", err)
 	}
@@ -199,7 +199,7 @@ func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 	rep := StatusReport{Stats: st, RulesVersion: v}
 	if err == nil && st.RecrawlRun > 0 {
 		// the counts are in MySQL: best effort, the queues are shown anyway
-		db, serr := openStore(ctx, cfg)
+		db, serr := OpenStore(ctx, cfg)
 		if serr == nil {
 			rep.Recrawl, serr = recrawlStatus(ctx, db, st)
 			db.Close()
@@ -211,9 +211,6 @@ func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 	return rep, err
 }
 
-// redactURL hides the password of a URL for messages.
-func redactURL(raw string) string { return secret.URL(raw) }
-
 func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), error) {
 	rdb, err := cfg.NewRedisClient()
 	if err != nil {
@@ -223,7 +220,7 @@ func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), err
 	if err != nil {
 		rdb.Close()
 		if errors.Is(err, frontier.ErrUnavailable) {
-			return nil, nil, fmt.Errorf("redis at %s is unreachable: %w", redactURL(cfg.Redis.URL), err)
+			return nil, nil, fmt.Errorf("redis at %s is unreachable: %w", secret.URL(cfg.Redis.URL), err)
 		}
 		return nil, nil, err
 	}

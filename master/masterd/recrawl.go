@@ -128,7 +128,7 @@ func Recrawl(ctx context.Context, cfg *config.Config) (int, error) {
 		return 0, err
 	}
 	defer closeFn()
-	st, err := openStore(ctx, cfg)
+	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return 0, fmt.Errorf("recrawl: %w", err)
 	}

@@ -72,7 +72,7 @@ func openProc(t testing.TB, cfg *config.Config, hooks ...redis.Hook) proc {
 	for _, h := range hooks {
 		rdb.AddHook(h)
 	}
-	st, err := openStore(context.Background(), cfg)
+	st, err := OpenStore(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestSeedRecordedFirst(t *testing.T) {
 	urls := seedURLs(30)
 	p := openProc(t, cfg)
 
-	downDB, err := openStore(ctx, cfg)
+	downDB, err := OpenStore(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,12 +107,12 @@ func (b *bench) runColly(ctx context.Context) (*CollyResult, error) {
 	res.PagesPerSec = float64(res.Pages) / elapsed.Seconds()
 	res.To99Seconds, res.PagesPerSec99 = math.NaN(), math.NaN()
 	expMu.Lock()
+	slices.Sort(expAt)
 	res.RampSeconds, res.FirstFetch = ramp(expAt), math.NaN()
 	if len(expAt) > 0 {
-		res.FirstFetch = slices.Min(expAt).Seconds()
+		res.FirstFetch = expAt[0].Seconds()
 	}
 	if k := pages99(len(b.expected)); len(expAt) >= k {
-		slices.Sort(expAt)
 		res.To99Seconds = expAt[k-1].Seconds()
 		res.PagesPerSec99 = float64(k) / res.To99Seconds
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/store"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
@@ -327,15 +326,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 		res.SeenBytesPerURL = math.NaN()
 	}
 
-	mc, err := cfg.MySQLConfig()
-	if err != nil {
-		return nil, fmt.Errorf("benchsuite: %w", err)
-	}
-	mm, err := cfg.MigrateMySQLConfig()
-	if err != nil {
-		return nil, fmt.Errorf("benchsuite: %w", err)
-	}
-	db, err := store.OpenMigratedConfig(ctx, mc, mm)
+	db, err := masterd.OpenStore(ctx, &cfg)
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: mysql: %w", err)
 	}

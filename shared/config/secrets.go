@@ -27,9 +27,8 @@ func (c *Config) resolveSecrets() error {
 		if err != nil {
 			return err
 		}
-		u, err := url.Parse(c.Redis.URL)
+		u, err := c.redisURL()
 		if err != nil {
-			_, err := c.RedisOptions() // the *Error for redis.url, without the URL
 			return err
 		}
 		user := ""
@@ -108,13 +107,4 @@ func dsnWithPassword(key, path, dsnKey, dsn string) (string, error) {
 	}
 	cfg.Passwd = pw
 	return cfg.FormatDSN(), nil
-}
-
-// MigrationDSN is the DSN that applies the migrations and creates a
-// missing database: mysql.migrate_dsn, or mysql.dsn when that is empty.
-func (c *Config) MigrationDSN() string {
-	if c.MySQL.MigrateDSN != "" {
-		return c.MySQL.MigrateDSN
-	}
-	return c.MySQL.DSN
 }

@@ -152,17 +152,6 @@ func TestSecretFileErrors(t *testing.T) {
 	}
 }
 
-func TestMigrationDSN(t *testing.T) {
-	c := Default()
-	if got := c.MigrationDSN(); got != c.MySQL.DSN {
-		t.Errorf("MigrationDSN() = %q, want mysql.dsn", got)
-	}
-	c.MySQL.MigrateDSN = "m:pw@tcp(h:3306)/crawler"
-	if got := c.MigrationDSN(); got != c.MySQL.MigrateDSN {
-		t.Errorf("MigrationDSN() = %q, want mysql.migrate_dsn", got)
-	}
-}
-
 // TestSecretFilesClearText: a password from a file counts for the
 // clear-text check as one in the URL or DSN would, and its key is named.
 func TestSecretFilesClearText(t *testing.T) {

@@ -36,6 +36,23 @@ const BloomSegBits = bloomSegBits
 //
 // ARGV: prefix, n, n × (bucket, field), cfg.
 var seenHasScript = redis.NewScript(luaPrelude + `
+-- LH.seen_has reports whether a tuple's URL is seen, writing nothing: with
+-- bloom, whether all of its k bits are set (only tests ask, so it is
+-- defined here, not in every script's prelude)
+function LH.seen_has(x, y)
+  if BLOOM then
+    local g, b = tonumber(x), tonumber(y)
+    for _ = 1, BLOOM_K do
+      local seg = math.floor(g / BLOOM_SEG)
+      if redis.call('GETBIT', bloom_key(seg), g - seg * BLOOM_SEG) == 0 then return false end
+      g = g + b
+      if g >= BLOOM_M then g = g - BLOOM_M end
+    end
+    return true
+  end
+  if LH.fixed then return redis.call('HEXISTS', LH.pfx .. x, y) == 1 end
+  return redis.call('SISMEMBER', LH.bucket_key(x), y) == 1
+end
 local n = tonumber(ARGV[2])
 local out = {}
 for s = 0, n - 1 do

@@ -532,7 +532,7 @@ function LH.bit(m, k)
   return math.floor(tonumber(string.sub(m, -(k + 1))) / 2 ^ k) %% 2
 end
 -- LH.split moves the members of bucket s whose fingerprint bit b (member
--- bit b-8: LH.bit, inlined) is set to bucket s + 2^b. A bucket past 512
+-- bit b-8: LH.bit) is set to bucket s + 2^b. A bucket past 512
 -- members (Redis's default set-max-intset-entries) may have left its
 -- intset: it is emptied and written again, an intset once more.
 function LH.split(st)
@@ -540,11 +540,10 @@ function LH.split(st)
   local to = LH.pfx .. string.format('%%x', st.s + st.p)
   local all = redis.call('SMEMBERS', from)
   local k = st.b - 8
-  local sub, floor, num, digits, div = string.sub, math.floor, tonumber, -(k + 1), 2 ^ k
   local move, keep = {}, {}
   for i = 1, #all do
     local m = all[i]
-    if floor(num(sub(m, digits)) / div) %% 2 == 1 then
+    if LH.bit(m, k) == 1 then
       move[#move + 1] = m
     else
       keep[#keep + 1] = m
@@ -595,23 +594,6 @@ local function seen_add(x, y)
   if redis.call('SADD', LH.bucket_key(x), y) == 0 then return false end
   LH.added()
   return true
-end
--- LH.seen_has reports whether a tuple's URL is seen, writing nothing: with
--- bloom, whether all of its k bits are set (a field of LH, as a local
--- would pass the 200 a profiled script may have)
-function LH.seen_has(x, y)
-  if BLOOM then
-    local g, b = tonumber(x), tonumber(y)
-    for _ = 1, BLOOM_K do
-      local seg = math.floor(g / BLOOM_SEG)
-      if redis.call('GETBIT', bloom_key(seg), g - seg * BLOOM_SEG) == 0 then return false end
-      g = g + b
-      if g >= BLOOM_M then g = g - BLOOM_M end
-    end
-    return true
-  end
-  if LH.fixed then return redis.call('HEXISTS', LH.pfx .. x, y) == 1 end
-  return redis.call('SISMEMBER', LH.bucket_key(x), y) == 1
 end
 
 -- mark_dirty adds host to a dirty list d = {list, set}, once, in order

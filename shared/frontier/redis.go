@@ -540,17 +540,15 @@ func (f *shard) appendTuplesFP(args []any, ts []Task, fps []uint64) []any {
 			b, fld = f.seenSlot(t.URL)
 		}
 		qv := ""
-		switch {
-		case t.PathKey == "":
-		case t.DateQuery && f.opt.MaxDateVariants > 0:
-			// its own key and cap: 8 bytes, "d", the cap (admit in luaPrelude)
-			var buf [8]byte
-			binary.BigEndian.PutUint64(buf[:], Fingerprint(t.PathKey))
-			qv = string(buf[:]) + "d" + strconv.Itoa(f.opt.MaxDateVariants)
-		case f.opt.MaxQueryVariants > 0:
+		date := t.DateQuery && f.opt.MaxDateVariants > 0
+		if t.PathKey != "" && (date || f.opt.MaxQueryVariants > 0) {
 			var buf [8]byte
 			binary.BigEndian.PutUint64(buf[:], Fingerprint(t.PathKey))
 			qv = string(buf[:])
+			if date {
+				// its own key and cap: 8 bytes, "d", the cap (admit in luaPrelude)
+				qv += "d" + strconv.Itoa(f.opt.MaxDateVariants)
+			}
 		}
 		args = append(args, b, fld, t.Host, t.ScopeHost, f.prio(t), encodeTask(t), qv)
 	}

@@ -299,10 +299,3 @@ func (f *shard) snapshot(ctx context.Context) (Snapshot, error) {
 	}
 	return snap, nil
 }
-
-// counters is Stats of this shard alone (a sharded crawl's Snapshot adds
-// them up).
-func (f *shard) counters(ctx context.Context) (Stats, error) {
-	s, err := f.Snapshot(ctx)
-	return s.Stats, err
-}

@@ -29,12 +29,21 @@ func (f *shard) AnnounceWork(ctx context.Context) error {
 	return wrap("announce work", f.rdb.Publish(ctx, f.keys.RulesChannel, WorkMessage).Err())
 }
 
+// checkRulesVersion refuses the versions that mean something else: ""
+// (no rules) and WorkMessage.
+func checkRulesVersion(version string) error {
+	if version == "" || version == WorkMessage {
+		return fmt.Errorf("put rules: version %q is reserved", version)
+	}
+	return nil
+}
+
 // PutRules stores a rule set under a version, replacing the previous one,
 // and publishes the version, in one MULTI/EXEC round trip. The version must
 // not be empty ("" means no rules); the frontier does not look into blob.
 func (f *shard) PutRules(ctx context.Context, version string, blob []byte) error {
-	if version == "" || version == WorkMessage {
-		return fmt.Errorf("put rules: version %q is reserved", version)
+	if err := checkRulesVersion(version); err != nil {
+		return err
 	}
 	pipe := f.rdb.TxPipeline()
 	pipe.HSet(ctx, f.keys.Rules, "version", version, "blob", blob)

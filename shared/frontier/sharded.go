@@ -831,6 +831,9 @@ func eachShard(f *Redis, fn func(*shard) (bool, error)) (bool, error) {
 // PutRules publishes a rule set to every shard (a claim returns its
 // shard's version), shard 0 last: its channel tells the slaves.
 func (f *Redis) PutRules(ctx context.Context, version string, blob []byte) error {
+	if err := checkRulesVersion(version); err != nil {
+		return err // before any shard has it
+	}
 	for k := len(f.shards) - 1; k > 0; k-- {
 		s := f.shards[k]
 		if err := s.rdb.HSet(ctx, s.keys.Rules, "version", version, "blob", blob).Err(); err != nil {
@@ -875,7 +878,7 @@ func (f *Redis) Snapshot(ctx context.Context) (Snapshot, error) {
 	st := &snap.Stats
 	st.Shards = []ShardStats{part(0, *st)}
 	for k, s := range f.shards[1:] {
-		o, err := s.counters(ctx)
+		o, err := s.Stats(ctx) // this shard's alone
 		if err != nil {
 			return snap, fmt.Errorf("shard %d: %w", k+1, err)
 		}

@@ -427,9 +427,9 @@ func (s *Stream) Ack(ctx context.Context, ids ...string) error {
 func (s *Stream) ackParts(ctx context.Context, ids []string) error {
 	byPart := map[string][]string{}
 	for _, id := range ids {
-		tag, _, _ := strings.Cut(id, "/")
+		tag, _, tagged := strings.Cut(id, "/")
 		shardTag := ""
-		if i := strings.IndexByte(tag, '~'); i >= 0 && strings.Contains(id, "/") {
+		if i := strings.IndexByte(tag, '~'); i >= 0 && tagged {
 			shardTag = tag[i:]
 		}
 		byPart[shardTag] = append(byPart[shardTag], id)

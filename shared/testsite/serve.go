@@ -279,7 +279,7 @@ func (s *Site) write(w http.ResponseWriter, r *http.Request, status int, ctype s
 	hdr.Set("Content-Type", ctype)
 	if s.opts.Gzip {
 		hdr.Set("Vary", "Accept-Encoding")
-		if acceptsGzip(r.Header.Values("Accept-Encoding")) {
+		if accepts(r.Header.Values("Accept-Encoding"), "gzip") {
 			z := s.pools.buffer()
 			defer s.pools.putBuffer(z)
 			s.pools.gzip(z, body)
@@ -292,27 +292,6 @@ func (s *Site) write(w http.ResponseWriter, r *http.Request, status int, ctype s
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body) // a client gone away is no concern of the site
 	}
-}
-
-// acceptsGzip reports whether Accept-Encoding values list gzip with a
-// non-zero quality.
-func acceptsGzip(values []string) bool {
-	for _, v := range values {
-		for part := range strings.SplitSeq(v, ",") {
-			name, params, _ := strings.Cut(part, ";")
-			if !strings.EqualFold(strings.TrimSpace(name), "gzip") {
-				continue
-			}
-			q, ok := strings.CutPrefix(strings.TrimSpace(params), "q=")
-			if !ok {
-				return true
-			}
-			if f, err := strconv.ParseFloat(strings.TrimSpace(q), 64); err != nil || f > 0 {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // pools recycle buffers, page descriptions and gzip writers between

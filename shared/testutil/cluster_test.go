@@ -64,10 +64,20 @@ func TestStartCluster(t *testing.T) {
 			want[owner]++
 		}
 	}
-	// the replicas have the writes once WAIT says so
+	// the replicas have the writes once WAIT says one acknowledged them (a
+	// replica still in its first sync acknowledges nothing: WAIT again)
 	for _, m := range masters {
-		if err := c.Node(m).Client.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
-			t.Fatal(err)
+		for try := 0; ; try++ {
+			n, err := c.Node(m).Client.Do(ctx, "WAIT", 1, 5000).Int()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n >= 1 {
+				break
+			}
+			if try == 5 {
+				t.Fatalf("WAIT on %s: no replica acknowledged the writes in 30 s", m)
+			}
 		}
 	}
 	stats, err := c.NodeStats(ctx, CrawlKeyPattern(name))

@@ -21,12 +21,7 @@ func CrawlName(prefix string) string {
 // shards' crawl:{name:k}:*) that rdb's SCAN reaches (one node of a
 // cluster).
 func DeleteCrawl(ctx context.Context, rdb redis.UniversalClient, crawl string) error {
-	for _, m := range []string{"crawl:{" + crawl + "}:*", "crawl:{" + crawl + ":[0-9]*}:*"} {
-		if err := deleteMatch(ctx, rdb, m); err != nil {
-			return err
-		}
-	}
-	return nil
+	return deleteMatch(ctx, rdb, CrawlKeyPattern(crawl))
 }
 
 func deleteMatch(ctx context.Context, rdb redis.UniversalClient, match string) error {

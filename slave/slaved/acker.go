@@ -11,7 +11,7 @@ import (
 // small batch waits for more completions, so Redis runs fewer, larger
 // complete scripts (each call has a fixed cost in Redis). With a frontier
 // that acks with its claims (CompleteClaimer) a small batch waits ackHold:
-// the claim loop takes the acks first (waitDone wakes it), and the acker
+// the claim loop takes the acks first (wait wakes it), and the acker
 // only sends what a claim loop that is not claiming leaves.
 const (
 	maxAckBatch = 64
@@ -31,22 +31,16 @@ func newAcker(s *Slave) *batcher[frontier.Completion] {
 		if err != nil {
 			return err
 		}
-		select {
-		case s.acked <- struct{}{}:
-		default:
-		}
+		signal(s.acked)
 		s.acksDone(batch, acked)
 		return nil
 	})
 	b.gather = ackGather
 	if _, ok := s.front.(frontier.CompleteClaimer); ok {
 		b.gather = ackHold
-	}
-	b.onAdd = func() {
-		select {
-		case s.done <- struct{}{}:
-		default:
-		}
+		// the claim loop waits for this (wait), to take the acks with
+		// its claim
+		b.onAdd = func() { signal(s.done) }
 	}
 	return b
 }

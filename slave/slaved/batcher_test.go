@@ -63,7 +63,7 @@ func TestBatcherGather(t *testing.T) {
 }
 
 // TestBatcherOnAdd checks that onAdd runs once per item added, after the
-// item is queued (the claim loop's waitDone takes it from there).
+// item is queued (the claim loop's wait takes it from there).
 func TestBatcherOnAdd(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s := &Slave{log: log, rl: ratelog.New(log, time.Minute)}

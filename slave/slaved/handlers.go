@@ -147,7 +147,7 @@ func (h htmlHandler) Handle(_ context.Context, d *Doc) error {
 		return fmt.Errorf("read html: %w", err)
 	}
 	d.Text = body
-	links := h.s.canon.ExtractLinksWith(d.URL, body, h.s.linkOptions())
+	links := h.s.canon.ExtractLinksWith(d.URL, body, h.s.linkOpt)
 	d.NoFollow = links.NoFollow
 	d.Links = links.URLs
 	d.Robots = links.Robots

@@ -360,7 +360,8 @@ func (s *Slave) linkTask(c *frontier.Completion, u *url.URL, depth, hops int) (f
 	t := frontier.NewTask(u, depth, hops)
 	if u.RawQuery != "" {
 		t.PathKey = urlx.PathKey(u)
-		t.DateQuery = urlx.DateQuery(u)
+		// parses the query: only when the frontier reads it
+		t.DateQuery = s.cfg.Crawl.MaxDateVariants > 0 && urlx.DateQuery(u)
 	}
 	if s.cfg.Crawl.Strategy == "priority" {
 		t.Score = urlImportance(u) // only the priority strategy reads it

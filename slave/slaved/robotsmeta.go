@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/robots"
@@ -15,15 +16,13 @@ import (
 // What a page says about itself: robots meta tags, X-Robots-Tag headers and
 // rel="canonical" (README "Robots meta, X-Robots-Tag and canonical").
 
-// productToken is the crawler's name in robots meta tags and X-Robots-Tag
-// headers, as in robots.txt: the product token of fetch.user_agent.
-func (s *Slave) productToken() string { return robots.ProductToken(s.cfg.Fetch.UserAgent) }
-
-// linkOptions are the HTML handler's link extraction options.
-func (s *Slave) linkOptions() urlx.LinkOptions {
-	opt := urlx.LinkOptions{MaxLinks: maxLinksPerPage, ObeyRelNoFollow: s.cfg.Crawl.ObeyRelNoFollow,
-		IgnoreRobots: !s.cfg.Crawl.ObeyRobotsMeta}
-	if tok := s.productToken(); tok != "" && !strings.EqualFold(tok, "robots") {
+// linkOptions are the HTML handler's link extraction options, for the
+// crawler's product token (robots.ProductToken of fetch.user_agent, its
+// name in robots meta tags, as in robots.txt): built once, in New.
+func linkOptions(cfg *config.Config) urlx.LinkOptions {
+	opt := urlx.LinkOptions{MaxLinks: maxLinksPerPage, ObeyRelNoFollow: cfg.Crawl.ObeyRelNoFollow,
+		IgnoreRobots: !cfg.Crawl.ObeyRobotsMeta}
+	if tok := robots.ProductToken(cfg.Fetch.UserAgent); tok != "" && !strings.EqualFold(tok, "robots") {
 		opt.MetaNames = []string{tok}
 	}
 	return opt
@@ -35,7 +34,7 @@ func (s *Slave) headerRobots(h http.Header) robots.Directives {
 	if !s.cfg.Crawl.ObeyRobotsMeta {
 		return robots.Directives{}
 	}
-	return robots.HeaderDirectives(h.Values("X-Robots-Tag"), s.productToken())
+	return robots.HeaderDirectives(h.Values("X-Robots-Tag"), s.token)
 }
 
 // linkHeaderCanonical returns the target of the first rel="canonical" link

@@ -40,10 +40,7 @@ func (s *Slave) rulesSeen(version string) {
 	if version == s.rulesVersion() || version == s.rulesRejected.Load() {
 		return
 	}
-	select {
-	case s.rulesReload <- struct{}{}:
-	default:
-	}
+	signal(s.rulesReload)
 }
 
 // loadRules loads the published rule set if it differs from the one in
@@ -105,7 +102,7 @@ func (s *Slave) rulesLoop(ctx context.Context) {
 			}
 			if v == frontier.WorkMessage {
 				// tasks were queued from outside: an idle claim loop looks
-				// now, at every shard (waitAck, waitDone)
+				// now, at every shard (wait)
 				signal(s.wake)
 				continue
 			}

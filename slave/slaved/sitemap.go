@@ -130,6 +130,9 @@ func sitemapType(mt string) bool {
 // element is urlset or sitemapindex.
 func (s *Slave) sitemapDoc(c *frontier.Completion, page *events.Page, doc *Doc) bool {
 	l := c.Lease
+	if l.Sitemap == 0 && !sitemapType(doc.MediaType) {
+		return false // an ordinary page: no rule lookup
+	}
 	if s.sitemapMode(doc.URL) == "off" {
 		return false
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/ratelog"
 	"github.com/redcrawl/redcrawl/shared/render"
 	"github.com/redcrawl/redcrawl/shared/retry"
+	"github.com/redcrawl/redcrawl/shared/robots"
 	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 	"github.com/redcrawl/redcrawl/shared/warc"
@@ -112,11 +113,16 @@ type Slave struct {
 	renderer  *render.Renderer // started with the first render task
 	governor  *banker.Governor // grants connections, tabs and memory (banker's algorithm)
 
-	ruleSet       atomic.Pointer[rules.Set] // the rule set in force, nil = none
-	rulesReload   chan struct{}
-	acked         chan struct{} // signalled after each acknowledged batch: host slots were freed
-	wake          chan struct{} // signalled when the master announces queued work (frontier.WorkMessage)
-	done          chan struct{} // signalled when a completion is queued for the acker (waitDone)
+	ruleSet     atomic.Pointer[rules.Set] // the rule set in force, nil = none
+	rulesReload chan struct{}
+	acked       chan struct{} // signalled after each acknowledged batch: host slots were freed
+	wake        chan struct{} // signalled when the master announces queued work (frontier.WorkMessage)
+	// token is the crawler's name in robots meta tags and X-Robots-Tag
+	// headers (robots.ProductToken of fetch.user_agent); linkOpt, the HTML
+	// handler's link extraction options: both fixed by the config
+	token         string
+	linkOpt       urlx.LinkOptions
+	done          chan struct{} // signalled when a completion is queued for the acker (wait)
 	rulesRejected atomic.Value  // version that could not be loaded (string)
 	dyn           dynLearner    // "maybe dynamic" outcomes per URL pattern
 	pub           *batcher[frontier.Event]
@@ -175,7 +181,8 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 		rl: ratelog.New(log, 30*time.Second), canon: canon, scope: scope, traps: traps,
 		handlers: NewHandlers(), dups: newDupCache(1 << 16),
 		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
-		wake: make(chan struct{}, 1), done: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), done: make(chan struct{}, 1),
+		token: robots.ProductToken(cfg.Fetch.UserAgent), linkOpt: linkOptions(cfg)}
 	s.rulesRejected.Store("")
 	s.met = metrics.NewSlave(cfg.Crawl.Name, s.id)
 	if s.governor, err = newGovernor(cfg.Slave.Concurrency, cfg.Render.Tabs, cfg.Render.MemoryBytes); err != nil {
@@ -398,7 +405,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				// their pages' host slots open in Redis only when their
 				// acks land: wait for the next ack (at most claimGather)
 				drainSignal(s.acked)
-				s.waitAck(ctx, claimGather)
+				s.wait(ctx, claimGather, nil)
 			}
 			n += takeFree(free, conc-n)
 		}
@@ -479,10 +486,10 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			if cc != nil {
 				// ... or until one of this slave's pages is done: its ack
 				// goes with the next claim (one script for both)
-				s.waitDone(ctx, d)
+				s.wait(ctx, d, s.done)
 			} else {
 				// ... or until one of this slave's acks frees a host slot
-				s.waitAck(ctx, d)
+				s.wait(ctx, d, nil)
 			}
 		}
 	}
@@ -524,7 +531,7 @@ const busyPollFirst = 20 * time.Millisecond
 const claimGather = time.Millisecond
 
 // busyGather bounds how long a claim loop that found no free host slot
-// gathers its pages' acks before it acks and claims (waitDone); the acker
+// gathers its pages' acks before it acks and claims (wait); the acker
 // holds a small batch longer (ackHold), so the claim carries them.
 const busyGather = 10 * time.Millisecond
 
@@ -539,22 +546,6 @@ func takeFree(free chan struct{}, n int) int {
 		}
 	}
 	return n
-}
-
-// waitAck waits up to d for one of this slave's acks to land (s.acked),
-// for the master to announce queued work (s.wake), or for ctx to end.
-func (s *Slave) waitAck(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	case <-s.acked:
-	case <-s.wake:
-		// work was announced: the next claim asks every shard, also one
-		// that a claim under way at the announcement marked quiet
-		s.wakeAll()
-	}
 }
 
 // wakeAll makes the next claim ask every shard (frontier.Redis.WakeAll).
@@ -572,15 +563,17 @@ func signal(c chan struct{}) {
 	}
 }
 
-// waitDone waits up to d for one of this slave's pages to be done (its
-// completion queued: s.done), for the master to announce queued work
-// (s.wake), or for ctx to end. A page done ends the wait
-// after a gather time, a quarter of the average fetch (busyGather bounds
-// it), so that the claim that follows acks the pages done meanwhile too:
-// while every host with work is at its concurrency, only acks free slots,
-// and one script per gather time acks and claims them, instead of a
-// complete script per ack batch and claims that find nothing.
-func (s *Slave) waitDone(ctx context.Context, d time.Duration) {
+// wait waits up to d for one of this slave's acks to land (s.acked), for
+// the master to announce queued work (s.wake), for done (nil: never), or
+// for ctx to end. The claim loop passes s.done, signalled when one of its
+// pages is done (its completion queued), when its acks go with its claims:
+// a page done ends the wait after a gather time, a quarter of the average
+// fetch (busyGather bounds it), so that the claim that follows acks the
+// pages done meanwhile too: while every host with work is at its
+// concurrency, only acks free slots, and one script per gather time acks
+// and claims them, instead of a complete script per ack batch and claims
+// that find nothing.
+func (s *Slave) wait(ctx context.Context, d time.Duration, done <-chan struct{}) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -591,9 +584,11 @@ func (s *Slave) waitDone(ctx context.Context, d time.Duration) {
 	case <-s.acked:
 		return
 	case <-s.wake:
-		s.wakeAll() // as waitAck
+		// work was announced: the next claim asks every shard, also one
+		// that a claim under way at the announcement marked quiet
+		s.wakeAll()
 		return
-	case <-s.done:
+	case <-done:
 	}
 	g := min(max(claimGather, time.Duration(s.fetchAvg.Load()/4)), busyGather)
 	retry.Sleep(ctx, g)
