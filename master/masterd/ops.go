@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/redcrawl/redcrawl/shared/config"
@@ -134,25 +135,35 @@ func planSeeds(cfg *config.Config, set *rules.Set, rawURLs []string, keep func(*
 			p.rejected = append(p.rejected, fmt.Sprintf("%s: out of scope (%s)", raw, why))
 			continue
 		}
-		t := frontier.NewTask(u, 0, 0)
 		rs := set.Match(u)
 		if keep != nil && !keep(rs) {
 			continue
 		}
-		if rs != nil {
-			if ok, why := rs.InScope(u, 0); !ok {
-				p.rejected = append(p.rejected, fmt.Sprintf("%s: out of the scope of rule set %s (%s)", raw, rs.Name, why))
-				continue
-			}
-			t.Render = rs.RenderFor(u) != nil
-			if hp, ok := slaved.HostPolicy(rs); ok {
-				p.policies[t.Host] = hp
-			}
+		t := frontier.NewTask(u, 0, 0)
+		if why := p.add(t, u, rs); why != "" {
+			p.rejected = append(p.rejected, fmt.Sprintf("%s: %s", raw, why))
+			continue
 		}
-		p.tasks = append(p.tasks, t)
 		p.urls = append(p.urls, t.URL)
 	}
 	return p, nil
+}
+
+// add routes task t of URL u by its rule set rs (nil: none), render or
+// not, keeps its host's policy and adds it; it returns why the rule set
+// refuses it instead ("" when added).
+func (p *seedPlan) add(t frontier.Task, u *url.URL, rs *rules.RuleSet) string {
+	if rs != nil {
+		if ok, why := rs.InScope(u, t.Depth); !ok {
+			return fmt.Sprintf("out of the scope of rule set %s (%s)", rs.Name, why)
+		}
+		t.Render = rs.RenderFor(u) != nil
+		if hp, ok := slaved.HostPolicy(rs); ok {
+			p.policies[t.Host] = hp
+		}
+	}
+	p.tasks = append(p.tasks, t)
+	return ""
 }
 
 // reseed enqueues the crawl's recorded seeds again (a recrawl): all of

@@ -11,7 +11,6 @@ import (
 	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/store"
 	"github.com/redcrawl/redcrawl/shared/urlx"
-	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
 // Incremental recrawls, on the master. A recrawl run (a schedule firing,
@@ -101,16 +100,7 @@ func planRecorded(cfg *config.Config, set *rules.Set, ps []store.RecordedPage, n
 		}
 		t := frontier.NewTask(u, rp.Depth, 0)
 		t.Revisit = &frontier.Validators{ETag: rp.ETag, LastModified: rp.LastModified, Checksum: rp.Checksum}
-		if rs != nil {
-			if ok, _ := rs.InScope(u, rp.Depth); !ok {
-				continue
-			}
-			t.Render = rs.RenderFor(u) != nil
-			if hp, ok := slaved.HostPolicy(rs); ok {
-				p.policies[t.Host] = hp
-			}
-		}
-		p.tasks = append(p.tasks, t)
+		p.add(t, u, rs) // a page now out of its rule set's scope is left out
 	}
 	return p, nil
 }

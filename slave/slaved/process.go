@@ -54,11 +54,12 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 			return c
 		}
 	}
-	hdr, ended := s.requestHooks(ctx, &c, u, s.rendersTask(l, u, rs))
+	rr := s.renderRule(l, u, rs)
+	hdr, ended := s.requestHooks(ctx, &c, u, rr != nil)
 	if ended {
 		return c
 	}
-	res, err := s.fetchOrRender(ctx, l, u, rs, hdr)
+	res, err := s.fetchOrRender(ctx, l, u, rs, rr, hdr)
 	if err != nil {
 		if ctx.Err() != nil {
 			c.Outcome = frontier.Release
@@ -91,21 +92,20 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	return c
 }
 
-// rendersTask reports whether fetchOrRender will render a task.
-func (s *Slave) rendersTask(l frontier.Lease, u *url.URL, rs *rules.RuleSet) bool {
-	return l.Render && rs != nil && s.canRender.Load() && rs.RenderFor(u) != nil
+// renderRule is the render rule a task is rendered by, nil when it is
+// fetched: a render task whose rule still says so (a rule edited since the
+// URL was queued falls back to a static fetch), on a slave that can render.
+func (s *Slave) renderRule(l frontier.Lease, u *url.URL, rs *rules.RuleSet) *rules.Render {
+	if l.Render && rs != nil && s.canRender.Load() {
+		return rs.RenderFor(u)
+	}
+	return nil
 }
 
 // fetchOrRender fetches a task (with the OnRequest hooks' headers hdr),
-// rendering it in headless Chromium when it
-// is a render task and its rule still says so (a rule edited since the URL
-// was queued falls back to a static fetch), with its resources granted by
-// the governor.
-func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL, rs *rules.RuleSet, hdr http.Header) (*Response, error) {
-	var rr *rules.Render
-	if l.Render && rs != nil && s.canRender.Load() {
-		rr = rs.RenderFor(u)
-	}
+// rendering it in headless Chromium by rr when rr is not nil (renderRule),
+// with its resources granted by the governor.
+func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL, rs *rules.RuleSet, rr *rules.Render, hdr http.Header) (*Response, error) {
 	release, err := s.acquire(ctx, rr != nil)
 	if err != nil {
 		return nil, err
