@@ -64,20 +64,27 @@ func TestStartCluster(t *testing.T) {
 			want[owner]++
 		}
 	}
-	// the replicas have the writes once WAIT says one acknowledged them (a
-	// replica still in its first sync acknowledges nothing: WAIT again)
+	// the replicas have the writes once WAIT says so; a replica still in
+	// its first sync may have none yet: poll until each holds its master's
+	// keys (bounded), then check
 	for _, m := range masters {
-		for try := 0; ; try++ {
-			n, err := c.Node(m).Client.Do(ctx, "WAIT", 1, 5000).Int()
-			if err != nil {
-				t.Fatal(err)
+		if err := c.Node(m).Client.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		stats, err := c.NodeStats(ctx, CrawlKeyPattern(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		synced := true
+		for _, st := range stats {
+			if st.Role != "master" && st.Matched != want[c.Node(st.Addr).Master] {
+				synced = false
 			}
-			if n >= 1 {
-				break
-			}
-			if try == 5 {
-				t.Fatalf("WAIT on %s: no replica acknowledged the writes in 30 s", m)
-			}
+		}
+		if synced {
+			break
 		}
 	}
 	stats, err := c.NodeStats(ctx, CrawlKeyPattern(name))
