@@ -10,39 +10,51 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
-// Redis ACL rules for each role of a crawl (Redis ≥ 7.0: selectors and
-// read/write key permissions). Redis checks every command a script runs
-// against the calling user's rules, so these rules are what keeps a slave
-// on an untrusted machine inside its crawl: they list, per group of keys,
-// exactly the commands the slave's scripts and calls run on them.
+// Redis ACL rules for each role of a crawl (Redis >= 7.0: selectors and
+// read/write key permissions).
 //
-//   - slave: its crawl's shared frontier keys with the data commands the
-//     claim, complete, extend, heartbeat, leave and robots calls use (no DEL,
-//     no UNLINK, no RENAME: a slave cannot drop a queue wholesale); its own
-//     event stream for XADD only (XADD's MAXLEN could trim a stream: a
-//     slave can trim only its own); the registry for ZADD only (it can
-//     join, never remove another slave); its own lease, lease data and
-//     heartbeat keys; the rule set, control hash and scope hosts read-only; the rules
-//     channel to subscribe. Nothing of another crawl, no other slave's
-//     keys, and no administrative command: no CONFIG, FLUSHALL/FLUSHDB,
-//     KEYS, SCAN, MODULE, DEBUG, SCRIPT FLUSH/KILL, FUNCTION, MONITOR,
-//     SHUTDOWN, ACL, CLIENT KILL, PUBLISH.
+//   - slave: FCALL on its crawl's functions library (library.go), never
+//     EVAL, EVALSHA, SCRIPT or FUNCTION: it runs no Lua of its own. Redis
+//     checks every command a function runs against the caller's rules, so
+//     the rules also list, per group of keys, exactly the commands the
+//     library runs on them for a slave (claim, complete, extend, links,
+//     heartbeat, leave) and the few the slave runs itself (robots.txt
+//     records, the rule set, its events): no DEL, UNLINK or RENAME of a
+//     shared key, no command of one group on another's keys. Its own event
+//     stream for XADD only (XADD's MAXLEN could trim a stream: a slave can
+//     trim only its own); the registry for ZADD only (it can join, never
+//     remove another slave); its own lease, lease data and heartbeat keys;
+//     the settings, the rule set, the control hash and the scope hosts
+//     read-only; the rules channel to subscribe. Nothing of another crawl,
+//     no other slave's keys, and no administrative command: no CONFIG,
+//     FLUSHALL/FLUSHDB, KEYS, SCAN, MODULE, DEBUG, SCRIPT, FUNCTION,
+//     MONITOR, SHUTDOWN, ACL, CLIENT KILL, PUBLISH.
+//
+//     Know the limit: a function's commands are checked against the
+//     caller's rights, so a slave's user may run those data commands
+//     directly too (LPUSH a URL on a queue, LPOP one without a lease, SET a
+//     large robots.txt record). A direct slave is for machines you trust;
+//     on one you do not, run the slave against the master's work API, with
+//     no Redis credential at all.
 //   - master: every key and channel of its crawl with the data, stream,
-//     scripting, transaction and pub/sub commands, SCAN (deleting a crawl)
-//     and INFO (the eviction-policy check); no other crawl, nothing
-//     @dangerous or @admin besides INFO.
-//   - admin: the master's rules plus read-only diagnostics (CONFIG GET,
-//     SLOWLOG GET, MEMORY USAGE, LATENCY LATEST, CLIENT LIST): for an
-//     operator running bin/master's admin commands and looking into Redis.
+//     transaction and pub/sub commands, FCALL and FUNCTION LOAD and LIST
+//     (it loads the library), SCAN (deleting a crawl) and INFO (the
+//     eviction-policy check); no EVAL, EVALSHA or SCRIPT, no other crawl,
+//     nothing @dangerous or @admin besides INFO.
+//   - admin: the master's rules plus FUNCTION DELETE and STATS and
+//     read-only diagnostics (CONFIG GET, SLOWLOG GET, MEMORY USAGE, LATENCY
+//     LATEST, CLIENT LIST): for an operator running bin/master's admin
+//     commands and looking into Redis.
 //
 // A crawl name and a slave id hold only A-Z a-z 0-9 _ . - (validated
 // here and by the config), so no glob character reaches a pattern and a
 // slave's exact keys cannot match another's. Every key is given twice:
 // crawl:{name}:… (shard 0, and a crawl of one shard) and crawl:{name:*}:…
 // (shards 1 and up of a sharded crawl, whatever their count). A host
-// holds no brace (urlx rejects them) and a slave id no colon, so the *
-// of a shard cannot stretch over another key's name: a key of slave a
-// ends "}:s:a:lease", which no pattern of slave b matches.
+// holds no brace (urlx rejects them, and the functions take only a host
+// that is its URL's authority) and a slave id no colon, so the * of a
+// shard cannot stretch over another key's name: a key of slave a ends
+// "}:s:a:lease", which no pattern of slave b matches.
 
 // ACL roles.
 const (
@@ -65,26 +77,60 @@ var connCommands = []string{"+hello", "+auth", "+ping", "+select", "+client|setn
 	"+client|getname", "+client|id", "+cluster|slots", "+cluster|shards",
 	"+cluster|nodes", "+cluster|info", "+readonly", "+readwrite", "+quit", "+reset", "+time"}
 
-// slaveDataCommands are the commands the slave's scripts and calls run on
-// the crawl's shared frontier keys (queues, ready sets, host state, dedup,
-// stats, retries, robots records). The set commands are exact dedup's
-// growing seen buckets', which a complete script also splits (luaPrelude:
-// LH).
-var slaveDataCommands = []string{
-	"+hget", "+hmget", "+hset", "+hdel", "+hincrby", "+hincrbyfloat", "+hsetnx", "+hexists",
-	"+sadd", "+srem", "+smembers",
-	"+exists", "+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zpopmin", "+zscore",
-	"+zincrby", "+zcard", "+llen", "+lpop", "+lpos", "+lpush", "+rpush",
-	"+getbit", "+setbit", "+get", "+set", "+pttl"}
+// slaveGroups are the slave's shared frontier keys, in groups, with the
+// commands the library runs on them for a slave (the functions' files say
+// which key each command is on); a command on keys of two groups (EXISTS
+// of a host's priorities and pq) keeps its keys in one group. The keys are
+// given per Keys (shard 0's and the other shards').
+var slaveGroups = []struct {
+	keys func(k Keys) []string
+	cmds []string
+}{
+	// meta: the declared key of every call, the seen buckets' state, the
+	// lease and work counters, aopic's lambda, the crawl's creation
+	{func(k Keys) []string { return []string{k.Meta} },
+		[]string{"+fcall", "+fcall_ro", "+hget", "+hmget", "+hset", "+hsetnx", "+hexists", "+hincrby", "+hincrbyfloat"}},
+	{func(k Keys) []string { return []string{k.Stats} }, []string{"+hget", "+hincrby"}},
+	// the ready sets
+	{func(k Keys) []string { return []string{k.Ready, k.RenderReady} },
+		[]string{"+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zscore", "+exists"}},
+	// the hosts' politeness hashes
+	{func(k Keys) []string {
+		return []string{k.HostNext, k.HostInfl, k.HostDelay, k.HostPDelay, k.HostJitter, k.HostConc}
+	}, []string{"+hget", "+hmget", "+hset", "+hdel", "+exists"}},
+	{func(k Keys) []string { return []string{k.Retry} }, []string{"+zrangebyscore", "+zrem", "+zadd"}},
+	{func(k Keys) []string { return []string{k.Failed} }, []string{"+rpush"}},
+	{func(k Keys) []string { return []string{k.PQData} }, []string{"+hget", "+hset", "+hdel"}},
+	{func(k Keys) []string { return []string{k.HostPages} }, []string{"+hincrby", "+hsetnx"}},
+	{func(k Keys) []string { return []string{k.QueryVars} }, []string{"+hincrby"}},
+	{func(k Keys) []string { return []string{k.Validators} }, []string{"+exists", "+hmget", "+hdel"}},
+	// a host's queues, priorities and importance-ordered queues, static
+	// and render
+	{func(k Keys) []string {
+		var out []string
+		for _, sfx := range []string{sfxQueue, sfxPrios, sfxPQ, sfxRQueue, sfxRPrios, sfxRPQ} {
+			out = append(out, k.Prefix+sfx+"*")
+		}
+		return out
+	}, []string{"+lpush", "+rpush", "+lpop", "+llen", "+zadd", "+zrange", "+zrem", "+zpopmin", "+zscore", "+zincrby", "+exists"}},
+	// dedup: the seen buckets (sets; hashes in crawls of a fixed layout)
+	// and the Bloom filter's segments
+	{func(k Keys) []string { return []string{k.Prefix + sfxSeen + "*"} },
+		[]string{"+sadd", "+smembers", "+srem", "+hsetnx"}},
+	{func(k Keys) []string { return []string{k.Prefix + sfxBloom + "*"} }, []string{"+getbit", "+setbit"}},
+	{func(k Keys) []string { return []string{k.Prefix + sfxContent + "*"} }, []string{"+hsetnx", "+hget"}},
+	// robots.txt records: the slave reads and writes them itself
+	{func(k Keys) []string { return []string{k.Prefix + sfxRobots + "*"} }, []string{"+get", "+set", "+pttl"}},
+}
 
-// slaveOwnCommands are what a slave runs on its own lease, lease data and
-// heartbeat keys.
-var slaveOwnCommands = []string{"+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zcard",
-	"+hget", "+hmget", "+hset", "+hdel", "+hgetall", "+get", "+set", "+exists", "+del"}
+// slaveOwnCommands are what the library runs on a slave's own lease,
+// lease data and heartbeat keys.
+var slaveOwnCommands = []string{"+zadd", "+zrem", "+hget", "+hmget", "+hset", "+hdel", "+hgetall",
+	"+get", "+set", "+exists", "+del"}
 
-// slaveReadCommands read the rule set, the control hash and the scope
-// hosts.
-var slaveReadCommands = []string{"+hget", "+hmget", "+hkeys", "+hgetall", "+sismember"}
+// slaveReadCommands read the settings, the rule set, the control hash and
+// the scope hosts.
+var slaveReadCommands = []string{"+get", "+hget", "+hmget", "+hkeys", "+hgetall", "+sismember"}
 
 // ACLRules returns the Redis ACL rules (the arguments of ACL SETUSER after
 // the user name, or the words after "user NAME" of an ACL file line) of a
@@ -106,23 +152,21 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 		rules = append(rules, "&"+k.RulesChannel, "+subscribe", "+unsubscribe")
 		// every key twice: shard 0's crawl:{name}:… and the other
 		// shards' crawl:{name:*}:… (any shard count)
-		var shared, read, events, registry, own []string
-		for _, k := range []Keys{k, NewKeys(crawl + ":*")} {
-			// the shared frontier keys: scripts are declared on meta,
-			// so EVAL and EVALSHA go with this group
-			shared = append(shared, k.Meta, k.Stats, k.Ready, k.RenderReady, k.HostNext, k.HostInfl,
-				k.HostDelay, k.HostPDelay, k.HostJitter, k.HostConc, k.Retry, k.Failed, k.PQData,
-				k.HostPages, k.QueryVars, k.Validators)
-			for _, sfx := range []string{sfxQueue, sfxPrios, sfxPQ, sfxRQueue, sfxRPrios, sfxRPQ,
-				sfxSeen, sfxBloom, sfxContent, sfxRobots} {
-				shared = append(shared, k.Prefix+sfx+"*")
+		both := []Keys{k, NewKeys(crawl + ":*")}
+		for _, g := range slaveGroups {
+			var keys []string
+			for _, k := range both {
+				keys = append(keys, g.keys(k)...)
 			}
-			read = append(read, k.Rules, k.Control, k.ScopeHosts)
+			rules = append(rules, selector(keys, "~", g.cmds))
+		}
+		var read, events, registry, own []string
+		for _, k := range both {
+			read = append(read, k.Settings, k.Rules, k.Control, k.ScopeHosts)
 			events = append(events, k.SlaveEvents(slave))
 			registry = append(registry, k.Slaves)
 			own = append(own, k.SlaveLease(slave), k.SlaveLeaseData(slave), k.SlaveBeat(slave))
 		}
-		rules = append(rules, selector(shared, "~", append([]string{"+eval", "+evalsha"}, slaveDataCommands...)))
 		rules = append(rules, selector(read, "%R~", slaveReadCommands))
 		rules = append(rules, selector(events, "%W~", []string{"+xadd"}))
 		rules = append(rules, selector(registry, "~", []string{"+zadd"}))
@@ -133,14 +177,14 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 		}
 		rules = append(rules, "~"+k.Prefix+"*", "&"+k.Prefix+"*", "~crawl:{"+crawl+":*}:*",
 			"+@read", "+@write", "+@keyspace", "+@string", "+@bitmap", "+@hash", "+@list",
-			"+@set", "+@sortedset", "+@stream", "+@scripting", "+@transaction", "+@pubsub",
+			"+@set", "+@sortedset", "+@stream", "+@transaction", "+@pubsub",
 			"+@fast", "+@slow", "-@dangerous", "-@admin", "+info", "+scan",
-			"-script|flush", "-script|kill", "-function", "-eval_ro", "-evalsha_ro",
+			"-@scripting", "+fcall", "+fcall_ro", "+function|load", "+function|list",
 			"-flushall", "-flushdb", "-keys", "-swapdb", "-move", "-migrate", "-restore",
 			"-debug", "-module", "-monitor", "-shutdown", "-acl", "-failover")
 		rules = append(rules, connCommands...)
 		if role == RoleAdmin {
-			rules = append(rules, "+config|get", "+slowlog|get", "+slowlog|len", "+memory|usage",
+			rules = append(rules, "+function|delete", "+function|stats", "+config|get", "+slowlog|get", "+slowlog|len", "+memory|usage",
 				"+memory|stats", "+latency|latest", "+latency|history", "+client|list", "+client|info",
 				"+acl|whoami", "+dbsize")
 		}

@@ -23,12 +23,16 @@ func TestACLRulesPerRole(t *testing.T) {
 	}{
 		{name: "slave", crawl: "news", role: frontier.RoleSlave, slave: "pi1",
 			has: []string{"-@all", "&crawl:{news}:rules:changed", "(%W~crawl:{news}:s:pi1:ev %W~crawl:{news:*}:s:pi1:ev +xadd)",
-				"(~crawl:{news}:slaves ~crawl:{news:*}:slaves +zadd)"},
-			hasNot: []string{"+@all", "~*", "+config", "+flushall", "+keys", "+scan", "+del", "+publish"}},
+				"(~crawl:{news}:slaves ~crawl:{news:*}:slaves +zadd)",
+				"+fcall"},
+			hasNot: []string{"+@all", "~*", "+config", "+flushall", "+keys", "+scan", "+del", "+publish",
+				"+eval", "+evalsha", "+eval_ro", "+evalsha_ro", "+@scripting", "+script", "+function", "+function|load"}},
 		{name: "master", crawl: "news", role: frontier.RoleMaster,
-			has:    []string{"~crawl:{news}:*", "~crawl:{news:*}:*", "&crawl:{news}:*", "-@dangerous", "+info", "-flushall", "-script|flush"},
-			hasNot: []string{"~*", "+config|get"}},
-		{name: "admin", crawl: "news", role: frontier.RoleAdmin, has: []string{"+config|get", "-@dangerous"}},
+			has: []string{"~crawl:{news}:*", "~crawl:{news:*}:*", "&crawl:{news}:*", "-@dangerous", "+info", "-flushall",
+				"-@scripting", "+fcall", "+function|load", "+function|list"},
+			hasNot: []string{"~*", "+config|get", "+eval", "+evalsha", "+@scripting", "+function|delete", "+function|flush"}},
+		{name: "admin", crawl: "news", role: frontier.RoleAdmin, has: []string{"+config|get", "-@dangerous", "+function|delete"},
+			hasNot: []string{"+eval", "+function|flush"}},
 		{name: "slave needs an id", crawl: "news", role: frontier.RoleSlave, wantErr: true},
 		{name: "slave id with a glob", crawl: "news", role: frontier.RoleSlave, slave: "pi*", wantErr: true},
 		{name: "slave id with a colon", crawl: "news", role: frontier.RoleSlave, slave: "pi:1", wantErr: true},
@@ -86,11 +90,11 @@ func TestACLSlaveLeaseIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s1"), opt)
+	s1, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s1"), asSlave(opt, "s1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s2"), opt)
+	s2, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s2"), asSlave(opt, "s2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +268,7 @@ func TestACLSlaveSplitsSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s1"), opt)
+	s1, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s1"), asSlave(opt, "s1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,4 +295,10 @@ func TestACLSlaveSplitsSeen(t *testing.T) {
 		t.Errorf("seen level %d, %v; want the slave's splits past level 9", level, err)
 	}
 	assertSeen(t, master, links, true)
+}
+
+// asSlave returns opt for slave id's frontier.
+func asSlave(opt frontier.Options, id string) frontier.Options {
+	opt.Slave = id
+	return opt
 }

@@ -5,299 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
-
-// claimScript leases up to max tasks from hosts whose next allowed time has
-// come, first moving retries that are due back to their queues.
-//
-// KEYS: the meta key (Keys.all).
-// ARGV: prefix, slave, max, lease_ms, seed, render, cfg.
-// Returns: a flat array, 7 entries per lease:
-//
-//	host, prio, task, token, leased_at_ms, deadline_ms, validators
-//
-// (validators: what a recrawl stored for the URL in the val hash, taken
-// from it, "" for none: recrawl.go; the hash is read only when it exists)
-// (prio is the pq score, -importance, with the priority and aopic
-// strategies, whose claim pops the host's best URL with ZPOPMIN; a render
-// task's string starts with "r")
-// then a wait hint: ms until the earliest ready host's time comes, -2 when
-// tasks are queued but every host holding some is at its concurrency (a
-// slot frees when a lease ends) or when nothing is queued but requests are
-// in flight (their acks bring links), -1 when nothing is queued and nothing
-// is in flight; then the version of the
-// published rule set ("" when none). A paused crawl or a draining slave
-// (control.go) gets no lease and a wait of one second.
-//
-// Politeness: a host is in the ready set only while it has queued tasks and
-// fewer than its concurrency (host_conc) requests in flight. A claim takes
-// one task per host (all free slots when the delay is 0) and moves the
-// host's next allowed time to now + its jittered delay (Options.JitterDist),
-// so two request starts to one host are never closer than the delay, across
-// all slaves. With concurrency 1 the host leaves the ready set until the
-// lease ends, and Complete sets its next time from the end of the fetch.
-//
-// Render: with render = 1 the claim also takes from rready, the hosts with
-// queued render tasks; both ready sets are merged by next allowed time
-// (ties alternate between the classes, starting at random), and a host in
-// both is checked again before its second class is taken, since slots and
-// next time are the host's. Without it rready is never read.
-//
-// aopic: when the lambda page holds at least aopic_lambda_min cash, it is
-// first given back in equal shares to the best URL of each of the first 64
-// ready hosts (static, then render).
-var claimScript = redis.NewScript(claimSrc)
-
-var claimSrc = luaPrelude + `
-local slave, maxn, lease_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local own_err = check_own(slave)
-if own_err then return own_err end
-math.randomseed(tonumber(ARGV[5]))
-local render = ARGV[6] == '1'
-local now = now_ms()
-local function claim_return(out) return out end
-` + luaClaim
-
-// luaClaim is the claim after its arguments: it needs slave, maxn,
-// lease_ms, render and now set, and claim_return(out) to return its result
-// (completeClaimScript prepends the acks).
-const luaClaim = `
-
--- retries that are due go back to their queues
-local due = redis.call('ZRANGEBYSCORE', K_RETRY, '-inf', now, 'LIMIT', 0, 256)
-for _, m in ipairs(due) do
-  redis.call('ZREM', K_RETRY, m)
-  local host, prio, task = string.match(m, '^([^\t]*)\t([^\t]*)\t(.*)$')
-  push(host, prio, task, false)
-end
---[[mark:k_retries]]
-
--- paused crawl, draining slave: no lease; look again in a second
-local ctl = redis.call('HMGET', K_CONTROL, 'paused', 'drain:' .. slave)
-if ctl[1] or ctl[2] then
-  finish()
-  return claim_return({1000, redis.call('HGET', K_RULES, 'version') or ''})
-end
-
---[[mark:k_control]]
--- the retries' ready-set changes, before the ready sets are read
-flush_ready()
-
-if AOPIC then
-  local lam = tonumber(redis.call('HGET', K_META, 'aopic_lambda') or '0')
-  if lam > 0 and lam >= LAMBDA_MIN then
-    local tops = {}
-    for _, r in ipairs(CLASSES) do
-      for _, h in ipairs(redis.call('ZRANGE', kq_ready(r), 0, 63 - #tops)) do
-        local top = redis.call('ZRANGE', kq_pq(r, h), 0, 0)
-        if #top > 0 then tops[#tops + 1] = {kq_pq(r, h), top[1]} end
-      end
-      if #tops >= 64 then break end
-    end
-    if #tops > 0 then
-      local share = lam / #tops
-      for _, t in ipairs(tops) do redis.call('ZINCRBY', t[1], -share, t[2]) end
-      redis.call('HINCRBYFLOAT', K_META, 'aopic_lambda', -lam)
-    end
-  end
-end
-
--- candidates: {host, render class}, by next allowed time
-local cands = {}
-local st = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'WITHSCORES', 'LIMIT', 0, maxn)
-for k = 1, #st, 2 do ready_seen(false, st[k], st[k + 1]) end
-if render then
-  local rt = redis.call('ZRANGEBYSCORE', K_RREADY, '-inf', now, 'WITHSCORES', 'LIMIT', 0, maxn)
-  for k = 1, #rt, 2 do ready_seen(true, rt[k], rt[k + 1]) end
-  local i, j = 1, 1
-  local flip = math.random() < 0.5
-  while i <= #st or j <= #rt do
-    local static
-    if i > #st then
-      static = false
-    elseif j > #rt then
-      static = true
-    else
-      local a, b = tonumber(st[i + 1]), tonumber(rt[j + 1])
-      if a ~= b then
-        static = a < b
-      else
-        static = flip
-        flip = not flip
-      end
-    end
-    if static then
-      cands[#cands + 1] = {st[i], false}
-      i = i + 2
-    else
-      cands[#cands + 1] = {rt[j], true}
-      j = j + 2
-    end
-  end
-else
-  for k = 1, #st, 2 do cands[#cands + 1] = {st[k], false} end
-end
--- the candidates' politeness fields, one HMGET per hash
-do
-  local hosts = {}
-  for k, c in ipairs(cands) do hosts[k] = c[1] end
-  prefetch(hosts)
-end
---[[mark:k_candidates]]
-
-local out = {}
-local n = 0
--- the leases' lease and leasedata entries, written at the end in one ZADD
--- and one HSET: nothing in this script reads them
-local lease_z, lease_h = {}, {}
--- the lease deadline and the lease data's prefix are the same for every
--- lease of this claim: formatted once, not once per lease
-local deadline_s = string.format('%d', now + lease_ms)
-local lease_pre = slave .. '\t'
-local lease_mid = '\t' .. string.format('%d', now) .. '\t'
--- leaseseq: read (incremented) at the first lease, counted here, and the
--- rest added at the end, so tokens are as one HINCRBY per lease made them
-local seq, seq_first
--- the leases' validators: their slots in out (at) and URLs (url), for
--- the val hash (recrawl.go); one local, the main chunk has few to spare
-local vals = {at = {}, url = {}}
-for _, c in ipairs(cands) do
-  if n >= maxn then break end
-  local host, r = c[1], c[2]
-  local ok = true
-  if render then
-    -- the host's other class may have used its slots or moved its time
-    local sc = ready_zscore(r, host)
-    ok = sc ~= false and sc <= now
-  end
-  if ok then
-    local conc = host_conc(host)
-    local infl = host_infl(host)
-    local hd = host_delay(host)
-    local take = 1
-    if hd == 0 then take = conc - infl end
-    take = math.min(take, maxn - n, conc - infl)
-    while take > 0 do
-      -- got: the tasks taken from one queue, all of priority prio
-      local prio, got
-      if PQ then
-        local top = redis.call('ZPOPMIN', kq_pq(r, host))
-        forget_queue(r, host)
-        if #top == 0 then break end
-        prio = top[2]
-        got = {(redis.call('HGET', K_PQDATA, top[1]) or '0\t0\t0') .. '\t' .. top[1]}
-        redis.call('HDEL', K_PQDATA, top[1])
-      else
-        -- up to take tasks of the best priority in one LPOP; the
-        -- priority leaves prios when its list is emptied, and only then
-        -- is the host's queue asked about again (queued)
-        local pk = kq_prios(r, host)
-        local pr = redis.call('ZRANGE', pk, 0, 0)
-        if #pr == 0 then
-          forget_queue(r, host)
-          break
-        end
-        prio = pr[1]
-        local q = kq_queue(r, host, prio)
-        got = redis.call('LPOP', q, take) or {}
-        if #got < take or redis.call('LLEN', q) == 0 then
-          redis.call('ZREM', pk, prio)
-          forget_queue(r, host)
-        else
-          has_queue[r][host] = true
-        end
-        if #got == 0 then take = 0 end
-      end
-      --[[mark:k_pop]]
-      for _, task in ipairs(got) do
-        local url = task_url(task)
-        if seq then
-          seq = seq + 1
-        else
-          seq = redis.call('HINCRBY', K_META, 'leaseseq', 1)
-          seq_first = seq
-        end
-        local token = seq
-        stat('queued', -1)
-        if r then stat('rqueued', -1) end
-        infl = hincr(K_HINFL, host, 1)
-        lease_z[#lease_z + 1] = deadline_s
-        lease_z[#lease_z + 1] = url
-        lease_h[#lease_h + 1] = url
-        lease_h[#lease_h + 1] = lease_pre .. string.format('%d', token) .. lease_mid .. host .. '\t' .. prio .. '\t' .. task
-        out[#out + 1] = host
-        out[#out + 1] = prio
-        out[#out + 1] = task
-        out[#out + 1] = token
-        out[#out + 1] = now
-        out[#out + 1] = now + lease_ms
-        out[#out + 1] = ''
-        vals.at[#vals.at + 1] = #out
-        vals.url[#vals.url + 1] = url
-        n = n + 1
-        take = take - 1
-      end
-      --[[mark:k_lease_each]]
-    end
-    local nxt = after(now, jittered(hd, host_jitter(host)))
-    if nxt > host_next(host) then hset(K_HNEXT, host, nxt) end
-    ready_host(host)
-  end
-  --[[mark:k_host]]
-end
-if seq and seq > seq_first then redis.call('HINCRBY', K_META, 'leaseseq', seq - seq_first) end
--- a recrawl's validators for the leased URLs: one EXISTS when there are
--- none (no recrawl queued), else HMGET and HDEL per 1000 URLs
-if n > 0 and redis.call('EXISTS', K_VAL) == 1 then
-  for from = 1, #vals.url, 1000 do
-    local to = math.min(from + 999, #vals.url)
-    local vs = redis.call('HMGET', K_VAL, unpack(vals.url, from, to))
-    local found = {}
-    for i, v in ipairs(vs) do
-      if v then
-        out[vals.at[from + i - 1]] = v
-        found[#found + 1] = vals.url[from + i - 1]
-      end
-    end
-    if #found > 0 then redis.call('HDEL', K_VAL, unpack(found)) end
-  end
-end
---[[mark:k_validators]]
-if n > 0 then
-  call_chunked('ZADD', k_slease(slave), lease_z, 2)
-  call_chunked('HSET', k_sld(slave), lease_h, 2)
-  -- a slave holding leases is in the registry, so the recoverer finds
-  -- them even if the master retired it while it was frozen (its next
-  -- heartbeat, finding no heartbeat key, records the join)
-  redis.call('ZADD', K_SLAVES, 'NX', now, slave)
-end
---[[mark:k_lease_write]]
--- wait hint: ms until the earliest host is ready, -1 when none is queued
-flush_ready()
-local earliest
-for _, r in ipairs(CLASSES) do
-  if r == false or render then
-    local first = redis.call('ZRANGE', kq_ready(r), 0, 0, 'WITHSCORES')
-    if #first > 0 and (earliest == nil or tonumber(first[2]) < earliest) then earliest = tonumber(first[2]) end
-  end
-end
-if earliest == nil then
-  -- -2: work is queued but every host with some is at its concurrency (a
-  -- lease ending frees a slot), or nothing is queued while requests are
-  -- in flight (their acks bring the next links: a crawl starting or
-  -- thinning out); -1: nothing queued and nothing in flight
-  local queued = tonumber(redis.call('HGET', K_STATS, 'queued') or '0') + (stat_delta['queued'] or 0)
-  if queued > 0 or redis.call('EXISTS', K_HINFL) == 1 then out[#out + 1] = -2 else out[#out + 1] = -1 end
-else
-  out[#out + 1] = math.max(0, earliest - now)
-end
-out[#out + 1] = redis.call('HGET', K_RULES, 'version') or ''
---[[mark:k_hint]]
-finish()
-return claim_return(out)
-`
 
 // ClaimOptions qualify a claim.
 type ClaimOptions struct {
@@ -340,17 +48,17 @@ func (f *shard) ClaimWait(ctx context.Context, slave string, max int) ([]Lease, 
 	return res.Leases, res.Wait, err
 }
 
-// ClaimWaitOpts leases up to max tasks as ClaimWait does, render tasks too
-// when opts.Render, and returns the version of the published rule set.
+// ClaimWaitOpts leases up to max tasks (at most maxClaim) as ClaimWait
+// does, render tasks too when opts.Render, and returns the version of the
+// published rule set: the library's function claim (claim.lua).
 func (f *shard) ClaimWaitOpts(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error) {
 	if max <= 0 {
 		return ClaimResult{}, nil
 	}
-	res, err := f.run(ctx, claimScript, slave, max, ms(f.opt.LeaseDuration), seed(), boolArg(opts.Render))
+	arr, err := f.callSlice(ctx, "claim", slave, min(max, maxClaim), seed(), boolArg(opts.Render))
 	if err != nil {
 		return ClaimResult{}, wrap("claim", err)
 	}
-	arr, _ := res.([]any)
 	cr, err := f.claimResult(slave, arr)
 	if err != nil {
 		return ClaimResult{}, fmt.Errorf("claim: %w", err)
@@ -358,10 +66,10 @@ func (f *shard) ClaimWaitOpts(ctx context.Context, slave string, max int, opts C
 	return cr, nil
 }
 
-// leaseFields is the number of claim script results per lease.
+// leaseFields is the number of the function claim's results per lease.
 const leaseFields = 7
 
-// claimResult reads the claim script's result (claimScript).
+// claimResult reads the function claim's result (claim.lua).
 func (f *shard) claimResult(slave string, arr []any) (ClaimResult, error) {
 	if len(arr) < 2 || len(arr)%leaseFields != 2 {
 		return ClaimResult{}, fmt.Errorf("script returned %d values", len(arr))

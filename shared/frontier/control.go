@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Admin controls (the master's dashboard and CLI) live in the control hash
@@ -60,23 +58,12 @@ func (f *shard) Paused(ctx context.Context) (bool, error) {
 }
 
 // Drain asks a registered slave to finish its leases and leave; it gets no
-// new lease from now on. It returns false when no such slave is
-// registered.
+// new lease from now on (the library's function drain: registry.lua). It
+// returns false when no such slave is registered.
 func (f *shard) Drain(ctx context.Context, slave string) (bool, error) {
-	res, err := drainScript.Run(ctx, f.rdb, f.allKeys, f.keys.Prefix, slave, f.cfg).Int()
+	res, err := f.callInt(ctx, "drain", slave)
 	return res == 1, wrap("drain", err)
 }
-
-// drainScript marks a registered slave as draining.
-//
-// KEYS: the meta key (Keys.all).
-// ARGV: prefix, slave, cfg.
-// Returns: 1 when the slave is registered (and now draining), else 0.
-var drainScript = redis.NewScript(luaPrelude + `
-if not redis.call('ZSCORE', K_SLAVES, ARGV[2]) then return 0 end
-redis.call('HSET', K_CONTROL, 'drain:' .. ARGV[2], now_ms())
-return 1
-`)
 
 // Draining lists the slaves asked to drain.
 func (f *shard) Draining(ctx context.Context) (map[string]bool, error) {
@@ -129,34 +116,9 @@ func (f *shard) RetiredProxies(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// requeueFailedScript moves up to limit failed tasks back to their queues
-// with their attempts reset, oldest failure first.
-//
-// KEYS: the meta key (Keys.all).
-// ARGV: prefix, limit, cfg.
-// Returns: the number of tasks requeued.
-var requeueFailedScript = redis.NewScript(luaPrelude + `
-local limit = tonumber(ARGV[2])
-local n = 0
-while n < limit do
-  local e = redis.call('LPOP', K_FAILED)
-  if not e then break end
-  local f = splitn(e, 4)
-  local host, prio, task = f[2], f[3], f[4]
-  local t = splitn(task, 4)
-  push(host, prio, t[1] .. '\t' .. t[2] .. '\t0\t' .. t[4], false)
-  n = n + 1
-end
-if n > 0 then
-  stat('failed', -n)
-  stat('requeued', n)
-end
-finish()
-return n
-`)
-
 // RequeueFailed puts failed tasks (attempts used up) back in their queues
-// with their attempts reset, up to limit (0 or less: all). It returns how
+// with their attempts reset, up to limit (0 or less: all), seedBatch a
+// call (the library's function requeue_failed: seed.lua). It returns how
 // many.
 func (f *shard) RequeueFailed(ctx context.Context, limit int) (int, error) {
 	total := 0
@@ -165,11 +127,10 @@ func (f *shard) RequeueFailed(ctx context.Context, limit int) (int, error) {
 		if limit > 0 {
 			batch = min(batch, limit-total)
 		}
-		res, err := f.run(ctx, requeueFailedScript, batch)
+		n, err := f.callInt(ctx, "requeue_failed", batch)
 		if err != nil {
 			return total, wrap("requeue failed", err)
 		}
-		n, _ := toInt(res)
 		total += int(n)
 		if int(n) < batch {
 			break
@@ -243,64 +204,12 @@ func (f *shard) MoveLegacySeeds(ctx context.Context, record func(context.Context
 	return moved, nil
 }
 
-// reseedScript enqueues tasks again whether seen or not (a recrawl), except
-// a URL that is leased or already queued in its host's queue of its
-// priority (bfs, dfs) or its host's pq (priority, aopic). Trap caps are not
-// counted again.
-//
-// A task with validators (Task.Revisit, encoded by encodeValidators) has
-// them written to the val hash when it is enqueued, for the claim that
-// leases it (recrawl.go); a URL leased or queued keeps what it has.
-//
-// KEYS: the meta key (Keys.all).
-// ARGV: prefix, n, np, then np × policy (see seedScript), then n × tuple,
-// then n × validators ("" for none), then cfg.
-// Returns: the number of tasks enqueued.
-var reseedScript = redis.NewScript(luaPrelude + `
-local n, np = tonumber(ARGV[2]), tonumber(ARGV[3])
-set_policies(4, np)
--- leased: whether a slave (or a legacy crawl-wide lease) holds url
-local slaves = redis.call('ZRANGE', K_SLAVES, 0, -1)
-local function leased(url)
-  if redis.call('HEXISTS', K_LEGACY_LEASEDATA, url) == 1 then return true end
-  for _, s in ipairs(slaves) do
-    if redis.call('HEXISTS', k_sld(s), url) == 1 then return true end
-  end
-  return false
-end
-local added = 0
-local vbase = 4 + 4 * np + TUPLE * n
-for s = 0, n - 1 do
-  local j = 4 + 4 * np + TUPLE * s
-  local host, prio, task = ARGV[j + 2], ARGV[j + 4], ARGV[j + 5]
-  local url = task_url(task)
-  local r = is_render(task)
-  local queued
-  if leased(url) then
-    queued = true
-  elseif PQ then
-    queued = redis.call('ZSCORE', kq_pq(r, host), url) ~= false
-  else
-    queued = redis.call('LPOS', kq_queue(r, host, prio), task) ~= false
-  end
-  if not queued then
-    seen_add(ARGV[j], ARGV[j + 1])
-    push(host, prio, task, NEW_FRONT)
-    local val = ARGV[vbase + s]
-    if val ~= '' then redis.call('HSET', K_VAL, url, val) end
-    added = added + 1
-  end
-end
-if added > 0 then stat('reseeded', added) end
-finish()
-return added
-`)
-
 // Reseed enqueues tasks again for a recrawl, seen or not, with their
 // hosts' policies first (as SeedWithPolicies); a task whose URL is leased
-// or already queued is skipped. It returns how many were enqueued.
+// or already queued is skipped (the library's function reseed: seed.lua).
+// It returns how many were enqueued.
 func (f *shard) Reseed(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
-	n, err := f.withPolicies(ctx, reseedScript, nil, tasks, policies, appendValidators)
+	n, err := f.withPolicies(ctx, "reseed", tasks, policies, appendValidators)
 	return n, wrap("reseed", err)
 }
 

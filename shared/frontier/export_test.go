@@ -30,40 +30,6 @@ func NewBloomSize(n int64, p float64) (m uint64, k int, err error) {
 // BloomSegBits is the segment size of new crawls.
 const BloomSegBits = bloomSegBits
 
-// seenHasScript reports, per tuple bucket and field, whether the URL is
-// seen (all its Bloom bits set, or its fingerprint field present), writing
-// nothing.
-//
-// ARGV: prefix, n, n × (bucket, field), cfg.
-var seenHasScript = redis.NewScript(luaPrelude + `
--- LH.seen_has reports whether a tuple's URL is seen, writing nothing: with
--- bloom, whether all of its k bits are set (only tests ask, so it is
--- defined here, not in every script's prelude)
-function LH.seen_has(x, y)
-  if BLOOM then
-    local g, b = tonumber(x), tonumber(y)
-    for _ = 1, BLOOM_K do
-      local seg = math.floor(g / BLOOM_SEG)
-      if redis.call('GETBIT', bloom_key(seg), g - seg * BLOOM_SEG) == 0 then return false end
-      g = g + b
-      if g >= BLOOM_M then g = g - BLOOM_M end
-    end
-    return true
-  end
-  if LH.fixed then return redis.call('HEXISTS', LH.pfx .. x, y) == 1 end
-  return redis.call('SISMEMBER', LH.bucket_key(x), y) == 1
-end
-local n = tonumber(ARGV[2])
-local out = {}
-for s = 0, n - 1 do
-  local x, y = ARGV[3 + 2 * s], ARGV[4 + 2 * s]
-  local has = 0
-  if LH.seen_has(x, y) then has = 1 end
-  out[#out + 1] = has
-end
-return out
-`)
-
 // MaybeSeen reports for each URL whether the crawl takes it for seen
 // (shard 0's seen set: see MaybeSeenTasks for a sharded crawl).
 func (f *Redis) MaybeSeen(ctx context.Context, urls []string) ([]bool, error) {
@@ -110,11 +76,10 @@ func (f *shard) maybeSeen(ctx context.Context, urls []string) ([]bool, error) {
 			}
 			args = append(args, x, y)
 		}
-		res, err := f.run(ctx, seenHasScript, args...)
+		arr, err := f.callSlice(ctx, "seen_has", args...)
 		if err != nil {
 			return nil, err
 		}
-		arr, _ := res.([]any)
 		if len(arr) != n {
 			return nil, fmt.Errorf("seen check returned %d values for %d", len(arr), n)
 		}
@@ -155,11 +120,6 @@ func FixedSlot(b uint, fp uint64) (uint32, string) {
 	return uint32(n), fld
 }
 
-// memberBitScript runs the scripts' LH.bit: bit k of a seen bucket member.
-var memberBitScript = redis.NewScript(luaPrelude + `
-return LH.bit(ARGV[2], tonumber(ARGV[3]))
-`)
-
 // MemberBits returns, for each level b that splits, the fingerprint's bit
 // b as the scripts read it from its seen bucket member when they split a
 // bucket.
@@ -167,11 +127,7 @@ func (f *Redis) MemberBits(ctx context.Context, fp uint64) ([]int64, error) {
 	_, member := f.slot(fp)
 	var out []int64
 	for b := seenFloor; b < seenMaxLevel; b++ {
-		res, err := f.run(ctx, memberBitScript, member, b-seenFloor)
-		if err != nil {
-			return nil, err
-		}
-		v, err := toInt(res)
+		v, err := f.callInt(ctx, "member_bit", member, b-seenFloor)
 		if err != nil {
 			return nil, err
 		}
@@ -193,15 +149,16 @@ const (
 // EventID exposes the event-id numbering of stream entries.
 var EventID = eventID
 
-// The section profile: instrumented copies of the claim and complete
-// scripts, with each --[[mark:name]] marker of their source replaced by a
-// call that adds the µs since the previous marker (Redis TIME) to section
-// name, written at the end of the script (--[[profile:flush]]) to the hash
-// at the crawl prefix + "profile": us:name and n:name (invocations).
+// The section profile: an instrumented copy of the library, whose claim,
+// complete and complete_claim the frontier calls instead of the library's,
+// with each --[[mark:name]] marker of its source replaced by a call that
+// adds the µs since the previous marker (Redis TIME) to section name,
+// written at the end of the call (--[[profile:flush]], in finish) to the
+// list at the crawl prefix + "profile": lines "name us n".
 
 var (
-	markRe    = regexp.MustCompile(`--\[\[mark:(\w+)\]\]`)
-	profStart = `local prof_us, prof_n, prof_last = {}, {}, nil
+	markRe   = regexp.MustCompile(`--\[\[mark:(\w+)\]\]`)
+	profDecl = `local prof_us, prof_n, prof_last = {}, {}, nil
 local function mark(name)
   local t = redis.call('TIME')
   local u = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -210,30 +167,41 @@ local function mark(name)
     prof_n[name] = (prof_n[name] or 0) + 1
   end
   prof_last = u
-end
+end`
+	profStart = `prof_last = nil
 mark('')`
 	profFlush = `local prof_out = {}
 for k, v in pairs(prof_us) do prof_out[#prof_out + 1] = k .. ' ' .. v .. ' ' .. prof_n[k] end
-redis.call('RPUSH', P .. 'profile', table.concat(prof_out, '\n'))
+if #prof_out > 0 then redis.call('RPUSH', P .. 'profile', table.concat(prof_out, '\n')) end
 prof_us, prof_n = {}, {}`
 )
 
-// profiled instruments a script's source.
+// profiled instruments the library's source.
 func profiled(src string) string {
-	if !strings.Contains(src, "--[[profile:start]]") || !strings.Contains(src, "--[[profile:flush]]") {
-		panic("profiled: source without profile markers")
+	for _, m := range []string{"--[[profile:decl]]", "--[[profile:start]]", "--[[profile:flush]]"} {
+		if !strings.Contains(src, m) {
+			panic("profiled: source without " + m)
+		}
 	}
+	src = strings.Replace(src, "--[[profile:decl]]", profDecl, 1)
 	src = strings.Replace(src, "--[[profile:start]]", profStart, 1)
 	src = strings.Replace(src, "--[[profile:flush]]", profFlush, 1)
 	return markRe.ReplaceAllString(src, "mark('$1')")
 }
 
-// ProfileScripts makes f run instrumented claim and complete scripts.
+// profileLib is the instrumented library.
+var profileLib = newLibrary(lib.name+"_profile", "rc"+strconv.Itoa(LibraryVersion)+"p_", profiled)
+
+// ProfileScripts makes f call the instrumented claim, complete and
+// complete_claim.
 func (f *Redis) ProfileScripts() {
-	f.scripts = map[*redis.Script]*redis.Script{
-		claimScript:         redis.NewScript(profiled(claimSrc)),
-		completeScript:      redis.NewScript(profiled(completeSrc)),
-		completeClaimScript: redis.NewScript(profiled(completeClaimSrc)),
+	for _, s := range f.shards {
+		s.libFor = func(name string) *library {
+			if name == "claim" || name == "complete" || name == "complete_claim" {
+				return profileLib
+			}
+			return lib
+		}
 	}
 }
 
@@ -268,11 +236,12 @@ func readProfile(ctx context.Context, rdb redis.UniversalClient, key string) (ma
 }
 
 // MarkCostUs measures what one marker adds to the section it ends, in µs:
-// 1000 markers in a row, nothing between them; the least of 5 runs of the
-// loaded script.
+// 1000 markers in a row, nothing between them; the least of 5 calls.
 func MarkCostUs(ctx context.Context, rdb redis.UniversalClient) (float64, error) {
-	script := redis.NewScript(profiled("--[[profile:start]]\nlocal P = ARGV[1]\nfor _ = 1, 1000 do\n--[[mark:cal]]\nend\n--[[profile:flush]]\n"))
-	if err := script.Load(ctx, rdb).Err(); err != nil {
+	markLib := &library{name: "redcrawl_markcost", ns: "rcmark_", src: "#!lua name=redcrawl_markcost\n" +
+		profiled("--[[profile:decl]]\nlocal P = 'markcost:'\nredis.register_function('rcmark_cal', function()\n--[[profile:start]]\n"+
+			"for _ = 1, 1000 do\n--[[mark:cal]]\nend\n--[[profile:flush]]\nreturn 1\nend)\n")}
+	if err := loadLibrary(ctx, rdb, markLib); err != nil {
 		return 0, err
 	}
 	key := "markcost:profile"
@@ -280,7 +249,7 @@ func MarkCostUs(ctx context.Context, rdb redis.UniversalClient) (float64, error)
 	best := -1.0
 	for range 5 {
 		rdb.Del(ctx, key)
-		if err := script.EvalSha(ctx, rdb, nil, "markcost:").Err(); err != nil && err != redis.Nil {
+		if err := rdb.FCall(ctx, markLib.fn("cal"), nil).Err(); err != nil {
 			return 0, err
 		}
 		prof, err := readProfile(ctx, rdb, key)
@@ -294,10 +263,11 @@ func MarkCostUs(ctx context.Context, rdb redis.UniversalClient) (float64, error)
 	return best, nil
 }
 
-// argsOnlyScript takes any KEYS and ARGV and does nothing.
-var argsOnlyScript = redis.NewScript("return 1")
+// noopLib has one function that takes any KEYS and ARGV and does nothing.
+var noopLib = &library{name: "redcrawl_noop", ns: "rcnoop_",
+	src: "#!lua name=redcrawl_noop\nredis.register_function('rcnoop_args', function() return 1 end)\n"}
 
-// ArgsOnlyUs is the Redis time (INFO commandstats, µs) of a script that
+// ArgsOnlyUs is the Redis time (INFO commandstats, µs) of a function that
 // does nothing, called with the KEYS and ARGV CompleteClaim would send
 // for cs and max: what making them into Lua values costs.
 func (f *Redis) ArgsOnlyUs(ctx context.Context, slave string, cs []Completion, max int) (int64, error) {
@@ -305,27 +275,26 @@ func (f *Redis) ArgsOnlyUs(ctx context.Context, slave string, cs []Completion, m
 	if err != nil {
 		return 0, err
 	}
-	args = append(args, max, ms(f.opt.LeaseDuration), boolArg(false))
-	// loaded first, so the measured call is an EVALSHA that runs
-	if err := argsOnlyScript.Load(ctx, f.rdb).Err(); err != nil {
+	args = append(args, max, boolArg(false))
+	if err := loadLibrary(ctx, f.rdb, noopLib); err != nil {
 		return 0, err
 	}
-	u0, err := evalshaUsec(ctx, f.rdb)
+	u0, err := fcallUsec(ctx, f.rdb)
 	if err != nil {
 		return 0, err
 	}
-	argv := append(append([]any{f.keys.Prefix}, args...), f.cfg)
-	if err := argsOnlyScript.EvalSha(ctx, f.rdb, f.allKeys, argv...).Err(); err != nil {
+	argv := append([]any{f.keys.Prefix}, args...)
+	if err := f.rdb.FCall(ctx, noopLib.fn("args"), f.allKeys, argv...).Err(); err != nil {
 		return 0, err
 	}
-	u1, err := evalshaUsec(ctx, f.rdb)
+	u1, err := fcallUsec(ctx, f.rdb)
 	return u1 - u0, err
 }
 
-// evalshaUsec is INFO commandstats' usec of evalsha.
-func evalshaUsec(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+// fcallUsec is INFO commandstats' usec of fcall.
+func fcallUsec(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
 	stats, err := testutil.CommandStats(ctx, rdb)
-	return stats["evalsha"].Usec, err
+	return stats["fcall"].Usec, err
 }
 
 // CompleteRemoteOnly runs the first step of a sharded completion alone:

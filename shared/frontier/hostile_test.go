@@ -124,9 +124,11 @@ func TestHostileHostsCanonical(t *testing.T) {
 }
 
 // TestHostileHostsInRedis runs tasks of hostile hosts (raw, as a careless
-// caller might pass them) through the real scripts: seed, claim, retry,
+// caller might pass them) through the real functions: seed, claim, retry,
 // fail, robots, and checks with SCAN that every key the crawl created
-// starts with its prefix.
+// starts with its prefix. The functions take a task whose host is its
+// URL's authority, whatever it holds; a task whose host is not (a host
+// with a / ? # or @ cannot be one) is refused and counted.
 func TestHostileHostsInRedis(t *testing.T) {
 	ctx := context.Background()
 	rdb := testRedis(t)
@@ -136,19 +138,35 @@ func TestHostileHostsInRedis(t *testing.T) {
 	// wherever they are.
 	marker := strings.TrimPrefix(k.Prefix, "crawl:{")
 	marker = "m" + strings.TrimSuffix(marker, "}:")
-	var tasks []frontier.Task
+	var tasks, refused []frontier.Task
 	for i, h := range hostileHosts {
 		host := fmt.Sprintf("%s%d-%s", marker, i, h)
-		tasks = append(tasks, frontier.Task{URL: "http://x" + fmt.Sprint(i) + ".example/" + url.PathEscape(h),
+		tasks = append(tasks, frontier.Task{URL: "http://" + host + "/" + url.PathEscape(h),
 			Host: host, ScopeHost: host, Priority: int64(i % 3)})
+		if strings.ContainsAny(host, "/?#@") {
+			refused = append(refused, tasks[i])
+		}
 	}
-	n, err := f.Seed(ctx, tasks)
+	// a host that is not its URL's
+	refused = append(refused, frontier.Task{URL: "http://" + marker + "-elsewhere.example/",
+		Host: marker + "-x}:q:evil.example", ScopeHost: marker + "-elsewhere.example"})
+	n, err := f.Seed(ctx, append(tasks, refused[len(refused)-1]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != len(tasks) {
-		t.Fatalf("seeded %d of %d", n, len(tasks))
+	if want := len(tasks) - len(refused) + 1; n != want {
+		t.Fatalf("seeded %d of %d, want %d", n, len(tasks)+1, want)
 	}
+	if st, err := rdb.HGet(ctx, k.Stats, "refused").Int(); err != nil || st != len(refused) {
+		t.Errorf("refused %d, %v; want %d", st, err, len(refused))
+	}
+	accepted := tasks[:0:0]
+	for _, task := range tasks {
+		if !strings.ContainsAny(task.Host, "/?#@") {
+			accepted = append(accepted, task)
+		}
+	}
+	tasks = accepted
 	for i, task := range tasks {
 		if err := f.PutRobots(ctx, task.Host, frontier.RobotsRecord{FetchedAt: time.Now(), Status: 200, Body: []byte("x")}); err != nil {
 			t.Fatalf("robots of host %d: %v", i, err)

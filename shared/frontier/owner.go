@@ -17,60 +17,24 @@ import (
 // the rest, and takes shards nobody holds. A master that dies stops
 // renewing: its shards are free after the TTL and the others take them.
 
-// ownScript renews, takes or gives back this shard's owner lease.
-//
-// KEYS: the meta key (Keys.all).
-// ARGV: prefix, master, ttl_ms, want (1: keep or take, 0: give back), cfg.
-// Returns: 1 when the master owns the shard after the call, else 0.
-var ownScript = redis.NewScript(luaPrelude + `
-local master, ttl, want = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
-local cur = redis.call('GET', K_OWNER)
-if cur == master then
-  if want then
-    redis.call('PEXPIRE', K_OWNER, ttl)
-    return 1
-  end
-  redis.call('DEL', K_OWNER)
-  return 0
-end
-if want and not cur then
-  redis.call('SET', K_OWNER, master, 'PX', ttl)
-  return 1
-end
-return 0
-`)
-
-// mastersScript registers a master as alive in shard 0 and forgets the
-// ones not seen for stale_ms.
-//
-// KEYS: the meta key (Keys.all).
-// ARGV: prefix, master, stale_ms, cfg.
-// Returns: the number of masters alive.
-var mastersScript = redis.NewScript(luaPrelude + `
-local now = now_ms()
-redis.call('ZADD', K_MASTERS, now, ARGV[2])
-redis.call('ZREMRANGEBYSCORE', K_MASTERS, '-inf', now - tonumber(ARGV[3]))
-return redis.call('ZCARD', K_MASTERS)
-`)
-
 // Own renews a master's shards and takes or gives back shards so that it
-// holds its share; ttl is the lease (renew well within it). It returns the
+// holds its share (the library's functions masters and own: admin.lua); ttl is the lease (renew well within it). It returns the
 // shards the master serves now (a crawl of one shard has one owner too, so
 // two masters of it run one recoverer and one sink, and the other takes
 // over when the first dies).
 func (f *Redis) Own(ctx context.Context, master string, ttl time.Duration) ([]int, error) {
-	alive, err := mastersScript.Run(ctx, f.rdb, f.allKeys, f.keys.Prefix, master, 3*ms(ttl), f.cfg).Int()
+	alive64, err := f.callInt(ctx, "masters", master, 3*ms(ttl))
+	alive := int(alive64)
 	if err != nil {
 		return nil, wrap("own shards: register", err)
 	}
 	share := (len(f.shards) + max(alive, 1) - 1) / max(alive, 1)
 	own := func(k int, want bool) (bool, error) {
 		s := f.shards[k]
-		n, err := s.run(ctx, ownScript, master, ms(ttl), boolArg(want))
+		v, err := s.callInt(ctx, "own", master, ms(ttl), boolArg(want))
 		if err != nil {
 			return false, wrap(fmt.Sprintf("own shard %d", k), err)
 		}
-		v, _ := toInt(n)
 		return v == 1, nil
 	}
 	var owned []int
@@ -116,7 +80,7 @@ func (f *Redis) Own(ctx context.Context, master string, ttl time.Duration) ([]in
 // Disown gives back every shard a master holds (a graceful stop).
 func (f *Redis) Disown(ctx context.Context, master string) error {
 	for k, s := range f.shards {
-		if _, err := s.run(ctx, ownScript, master, 0, 0); err != nil {
+		if _, err := s.call(ctx, "own", master, 0, 0); err != nil {
 			return wrap(fmt.Sprintf("disown shard %d", k), err)
 		}
 	}

@@ -88,6 +88,18 @@ type Options struct {
 	MaxDateVariants int
 	// RobotsTTL is how long PutRobots keeps a robots.txt record; 0 = 24h.
 	RobotsTTL time.Duration
+	// AllowHosts are crawl.allow_hosts in canonical form (urlx.Scope's
+	// HostPatterns: "example.org", "*.example.org"): the functions refuse
+	// a link to another host when the scope is not the seeds' hosts.
+	AllowHosts []string
+	// MaxDepth is crawl.max_depth: the functions refuse a deeper link; 0 =
+	// unlimited.
+	MaxDepth int
+	// MaxHostDelay and MaxBackoff cap the host delay and the backoff a
+	// slave reports with a completion (robots.txt Crawl-delay and
+	// autothrottle; Retry-After and retry backoff), so no slave can hold a
+	// host for longer; 0 = an hour.
+	MaxHostDelay, MaxBackoff time.Duration
 
 	// DedupMode is how seen URLs are remembered; it is fixed when the crawl
 	// is created (NewRedis fails on a crawl created with another mode):
@@ -160,11 +172,28 @@ func OptionsFromConfig(c *config.Config) Options {
 		MaxQueryVariants: c.Crawl.MaxQueryVariants,
 		MaxDateVariants:  c.Crawl.MaxDateVariants,
 		RobotsTTL:        c.Politeness.RobotsTTL,
+		AllowHosts:       allowHostPatterns(c.Crawl.AllowHosts),
+		MaxDepth:         c.Crawl.MaxDepth,
+		MaxHostDelay:     max(c.Politeness.MaxCrawlDelay, c.Politeness.AutoThrottleMaxDelay, c.Politeness.Delay),
+		MaxBackoff:       c.Lease.RetryMax,
 
 		DedupMode:         c.Dedup.Mode,
 		FalsePositiveRate: c.Dedup.FalsePositiveRate,
 		LinkCache:         c.Slave.LinkCache,
 	}
+}
+
+// allowHostPatterns returns crawl.allow_hosts in canonical form (the
+// config was validated: an entry urlx refuses is left out).
+func allowHostPatterns(hosts []string) []string {
+	if len(hosts) == 0 {
+		return nil
+	}
+	sc, err := urlx.NewScope(hosts, nil, nil, 0)
+	if err != nil {
+		return nil
+	}
+	return sc.HostPatterns()
 }
 
 // taxFromConfig maps the config's tax, where 0 means none, to AOPICTax,
@@ -182,16 +211,18 @@ type shard struct {
 	rdb         redis.UniversalClient
 	opt         Options
 	keys        Keys
-	allKeys     []string   // keys.all(), passed as KEYS to every script
+	allKeys     []string   // keys.all(), passed as KEYS to every function
 	seenBits    uint       // number of seen bucket bits of a fixed layout (0: growing buckets), per crawl in meta
 	contentBits uint       // number of content bucket bits, per crawl in meta
 	bloom       bloomSize  // the Bloom filter's size, fixed per crawl in meta (bloom mode)
-	cfg         string     // strategy config, the last ARGV of every script (luaPrelude)
-	links       *linkCache // nil: every link goes to the script (linkcache.go)
-	// scripts, when set, replaces the scripts run (the section profile's
-	// instrumented copies: ProfileScripts in export_test.go); nil in
-	// production
-	scripts map[*redis.Script]*redis.Script
+	links       *linkCache // nil: every link goes to the function (linkcache.go)
+	// libFor, when set, picks the library a function is called from (the
+	// section profile's instrumented copy: ProfileScripts in
+	// export_test.go); nil in production
+	libFor func(name string) *library
+	// differ names the settings in which this slave's options differ from
+	// the crawl's (the master's), which the functions use
+	differ []string
 	// index is the shard's number, tag what its event ids carry ("" for
 	// shard 0, "~k" for shard k of a sharded crawl: stream.go)
 	index int
@@ -290,6 +321,12 @@ func normalize(opt Options) (Options, bloomSize, error) {
 	if opt.RobotsTTL <= 0 {
 		opt.RobotsTTL = 24 * time.Hour
 	}
+	if opt.MaxHostDelay <= 0 {
+		opt.MaxHostDelay = defaultMaxHostDelay
+	}
+	if opt.MaxBackoff <= 0 {
+		opt.MaxBackoff = defaultMaxBackoff
+	}
 	if opt.DedupMode == "" {
 		opt.DedupMode = DedupExact
 	}
@@ -320,10 +357,9 @@ func newShard(ctx context.Context, rdb redis.UniversalClient, opt Options, keys 
 	if opt.Strategy == "" || opt.Strategy == StrategyBFS || opt.Strategy == StrategyDFS {
 		f.links = newLinkCache(opt.LinkCache)
 	}
-	res, err := initScript.Run(ctx, rdb, []string{keys.Meta}, 0, opt.Strategy,
-		opt.DedupMode, want.M, want.K, want.Seg, contentBits).Slice()
+	res, err := f.callSlice(ctx, "init", 0, opt.Strategy, opt.DedupMode, want.M, want.K, want.Seg, contentBits)
 	if err != nil || len(res) != 8 {
-		return nil, wrap("new frontier", cmpErr(err, fmt.Errorf("init script returned %d values", len(res))))
+		return nil, wrap("new frontier", cmpErr(err, fmt.Errorf("init returned %d values", len(res))))
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
 	got, err := strconv.Atoi(str(res[0]))
@@ -356,12 +392,9 @@ func newShard(ctx context.Context, rdb redis.UniversalClient, opt Options, keys 
 			}
 		}
 	}
-	f.cfg = strings.Join([]string{opt.Strategy, opt.JitterDist, fmtFloat(opt.PriorityX), fmtFloat(opt.AOPICTax),
-		fmtFloat(opt.AOPICLambdaMin), strconv.FormatInt(max(opt.MaxPagesPerHost, 0), 10),
-		strconv.Itoa(max(opt.MaxQueryVariants, 0)), strconv.Itoa(opt.HostConcurrency),
-		strconv.FormatInt(max(ms(opt.Delay), 0), 10), fmtFloat(max(opt.Jitter, 0)),
-		opt.DedupMode, strconv.FormatUint(f.bloom.M, 10), strconv.Itoa(f.bloom.K), strconv.FormatUint(f.bloom.Seg, 10),
-		strconv.Itoa(load)}, "\t")
+	if f.differ, err = f.putSettings(ctx, f.settings(load)); err != nil {
+		return nil, fmt.Errorf("new frontier: %w", err)
+	}
 	return f, nil
 }
 
@@ -373,36 +406,6 @@ func cmpErr(err, alt error) error {
 }
 
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-
-// initScript fixes a crawl's bucket layout (seen_bits 0, growing seen
-// buckets, and content_bits for every crawl it creates), strategy and
-// dedup mode (with bloom, the filter's bloom_m, bloom_k and bloom_seg) the
-// first time any process opens it; a crawl created before strategies
-// existed is bfs, one created before dedup modes existed is exact.
-//
-// KEYS: meta.
-// ARGV: seen_bits, strategy, dedup, bloom_m, bloom_k, bloom_seg,
-// content_bits.
-// Returns: the crawl's seen_bits, strategy, dedup, bloom_m, bloom_k,
-// bloom_seg (false when not bloom), content_bits (false in a crawl created
-// before it) and 1 when this call created the crawl.
-var initScript = redis.NewScript(`
-local created = 0
-if redis.call('HSETNX', KEYS[1], 'seen_bits', ARGV[1]) == 1 then
-  created = 1
-  redis.call('HSET', KEYS[1], 'strategy', ARGV[2], 'dedup', ARGV[3], 'content_bits', ARGV[7])
-  if ARGV[3] == 'bloom' then
-    redis.call('HSET', KEYS[1], 'bloom_m', ARGV[4], 'bloom_k', ARGV[5], 'bloom_seg', ARGV[6])
-  end
-else
-  redis.call('HSETNX', KEYS[1], 'strategy', 'bfs')
-  redis.call('HSETNX', KEYS[1], 'dedup', 'exact')
-end
-local r = redis.call('HMGET', KEYS[1], 'seen_bits', 'strategy', 'dedup', 'bloom_m', 'bloom_k', 'bloom_seg',
-  'content_bits')
-r[8] = created
-return r
-`)
 
 // pq reports whether the strategy keeps importance-ordered queues.
 func (f *shard) pq() bool {
@@ -516,7 +519,7 @@ func parseDepthField(f string, t *Task) error {
 	return err
 }
 
-// task tuples (links and seeds) are passed to scripts as tupleLen ARGV
+// task tuples (links and seeds) are passed to functions as tupleLen ARGV
 // each: bucket, field, host, scope_host, prio, task, qvar. In bloom mode
 // bucket and field are the decimal a = h1 mod m and b = 1 + h2 mod (m-1)
 // of the URL's Bloom positions (bloom.go).
@@ -546,8 +549,9 @@ func (f *shard) appendTuplesFP(args []any, ts []Task, fps []uint64) []any {
 			binary.BigEndian.PutUint64(buf[:], Fingerprint(t.PathKey))
 			qv = string(buf[:])
 			if date {
-				// its own key and cap: 8 bytes, "d", the cap (admit in luaPrelude)
-				qv += "d" + strconv.Itoa(f.opt.MaxDateVariants)
+				// its own cap, the crawl's MaxDateVariants: 8 bytes and "d"
+				// (admit in queue.lua)
+				qv += "d"
 			}
 		}
 		args = append(args, b, fld, t.Host, t.ScopeHost, f.prio(t), encodeTask(t), qv)
@@ -575,14 +579,26 @@ func ms(d time.Duration) int64 { return d.Milliseconds() }
 
 func seed() int64 { return rand.Int64N(math.MaxInt32) }
 
-// run executes a script with the crawl's fixed keys.
-func (f *shard) run(ctx context.Context, s *redis.Script, args ...any) (any, error) {
-	if r := f.scripts[s]; r != nil {
-		s = r
+// callSlice is call for a function that returns an array.
+func (f *shard) callSlice(ctx context.Context, name string, args ...any) ([]any, error) {
+	res, err := f.call(ctx, name, args...)
+	if err != nil {
+		return nil, err
 	}
-	argv := make([]any, 0, len(args)+2)
-	argv = append(append(append(argv, f.keys.Prefix), args...), f.cfg)
-	return s.Run(ctx, f.rdb, f.allKeys, argv...).Result()
+	arr, ok := res.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s returned %T, not an array", name, res)
+	}
+	return arr, nil
+}
+
+// callInt is call for a function that returns an integer.
+func (f *shard) callInt(ctx context.Context, name string, args ...any) (int64, error) {
+	res, err := f.call(ctx, name, args...)
+	if err != nil {
+		return 0, err
+	}
+	return toInt(res)
 }
 
 // wrap adds the operation and marks connection failures ErrUnavailable.

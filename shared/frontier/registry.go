@@ -9,41 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redcrawl/redcrawl/shared/events"
 )
-
-// heartbeatScript registers or refreshes a slave, stamped with Redis's
-// clock so that slaves' clocks never matter; a slave's first heartbeat (or
-// its first after being declared dead or leaving) records a join. The
-// heartbeat goes to the slave's own key (Keys.SlaveBeat); the registry
-// only gains the slave (ZADD NX), which is all a slave's Redis user may do
-// to it (acl.go).
-//
-// KEYS: the meta key (Keys.all).
-// ARGV: prefix, slave, heartbeat_json, crawl, host, cfg.
-// Returns: {joined (1 when the slave joined, else 0), then the control
-// fields (control.go) addressed to it: drain:<slave> and every retire:<proxy>}.
-var heartbeatScript = redis.NewScript(luaPrelude + `
-local slave, info, crawl, host = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local own_err = check_own(slave)
-if own_err then return own_err end
-local now = now_ms()
-local added = redis.call('ZADD', K_SLAVES, 'NX', now, slave)
-local had = redis.call('EXISTS', k_sbeat(slave))
-redis.call('SET', k_sbeat(slave), now .. '\t' .. info)
-if added == 1 or had == 0 then
-  emit('slave', cjson.encode({crawl = crawl, slave = slave, kind = 'join', host = host, at = now, detail = ''}))
-  flush_events()
-end
-local out = {added}
-local drain = 'drain:' .. slave
-for _, k in ipairs(redis.call('HKEYS', K_CONTROL)) do
-  if k == drain or string.sub(k, 1, 7) == 'retire:' then out[#out + 1] = k end
-end
-return out
-`)
 
 // Heartbeat implements Registry.
 func (f *shard) Heartbeat(ctx context.Context, hb events.Heartbeat) error {
@@ -52,34 +19,34 @@ func (f *shard) Heartbeat(ctx context.Context, hb events.Heartbeat) error {
 }
 
 // HeartbeatControl is Heartbeat that also returns the admin's requests to
-// this slave (drain, retired proxies) at no extra round trip.
+// this slave (drain, retired proxies) at no extra round trip: the
+// library's function heartbeat (registry.lua).
 func (f *shard) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Control, error) {
 	hb.Crawl = f.opt.Crawl
 	b, err := json.Marshal(hb)
 	if err != nil {
 		return Control{}, fmt.Errorf("heartbeat: %w", err)
 	}
-	res, err := f.run(ctx, heartbeatScript, hb.Slave, b, f.opt.Crawl, hb.Host)
+	arr, err := f.callSlice(ctx, "heartbeat", hb.Slave, b, truncate(hb.Host, maxHostBytes))
 	if err != nil {
 		return Control{}, wrap("heartbeat", err)
 	}
-	arr, _ := res.([]any)
 	if len(arr) == 0 {
-		return Control{}, fmt.Errorf("heartbeat: script returned nothing")
+		return Control{}, fmt.Errorf("heartbeat: no result")
 	}
 	return controlOf(hb.Slave, arr[1:]), nil
 }
 
 // Leave implements Registry: the slave gives back the leases it still
-// holds and records its leave (leaveScript, which a slave's restricted
-// Redis user may run); the master's monitor then drops it from the
-// registry.
+// holds and records its leave (the library's function leave: lease.lua,
+// which a slave's restricted Redis user may call); the master's monitor
+// then drops it from the registry.
 func (f *shard) Leave(ctx context.Context, slave, detail string) error {
 	return f.leave(ctx, slave, detail, true)
 }
 
 func (f *shard) leave(ctx context.Context, slave, detail string, record bool) error {
-	_, err := f.run(ctx, leaveScript, f.opt.MaxAttempts, f.opt.Crawl, slave, detail, boolArg(record))
+	_, err := f.call(ctx, "leave", slave, truncate(detail, maxReasonBytes), boolArg(record))
 	return wrap("leave", err)
 }
 
@@ -90,24 +57,6 @@ func (f *shard) leave(ctx context.Context, slave, detail string, record bool) er
 func (f *shard) RetireGone(ctx context.Context, slave string) (int, error) {
 	return f.retire(ctx, slave, "gone", "heartbeats missed", true)
 }
-
-// registrySrc lists the registry with each slave's heartbeat.
-//
-// KEYS: the meta key (Keys.all).
-// ARGV: prefix, then cfg (unused).
-// Returns: a flat array, 3 entries per registered slave: id, registered
-// at (ms), and its heartbeat key's value (ms \t JSON) or false.
-const registrySrc = `
-local out = {}
-local reg = redis.call('ZRANGE', K_SLAVES, 0, -1, 'WITHSCORES')
-for k = 1, #reg, 2 do
-  out[#out + 1] = reg[k]
-  out[#out + 1] = reg[k + 1]
-  out[#out + 1] = redis.call('GET', k_sbeat(reg[k]))
-end
-`
-
-var registryScript = redis.NewScript(luaPrelude + registrySrc + "return out\n")
 
 // Slaves implements Registry: the registered slaves that have a heartbeat
 // (not those that left).
@@ -128,7 +77,7 @@ func (f *shard) Slaves(ctx context.Context) ([]SlaveInfo, error) {
 // Registered lists every slave in the registry, those that left or were
 // retired (Gone: no heartbeat key) too; the monitor walks it.
 func (f *shard) Registered(ctx context.Context) ([]SlaveInfo, error) {
-	res, err := f.run(ctx, registryScript)
+	res, err := f.call(ctx, "registry")
 	if err != nil {
 		return nil, wrap("list slaves", err)
 	}
@@ -136,7 +85,7 @@ func (f *shard) Registered(ctx context.Context) ([]SlaveInfo, error) {
 	return ss, err
 }
 
-// decodeRegistry decodes registrySrc's result. render says which slaves'
+// decodeRegistry decodes the function registry's result (registry.lua). render says which slaves'
 // heartbeat JSON has "render": true (read apart from events.Heartbeat,
 // which need not have the field). A slave's LastSeen is its last
 // heartbeat, or when it registered when it has none.
@@ -174,16 +123,6 @@ func decodeRegistry(res any) ([]SlaveInfo, map[string]bool, error) {
 	return out, render, nil
 }
 
-// inFlightSrc follows registrySrc in Snapshot's script: it appends the
-// number of leases held, over every registered slave and the legacy
-// crawl-wide lease zset.
-const inFlightSrc = `
-local leased = redis.call('ZCARD', K_LEGACY_LEASE)
-for k = 1, #reg, 2 do leased = leased + redis.call('ZCARD', k_slease(reg[k])) end
-out[#out + 1] = leased
-return out
-`
-
 // Now returns Redis's clock, the one every lease and heartbeat is stamped
 // with.
 func (f *shard) Now(ctx context.Context) (time.Time, error) {
@@ -207,12 +146,13 @@ func (f *shard) Stats(ctx context.Context) (Stats, error) {
 }
 
 // Snapshot reads the crawl's counters, clock, slaves and admin state in
-// one round trip (the dashboard's overview).
+// one round trip (the dashboard's overview), the slaves and leases held by
+// the library's function snapshot (registry.lua).
 func (f *shard) Snapshot(ctx context.Context) (Snapshot, error) {
 	snap, err := f.snapshot(ctx)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// first use on this Redis (or after SCRIPT FLUSH): load, read again
-		if lerr := snapshotScript.Load(ctx, f.rdb).Err(); lerr != nil {
+	if isNoFunction(err) && f.opt.Slave == "" {
+		// first use on this Redis: load, read again
+		if lerr := loadLibrary(ctx, f.rdb, f.library()); lerr != nil {
 			return Snapshot{}, wrap("stats", lerr)
 		}
 		snap, err = f.snapshot(ctx)
@@ -220,15 +160,11 @@ func (f *shard) Snapshot(ctx context.Context) (Snapshot, error) {
 	return snap, err
 }
 
-// snapshotScript lists the registry and counts the leases held (registrySrc
-// and inFlightSrc), in Snapshot's pipeline by its SHA.
-var snapshotScript = redis.NewScript(luaPrelude + registrySrc + inFlightSrc)
-
 func (f *shard) snapshot(ctx context.Context) (Snapshot, error) {
 	pipe := f.rdb.Pipeline()
 	tm := pipe.Time(ctx)
 	st := pipe.HGetAll(ctx, f.keys.Stats)
-	reg := pipe.EvalSha(ctx, snapshotScript.Hash(), f.allKeys, f.keys.Prefix, f.cfg)
+	reg := pipe.FCallRo(ctx, f.library().fn("snapshot"), f.allKeys, f.keys.Prefix)
 	retry := pipe.ZCard(ctx, f.keys.Retry)
 	nextRetry := pipe.ZRangeWithScores(ctx, f.keys.Retry, 0, 0)
 	finish := pipe.HGetAll(ctx, f.keys.Finish)

@@ -86,10 +86,20 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	if err != nil {
 		return nil, err
 	}
+	if opt.Slave == "" {
+		// a master's (or an admin's) process: the library of this version,
+		// with this code, on every primary
+		if err := LoadLibrary(ctx, rdb); err != nil {
+			return nil, fmt.Errorf("new frontier: %w", err)
+		}
+	}
 	if opt.Shards < 1 {
 		opt.Shards = 1
 	}
-	n, err := shardCount(ctx, rdb, NewKeys(opt.Crawl), opt.Shards)
+	if opt.Shards > maxShards {
+		return nil, fmt.Errorf("new frontier: crawl.shards %d: at most %d", opt.Shards, maxShards)
+	}
+	n, err := shardCount(ctx, rdb, opt, NewKeys(opt.Crawl), opt.Shards)
 	if err != nil {
 		return nil, err
 	}
@@ -139,25 +149,13 @@ func ShardKeys(crawl string, k int) Keys {
 	return NewKeys(crawl + ":" + strconv.Itoa(k))
 }
 
-// shardCountScript fixes a crawl's shard count in shard 0's meta the first
-// time any process opens it; a crawl created before shards existed has one.
-//
-// KEYS: shard 0's meta.
-// ARGV: the count asked for.
-// Returns: the crawl's count.
-var shardCountScript = redis.NewScript(`
-local cur = redis.call('HGET', KEYS[1], 'shards')
-if cur then return tonumber(cur) end
-if redis.call('HEXISTS', KEYS[1], 'seen_bits') == 1 then
-  redis.call('HSET', KEYS[1], 'shards', 1)
-  return 1
-end
-redis.call('HSET', KEYS[1], 'shards', ARGV[1])
-return tonumber(ARGV[1])
-`)
-
-func shardCount(ctx context.Context, rdb redis.UniversalClient, root Keys, want int) (int, error) {
-	n, err := shardCountScript.Run(ctx, rdb, []string{root.Meta}, want).Int()
+// shardCount fixes a crawl's shard count in shard 0's meta the first time
+// any process opens it (the library's function shard_count: admin.lua)
+// and returns the crawl's count.
+func shardCount(ctx context.Context, rdb redis.UniversalClient, opt Options, root Keys, want int) (int, error) {
+	s := &shard{rdb: rdb, opt: opt, keys: root, allKeys: root.all()}
+	n64, err := s.callInt(ctx, "shard_count", min(want, maxShards))
+	n := int(n64)
 	if err != nil {
 		return 0, wrap("new frontier: shard count", err)
 	}
@@ -621,41 +619,9 @@ func (f *Redis) completeLocal(ctx context.Context, slave string, idx map[int][]i
 	return acked, res, err
 }
 
-// linksScript enqueues links found on a page of another shard, as the
-// complete script does with a page's links: scope, dedup, trap caps, the
-// hosts' policies first. A slave runs it under its own Redis user (its
-// trap exceptions go to its own stream on this shard, and it registers
-// here so the sink reads that stream).
-//
-// KEYS: the meta key (Keys.all).
-// ARGV: prefix, slave, scope_by_seeds, crawl, np, n, then np × policy,
-// then n × tuple, then cfg.
-// Returns: the number of links enqueued.
-var linksScript = redis.NewScript(luaPrelude + `
-local slave, scope_by_seeds, crawl = ARGV[2], ARGV[3] == '1', ARGV[4]
-local own_err = check_own(slave)
-if own_err then return own_err end
-local np, n = tonumber(ARGV[5]), tonumber(ARGV[6])
-local now = now_ms()
-set_policies(7, np)
-local in_scope = {}
-local added = 0
-for l = 0, n - 1 do
-  local j = 7 + 4 * np + TUPLE * l
-  local took = take_link(j, scope_by_seeds, in_scope, crawl, slave, now)
-  if took == 'new' then
-    push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
-    added = added + 1
-  elseif took == 'old' and STRATEGY == 'priority' then
-    redis.call('ZADD', kq_pq(is_render(ARGV[j + 5]), ARGV[j + 2]), 'XX', 'INCR', -PRIO_X, task_url(ARGV[j + 5]))
-  end
-end
-if #ev_buf > 0 then redis.call('ZADD', K_SLAVES, 'NX', now, slave) end
-finish()
-return added
-`)
-
-// enqueueLinks runs linksScript for links of this shard's hosts, in
+// enqueueLinks calls the library's function links (seed.lua), which
+// enqueues links found on a page of another shard as complete does with a
+// page's links, for links of this shard's hosts, in
 // batches; links the link cache knows are left out, and the ones sent are
 // remembered once the call succeeded.
 func (f *shard) enqueueLinks(ctx context.Context, slave string, links []Task, policies map[string]HostPolicy) error {
@@ -672,14 +638,14 @@ func (f *shard) enqueueLinks(ctx context.Context, slave string, links []Task, po
 		if from == 0 {
 			pol = policies
 		}
-		args := []any{slave, boolArg(f.opt.ScopeBySeeds), f.opt.Crawl, len(pol), to - from}
+		args := []any{slave, len(pol), to - from}
 		args = appendPolicies(args, pol)
 		var batchFPs []uint64
 		if fps != nil {
 			batchFPs = fps[from:to]
 		}
 		args = f.appendTuplesFP(args, links[from:to], batchFPs)
-		if _, err := f.run(ctx, linksScript, args...); err != nil {
+		if _, err := f.call(ctx, "links", args...); err != nil {
 			return wrap("enqueue links", err)
 		}
 		for _, fp := range batchFPs {
@@ -939,72 +905,24 @@ func (f *Redis) CheckFinished(ctx context.Context, quiescence time.Duration) (bo
 		}
 		idle, sig = idle2 && sig2 == sig1, sig2
 	}
-	res, err := f.run(ctx, finishShardedScript, boolArg(idle), sig, ms(quiescence))
+	n, err := f.callInt(ctx, "finish_sharded", boolArg(idle), sig, ms(quiescence))
 	if err != nil {
 		return false, wrap("check finished", err)
 	}
-	n, _ := toInt(res)
 	return n == 1, nil
 }
 
-// idleScript reads whether a shard has nothing queued, in flight or
-// waiting for retry, and its work counter (meta workseq, bumped by every
-// script that adds work: finish in luaPrelude).
-//
-// KEYS: the meta key (Keys.all).
-// ARGV: prefix, cfg.
-// Returns: {idle (1 or 0), workseq}.
-var idleScript = redis.NewScript(luaPrelude + `
-local queued = tonumber(redis.call('HGET', K_STATS, 'queued') or '0')
-local rqueued = tonumber(redis.call('HGET', K_STATS, 'rqueued') or '0')
-local leased = redis.call('ZCARD', K_LEGACY_LEASE)
-for _, slave in ipairs(redis.call('ZRANGE', K_SLAVES, 0, -1)) do
-  leased = leased + redis.call('ZCARD', k_slease(slave))
-end
-local idle = 0
-if queued <= 0 and rqueued <= 0 and leased == 0 and redis.call('ZCARD', K_RETRY) == 0 then idle = 1 end
-return {idle, tonumber(redis.call('HGET', K_META, 'workseq') or '0')}
-`)
-
+// idle reads whether a shard has nothing queued, in flight or waiting for
+// retry, and its work counter (the library's function idle: finish.lua).
 func (f *shard) idle(ctx context.Context) (bool, int64, error) {
-	res, err := f.run(ctx, idleScript)
+	arr, err := f.callSlice(ctx, "idle")
 	if err != nil {
 		return false, 0, wrap("idle", err)
 	}
-	arr, _ := res.([]any)
 	if len(arr) != 2 {
-		return false, 0, fmt.Errorf("idle: script returned %d values", len(arr))
+		return false, 0, fmt.Errorf("idle: %d values", len(arr))
 	}
 	i, _ := toInt(arr[0])
 	seq, _ := toInt(arr[1])
 	return i == 1, seq, nil
 }
-
-// finishShardedScript keeps a sharded crawl's finish decision in shard 0's
-// finish hash: the first idle collect starts the window with its counters
-// (idle_sig), any collect that is not idle or shows other counters
-// restarts it, and an idle one with the same counters after the window
-// finishes the crawl.
-//
-// KEYS: the meta key (Keys.all) of shard 0.
-// ARGV: prefix, idle (1 or 0), sig, quiescence_ms, cfg.
-// Returns: 1 when finished, else 0.
-var finishShardedScript = redis.NewScript(luaPrelude + `
-local idle, sig, q = ARGV[2] == '1', ARGV[3], tonumber(ARGV[4])
-local now = now_ms()
-if redis.call('HGET', K_FINISH, 'finished') then return 1 end
-if not idle then
-  redis.call('HDEL', K_FINISH, 'idle_since', 'idle_sig')
-  return 0
-end
-local st = redis.call('HMGET', K_FINISH, 'idle_since', 'idle_sig')
-if not st[1] or st[2] ~= sig then
-  redis.call('HSET', K_FINISH, 'idle_since', now, 'idle_sig', sig)
-  return 0
-end
-if now - tonumber(st[1]) >= q then
-  redis.call('HSET', K_FINISH, 'finished', now)
-  return 1
-end
-return 0
-`)

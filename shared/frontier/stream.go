@@ -174,24 +174,6 @@ func (s *Stream) ensureGroup(ctx context.Context, key string) error {
 	return nil
 }
 
-// dropStreamScript deletes a slave's event stream once the slave has left
-// the registry and every entry was read and acknowledged (Ack deletes
-// them), and forgets it; atomic, so an event the slave adds meanwhile is
-// never lost.
-//
-// KEYS: the meta key (Keys.all).
-// ARGV: prefix, slave, cfg.
-// Returns: 1 when dropped, else 0.
-var dropStreamScript = redis.NewScript(luaPrelude + `
-local slave = ARGV[2]
-if redis.call('ZSCORE', K_SLAVES, slave) then return 0 end
-local key = k_sev(slave)
-if redis.call('EXISTS', key) == 1 and redis.call('XLEN', key) > 0 then return 0 end
-redis.call('DEL', key)
-redis.call('SREM', K_STREAMS, key)
-return 1
-`)
-
 // streams returns the stream keys to read: the crawl's, then each slave
 // stream in the registry or the streams set, creating the group on new
 // ones (on all with force) and dropping drained streams of slaves that
@@ -239,7 +221,10 @@ func (s *Stream) refresh(ctx context.Context) error {
 	for k, sl := range want {
 		if sl != "" && !registered[sl] {
 			// a retired slave's stream: read it until it is empty
-			dropped, err := dropStreamScript.Run(ctx, s.rdb, s.keys.all(), s.keys.Prefix, sl, "").Int()
+			// the library's function drop_stream (admin.lua) deletes a
+			// retired slave's stream once it is drained, atomically
+			sh := &shard{rdb: s.rdb, keys: s.keys, allKeys: s.keys.all()}
+			dropped, err := sh.callInt(ctx, "drop_stream", sl)
 			if err != nil {
 				return wrap("drop event stream", err)
 			}

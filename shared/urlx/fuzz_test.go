@@ -2,6 +2,7 @@ package urlx
 
 import (
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -62,7 +63,22 @@ func checkFuzzCanonical(t *testing.T, c *Canonicalizer, s string, u *url.URL) {
 	if err != nil || p.String() != str {
 		t.Fatalf("%q -> %q: url.Parse round trip gives %v, %v", s, str, p, err)
 	}
-	_ = HostKey(u)
+	// the frontier's functions check a queued URL against its host key
+	// by comparing the key with the URL's authority (after any user
+	// info), and the scope host
+	// with the key's host part: both hold for every canonical URL
+	scheme, rest, _ := strings.Cut(str, "://")
+	authority := rest[:strings.IndexAny(rest+"/", "/?#")]
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		authority = authority[at+1:] // user info
+	}
+	if key := HostKey(u); key != authority || scheme != u.Scheme {
+		t.Fatalf("%q -> %q: authority %q, host key %q", s, str, authority, key)
+	}
+	if sh := strings.ToLower(u.Hostname()); authority != sh && !strings.HasPrefix(authority, sh+":") &&
+		authority != "["+sh+"]" && !strings.HasPrefix(authority, "["+sh+"]:") {
+		t.Fatalf("%q -> %q: authority %q, scope host %q", s, str, authority, sh)
+	}
 	_ = Fingerprint(str)
 }
 

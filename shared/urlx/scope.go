@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -122,6 +123,25 @@ func (s *Scope) Check(u *url.URL, depth int) (ok bool, reason string) {
 		}
 	}
 	return true, ""
+}
+
+// HostPatterns returns allowHosts in canonical form, sorted: a host name,
+// or "*.name" for a name and every host below it (the frontier's
+// functions check links against them: frontier.Options.AllowHosts).
+func (s *Scope) HostPatterns() []string {
+	wild := map[string]bool{}
+	for _, suf := range s.suffixes {
+		wild[suf[1:]] = true
+	}
+	out := make([]string, 0, len(s.exact))
+	for h := range s.exact {
+		if wild[h] {
+			h = "*." + h
+		}
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // hostAllowed matches a host name against allowHosts.

@@ -1,0 +1,149 @@
+-- admin.lua: a crawl's creation, its masters, its streams, and read-only
+-- looks into its dedup.
+
+local STRATEGIES = {bfs = true, dfs = true, priority = true, aopic = true}
+
+-- init: fix a crawl's bucket layout (seen_bits 0, growing seen buckets,
+-- and content_bits for every crawl it creates), strategy and dedup mode
+-- (with bloom, the filter's bloom_m, bloom_k and bloom_seg) the first time
+-- any process opens it; a crawl created before strategies existed is bfs,
+-- one created before dedup modes existed is exact.
+--
+-- KEYS: the meta key.
+-- ARGV: prefix, seen_bits, strategy, dedup, bloom_m, bloom_k, bloom_seg,
+-- content_bits.
+-- Returns: the crawl's seen_bits, strategy, dedup, bloom_m, bloom_k,
+-- bloom_seg (false when not bloom), content_bits (false in a crawl created
+-- before it) and 1 when this call created the crawl.
+register('init', function()
+  arg_count(8)
+  local bits = int(2, 0, 24, 'seen_bits')
+  if not STRATEGIES[ARGV[3]] then fail('unknown strategy') end
+  if ARGV[4] ~= 'exact' and ARGV[4] ~= 'bloom' then fail('unknown dedup mode') end
+  for i = 5, 7 do int(i, 0, 68719476736, 'a bloom size') end
+  local cbits = int(8, 1, 24, 'content_bits')
+  local created = 0
+  if redis.call('HSETNX', K.META, 'seen_bits', bits) == 1 then
+    created = 1
+    redis.call('HSET', K.META, 'strategy', ARGV[3], 'dedup', ARGV[4], 'content_bits', cbits)
+    if ARGV[4] == 'bloom' then
+      redis.call('HSET', K.META, 'bloom_m', ARGV[5], 'bloom_k', ARGV[6], 'bloom_seg', ARGV[7])
+    end
+  else
+    redis.call('HSETNX', K.META, 'strategy', 'bfs')
+    redis.call('HSETNX', K.META, 'dedup', 'exact')
+  end
+  local r = redis.call('HMGET', K.META, 'seen_bits', 'strategy', 'dedup', 'bloom_m', 'bloom_k', 'bloom_seg',
+    'content_bits')
+  r[8] = created
+  return r
+end, {settings = false})
+
+-- shard_count: fix a crawl's shard count in shard 0's meta the first time
+-- any process opens it; a crawl created before shards existed has one.
+--
+-- KEYS: shard 0's meta key.
+-- ARGV: prefix, the count asked for (1 to LIMITS.shards).
+-- Returns: the crawl's count.
+register('shard_count', function()
+  arg_count(2)
+  local want = int(2, 1, LIMITS.shards, 'shards')
+  local cur = redis.call('HGET', K.META, 'shards')
+  if cur then return tonumber(cur) end
+  if redis.call('HEXISTS', K.META, 'seen_bits') == 1 then
+    redis.call('HSET', K.META, 'shards', 1)
+    return 1
+  end
+  redis.call('HSET', K.META, 'shards', want)
+  return want
+end, {settings = false})
+
+-- own: renew, take or give back this shard's owner lease (owner.go).
+--
+-- KEYS: the meta key.
+-- ARGV: prefix, master, ttl_ms, want (1: keep or take, 0: give back).
+-- Returns: 1 when the master owns the shard after the call, else 0.
+register('own', function()
+  arg_count(4)
+  local master, ttl, want = str(2, 256, 'master'), int(3, 0, 86400000, 'ttl_ms'), flag(4, 'want')
+  local cur = redis.call('GET', K.OWNER)
+  if cur == master then
+    if want and ttl > 0 then
+      redis.call('PEXPIRE', K.OWNER, ttl)
+      return 1
+    end
+    redis.call('DEL', K.OWNER)
+    return 0
+  end
+  if want and ttl > 0 and not cur then
+    redis.call('SET', K.OWNER, master, 'PX', ttl)
+    return 1
+  end
+  return 0
+end, {settings = false})
+
+-- masters: register a master as alive in shard 0 and forget the ones not
+-- seen for stale_ms.
+--
+-- KEYS: the meta key.
+-- ARGV: prefix, master, stale_ms.
+-- Returns: the number of masters alive.
+register('masters', function()
+  arg_count(3)
+  local master, stale = str(2, 256, 'master'), int(3, 0, 86400000, 'stale_ms')
+  local now = now_ms()
+  redis.call('ZADD', K.MASTERS, now, master)
+  redis.call('ZREMRANGEBYSCORE', K.MASTERS, '-inf', now - stale)
+  return redis.call('ZCARD', K.MASTERS)
+end, {settings = false})
+
+-- drop_stream: delete a slave's event stream once the slave has left the
+-- registry and every entry was read and acknowledged (Ack deletes them),
+-- and forget it; atomic, so an event the slave adds meanwhile is never
+-- lost.
+--
+-- KEYS: the meta key.
+-- ARGV: prefix, slave.
+-- Returns: 1 when dropped, else 0.
+register('drop_stream', function()
+  arg_count(2)
+  local slave = check_slave(ARGV[2])
+  if redis.call('ZSCORE', K.SLAVES, slave) then return 0 end
+  local key = k_sev(slave)
+  if redis.call('EXISTS', key) == 1 and redis.call('XLEN', key) > 0 then return 0 end
+  redis.call('DEL', key)
+  redis.call('SREM', K.STREAMS, key)
+  return 1
+end, {settings = false})
+
+-- seen_has: whether URLs are seen (all their Bloom bits set, or their
+-- fingerprints in their buckets), writing nothing.
+--
+-- KEYS: the meta key.
+-- ARGV: prefix, n (0 to LIMITS.batch), then n × (bucket, field): a tuple's
+-- first two fields.
+-- Returns: n values, 1 seen, 0 not.
+register('seen_has', function()
+  local n = int(2, 0, LIMITS.batch, 'n')
+  arg_count(2 + 2 * n)
+  local out = {}
+  for s = 0, n - 1 do
+    local x, y = ARGV[3 + 2 * s], ARGV[4 + 2 * s]
+    if not seen_args(x, y) then fail('malformed seen arguments') end
+    local has = 0
+    if seen_has(x, y) then has = 1 end
+    out[#out + 1] = has
+  end
+  return out
+end, {flags = {'no-writes'}})
+
+-- member_bit: bit k of a seen bucket member, as a split reads it (LH.bit).
+--
+-- KEYS: the meta key.
+-- ARGV: prefix, member (decimal), k (0 to 14).
+-- Returns: the bit, 0 or 1.
+register('member_bit', function()
+  arg_count(3)
+  if not string.match(ARGV[2], '^%d+$') or #ARGV[2] > 17 then fail('member must be a decimal below 2^56') end
+  return LH.bit(ARGV[2], int(3, 0, SEEN_MAX_LEVEL - SEEN_FLOOR - 1, 'k'))
+end, {settings = false, flags = {'no-writes'}})

@@ -1,0 +1,309 @@
+-- cache.lua: a call's caches of what it reads, and what it writes at its
+-- end. A call runs atomically, so what it read stays true until it writes;
+-- every write to a cached structure goes through the helpers below, which
+-- keep the cache equal to what Redis will hold. They cut the commands a
+-- call runs per page (BenchmarkScriptCommands).
+--
+-- Writes to the per-host hashes and the ready sets are write-behind: they
+-- change the cache at once and reach Redis at the end of the call
+-- (finish), one HSET/HDEL per hash and one ZADD/ZREM per ready set, so a
+-- batch of pages costs a few calls rather than a few per page. Nothing in a
+-- call reads those structures from Redis after writing them except
+-- through the cache; the claim flushes the ready sets (flush_ready) before
+-- it reads a range of them.
+
+-- mark_dirty adds host to a dirty list d = {list, set}, once, in order
+local function mark_dirty(d, host)
+  if not d.set[host] then
+    d.set[host] = true
+    d.list[#d.list + 1] = host
+  end
+end
+
+-- write_back writes a write-behind cache's changes to key: the hosts
+-- (in order) whose value in vals is false are removed with rem_cmd, the
+-- others set with set_cmd, as host, value pairs or, score_first, as
+-- value, host (ZADD)
+local function write_back(key, hosts, vals, set_cmd, rem_cmd, score_first)
+  local sets, rems = {}, {}
+  for _, h in ipairs(hosts) do
+    local v = vals[h]
+    if not v then
+      rems[#rems + 1] = h
+    elseif score_first then
+      sets[#sets + 1] = v
+      sets[#sets + 1] = h
+    else
+      sets[#sets + 1] = h
+      sets[#sets + 1] = v
+    end
+  end
+  call_chunked(set_cmd, key, sets, 2)
+  call_chunked(rem_cmd, key, rems, 1)
+end
+
+-- S.hcache[key][host]: a host's field of the politeness hashes (hinfl,
+-- hnext, hdelay, hpdelay, hjitter, hconc), false when absent: read at most
+-- once per call (hget, prefetch), written through the cache (hset, hdel,
+-- hincr) and to Redis by flush_hashes. S.hdirty[key]: the hosts whose field
+-- this call changed, in order.
+local function hcache_of(key)
+  local t = S.hcache[key]
+  if not t then
+    t = {}
+    S.hcache[key] = t
+  end
+  return t
+end
+-- the policy hashes are empty in most crawls: one EXISTS per call tells,
+-- and then their fields are known absent until this call writes them
+local function policies_known_empty()
+  if S.policies_empty == nil then
+    S.policies_empty = redis.call('EXISTS', K.HPDELAY, K.HJITTER, K.HCONC) == 0
+  end
+  return S.policies_empty
+end
+local function is_policy_key(key) return key == K.HPDELAY or key == K.HJITTER or key == K.HCONC end
+local function hget(key, host)
+  local t = hcache_of(key)
+  local v = t[host]
+  if v == nil then
+    if is_policy_key(key) and policies_known_empty() then
+      v = false
+    else
+      v = redis.call('HGET', key, host) or false
+    end
+    t[host] = v
+  end
+  return v
+end
+-- prefetch reads the politeness fields of hosts (a list, repeats allowed)
+-- that are not cached yet: one HMGET per hash instead of one HGET per host
+local function prefetch(hosts)
+  local keys = {K.HINFL, K.HNEXT, K.HDELAY}
+  if not policies_known_empty() then
+    keys[4], keys[5], keys[6] = K.HPDELAY, K.HJITTER, K.HCONC
+  end
+  for _, key in ipairs(keys) do
+    local t = hcache_of(key)
+    local want, seen = {}, {}
+    for _, h in ipairs(hosts) do
+      if t[h] == nil and not seen[h] then
+        seen[h] = true
+        want[#want + 1] = h
+      end
+    end
+    for k, v in ipairs(hmget(key, want)) do t[want[k]] = v end
+  end
+end
+local function hmark(key, host)
+  local d = S.hdirty[key]
+  if not d then
+    d = {list = {}, set = {}}
+    S.hdirty[key] = d
+    S.hdirty_keys[#S.hdirty_keys + 1] = key
+  end
+  mark_dirty(d, host)
+end
+local function hset(key, host, v)
+  hcache_of(key)[host] = v
+  hmark(key, host)
+end
+local function hdel(key, host)
+  hcache_of(key)[host] = false
+  hmark(key, host)
+end
+local function hincr(key, host, d)
+  local v = tonumber(hget(key, host) or '0') + d
+  hcache_of(key)[host] = v
+  hmark(key, host)
+  return v
+end
+-- flush_hashes writes the changed fields: one HSET and one HDEL per hash
+local function flush_hashes()
+  for _, key in ipairs(S.hdirty_keys) do
+    write_back(key, S.hdirty[key].list, S.hcache[key], 'HSET', 'HDEL', false)
+  end
+  S.hdirty, S.hdirty_keys = {}, {}
+end
+
+-- stats: the call's changes to the stats hash, written once per field at
+-- its end (flush_stats, from finish): nothing in a call reads them
+local function stat(field, d)
+  local delta = S.stat_delta
+  if delta[field] == nil then
+    delta[field] = 0
+    S.stat_order[#S.stat_order + 1] = field
+  end
+  delta[field] = delta[field] + d
+end
+local function flush_stats()
+  for _, field in ipairs(S.stat_order) do
+    redis.call('HINCRBY', K.STATS, field, S.stat_delta[field])
+  end
+  S.stat_delta, S.stat_order = {}, {}
+end
+
+-- S.in_ready[r][host]: the host's score in the ready set of its class (r:
+-- render), false when not in it; nil until this call read or wrote it.
+-- Writes are write-behind (S.rdirty, flush_ready). S.rready_empty: the
+-- render ready set was empty when first asked, so a host not written since
+-- is not in it (most crawls never render).
+local function ready_score(r, host)
+  local v = S.in_ready[r][host]
+  if v == nil and r then
+    if S.rready_empty == nil then S.rready_empty = redis.call('EXISTS', K.RREADY) == 0 end
+    if S.rready_empty then v = false end
+  end
+  return v
+end
+local function ready_add(r, host, score)
+  if ready_score(r, host) ~= score then
+    S.in_ready[r][host] = score
+    mark_dirty(S.rdirty[r], host)
+  end
+end
+local function ready_rem(r, host)
+  if ready_score(r, host) ~= false then
+    S.in_ready[r][host] = false
+    mark_dirty(S.rdirty[r], host)
+  end
+end
+-- flush_ready writes the ready sets' changes: one ZADD and one ZREM per set
+local function flush_ready()
+  for _, r in ipairs(CLASSES) do
+    if #S.rdirty[r].list > 0 then
+      write_back(kq_ready(r), S.rdirty[r].list, S.in_ready[r], 'ZADD', 'ZREM', true)
+      S.rdirty[r] = {list = {}, set = {}}
+    end
+  end
+end
+-- ready_zscore returns host's score in the ready set of class r, false
+-- when it is not in it
+local function ready_zscore(r, host)
+  local v = ready_score(r, host)
+  if v == nil then
+    local sc = redis.call('ZSCORE', kq_ready(r), host)
+    if sc then v = tonumber(sc) else v = false end
+    S.in_ready[r][host] = v
+  end
+  return v
+end
+-- ready_seen records a score a call read from the ready set of class r
+local function ready_seen(r, host, score) S.in_ready[r][host] = tonumber(score) end
+-- in_ready_set reports whether host is in the ready set of class r
+local function in_ready_set(r, host) return ready_zscore(r, host) ~= false end
+
+-- S.has_queue[r][host]: whether the host has queued tasks of class r; push
+-- sets it, a claim's pop forgets it (nil: ask Redis). S.no_render: no
+-- render task was queued when first asked (the stats' rqueued count, which
+-- finish relies on too), so a host this call did not push a render task to
+-- has no render queue.
+local function queued(r, host)
+  local v = S.has_queue[r][host]
+  if v == nil and r then
+    if S.no_render == nil then
+      S.no_render = tonumber(redis.call('HGET', K.STATS, 'rqueued') or '0') <= 0
+    end
+    if S.no_render then v = false end
+  end
+  if v == nil or v == 'ask' then
+    v = redis.call('EXISTS', kq_prios(r, host), kq_pq(r, host)) == 1
+    S.has_queue[r][host] = v
+  end
+  return v
+end
+-- forget_queue: a claim took tasks from the host's queue of class r
+local function forget_queue(r, host) S.has_queue[r][host] = 'ask' end
+
+-- a host's politeness: its HostPolicy where set, else the crawl's; the
+-- delay is the larger of the slaves' (hdelay: Crawl-delay, autothrottle)
+-- and the policy's (hpdelay) when both are set
+local function host_conc(host)
+  return tonumber(hget(K.HCONC, host) or C.DEF_CONC)
+end
+local function host_jitter(host)
+  return tonumber(hget(K.HJITTER, host) or C.DEF_JITTER)
+end
+local function host_delay(host)
+  local d = hget(K.HDELAY, host)
+  local p = hget(K.HPDELAY, host)
+  if d and p then return math.max(tonumber(d), tonumber(p)) end
+  return tonumber(d or p or C.DEF_DELAY)
+end
+local function host_infl(host)
+  return tonumber(hget(K.HINFL, host) or '0')
+end
+local function host_next(host)
+  return tonumber(hget(K.HNEXT, host) or '0')
+end
+
+-- jittered returns the politeness delay hd with its random extra wait:
+-- uniform hd × jitter × U[0,1), exponential hd × E with E of mean jitter
+-- capped at 5 × jitter, or none
+local function jittered(hd, jitter)
+  if hd <= 0 or jitter <= 0 or C.JITTER_DIST == 'none' then return hd end
+  local e
+  if C.JITTER_DIST == 'exponential' then
+    e = math.min(-jitter * math.log(1 - math.random()), 5 * jitter)
+  else
+    e = jitter * math.random()
+  end
+  return math.floor(hd * (1 + e))
+end
+
+-- emit buffers an event; flush_events writes a call's events in stream
+-- entries of up to EVENTS_PER_ENTRY events each: one event as the fields
+-- type and data, several as t0, d0, t1, d1, ... (Stream.Read splits them
+-- and numbers them: eventID)
+local function emit(typ, data)
+  local b = S.ev_buf
+  b[#b + 1] = typ
+  b[#b + 1] = data
+end
+local function flush_events()
+  local b = S.ev_buf
+  local n = #b / 2
+  if n == 1 then
+    redis.call('XADD', EV_KEY, '*', 'type', b[1], 'data', b[2])
+  elseif n > 1 then
+    for from = 0, n - 1, EVENTS_PER_ENTRY do
+      local args = {}
+      for e = from, math.min(from + EVENTS_PER_ENTRY, n) - 1 do
+        local i = e - from
+        args[#args + 1] = 't' .. i
+        args[#args + 1] = b[2 * e + 1]
+        args[#args + 1] = 'd' .. i
+        args[#args + 1] = b[2 * e + 2]
+      end
+      redis.call('XADD', EV_KEY, '*', unpack(args))
+    end
+  end
+  S.ev_buf = {}
+end
+
+-- finish ends every call that changes the queues: it writes the caches,
+-- the stats and the events, and reopens the crawl when work was added
+local function finish()
+  --[[mark:finish_entry]]
+  flush_hashes()
+  --[[mark:flush_hashes]]
+  flush_ready()
+  --[[mark:flush_ready]]
+  flush_stats()
+  --[[mark:flush_stats]]
+  flush_events()
+  --[[mark:flush_events]]
+  LH.flush()
+  -- a slave adds work only while it holds a lease, and a crawl with a
+  -- lease is neither idle nor finished: only the master's functions (seeds,
+  -- requeues, leases taken back) reopen it
+  if S.work_added then
+    if not SLAVE then redis.call('HDEL', K.FINISH, 'idle_since', 'finished') end
+    -- the work counter a sharded crawl's finish decision compares
+    -- (CheckFinished in sharded.go)
+    redis.call('HINCRBY', K.META, 'workseq', 1)
+  end
+  --[[mark:flush_meta]]
+  --[[profile:flush]]
+end

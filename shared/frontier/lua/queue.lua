@@ -1,0 +1,312 @@
+-- queue.lua: tasks, hosts' queues and politeness, links.
+
+-- lease data: slave \t token \t leased_at \t host \t prio \t task
+local function lease_fields(data)
+  return {string.match(data, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')}
+end
+
+-- task string: depth \t hops \t attempt \t url
+local function task_url(task)
+  return string.match(task, '^[^\t]*\t[^\t]*\t[^\t]*\t(.*)$')
+end
+
+-- is_render: a render task's string starts with 'r' (its depth field)
+local function is_render(task) return string.byte(task, 1) == 114 end
+
+-- depth_of checks a task's depth field (encodeTask in redis.go:
+-- [r][s<level>[x]:]<depth>[@<lastmod>]) and returns the depth, nil when
+-- the field has another form
+local function depth_of(df)
+  if string.byte(df, 1) == 114 then df = string.sub(df, 2) end
+  local d = string.match(df, '^%d+$')
+  if d then return tonumber(d) end
+  if string.byte(df, 1) == 115 then
+    local level, rest = string.match(df, '^s(%d+)x?:(.*)$')
+    if not level or tonumber(level) < 1 then return nil end
+    df = rest
+  end
+  local depth, lastmod = string.match(df, '^(%d+)(.*)$')
+  if not depth or (lastmod ~= '' and not string.match(lastmod, '^@%-?%d+$')) then return nil end
+  return tonumber(depth)
+end
+
+-- check_task checks a task a caller queues (a link or a seed) and returns
+-- nil, or why it is refused: its URL, within MAX_URL bytes, must be an
+-- http(s) URL whose authority (after any user info) is host, the host key
+-- (urlx.HostKey) and its scope host the name in it; the task's fields and
+-- prio must have their form (parseTask must read every task a claim
+-- returns). With max_depth the depth is checked too.
+local function check_task(host, scope_host, prio, task, max_depth)
+  if #task > LIMITS.task then return 'task longer than ' .. LIMITS.task .. ' bytes' end
+  local df, url = string.match(task, '^([^\t]*)\t%d+\t%d+\t(https?://.*)$')
+  if not df then return 'malformed task' end
+  local depth = depth_of(df)
+  if not depth then return 'malformed depth field' end
+  if max_depth and max_depth > 0 and depth > max_depth then return 'deeper than crawl.max_depth' end
+  local authority = string.match(url, '^https?://([^/?#]*)')
+  authority = string.match(authority, '[^@]*$')
+  if authority ~= host then return 'host ' .. string.sub(host, 1, 80) .. ' is not the URL\'s' end
+  if scope_host ~= host and string.sub(host, 1, #scope_host + 1) ~= scope_host .. ':' and
+    string.sub(host, 1, #scope_host + 2) ~= '[' .. scope_host .. ']' then
+    return 'scope host is not the URL\'s'
+  end
+  local p = tonumber(prio)
+  if not p or p ~= p or p == math.huge or p == -math.huge then return 'priority is not a number' end
+  if not C.PQ and (p % 1 ~= 0 or math.abs(p) > 1e9) then return 'priority is not a whole number' end
+  return nil
+end
+
+-- refuse records a link or seed refused by its checks: counted in the
+-- stats (refused), and the call's first one recorded as an exception
+-- naming what was wrong (the calling slave's, or the crawl's stream)
+local function refuse(task, why, slave, now)
+  stat('refused', 1)
+  S.refused = S.refused + 1
+  if S.refused == 1 then
+    emit('exception', cjson.encode({crawl = CRAWL, kind = 'invalid_input', url = string.sub(task_url(task) or '', 1, 200),
+      host = '', slave = slave or '', attempt = 0, status = 0,
+      message = 'refused by the frontier: ' .. why, at = now or 0}))
+  end
+end
+
+-- make host claimable in each class (ready, rready) where it has queued
+-- tasks and a free slot; the slots and next time are the host's, shared
+local function ready_host(host)
+  local free = host_infl(host) < host_conc(host)
+  for _, r in ipairs(CLASSES) do
+    if free and queued(r, host) then
+      ready_add(r, host, host_next(host))
+    else
+      ready_rem(r, host)
+    end
+  end
+end
+
+-- enqueue a task on its host, in the queues of its class (render tasks in
+-- rq/rqp/rpq, claimable from rready): bfs and dfs put it in the list of its
+-- priority (front: first among its priority), priority and aopic in the
+-- host's pq with score prio and its depth, hops and attempt in pqdata
+local function push(host, prio, task, front)
+  local r = is_render(task)
+  if C.PQ then
+    local f, url = string.match(task, '^([^\t]*\t[^\t]*\t[^\t]*)\t(.*)$')
+    redis.call('ZADD', kq_pq(r, host), prio, url)
+    redis.call('HSET', K.PQDATA, url, f)
+  else
+    local q = kq_queue(r, host, prio)
+    local len
+    if front then len = redis.call('LPUSH', q, task) else len = redis.call('RPUSH', q, task) end
+    -- a list that was not empty already has its priority in prios
+    if len == 1 then redis.call('ZADD', kq_prios(r, host), prio, prio) end
+  end
+  S.has_queue[r][host] = true
+  stat('queued', 1)
+  if r then stat('rqueued', 1) end
+  S.work_added = true
+  if not in_ready_set(r, host) and host_infl(host) < host_conc(host) then
+    ready_add(r, host, host_next(host))
+  end
+end
+
+-- set_field sets a host's field of a policy hash to v, or deletes it when
+-- v is '' (the crawl's default), writing only when it changes
+local function set_field(key, host, v)
+  local cur = hget(key, host)
+  if v == '' then
+    if cur then
+      hdel(key, host)
+      return true
+    end
+    return false
+  end
+  if cur ~= v then
+    hset(key, host, v)
+    return true
+  end
+  return false
+end
+
+-- set_policy applies a host's HostPolicy (each value '' for the crawl's
+-- default); a policy that is already in force costs no write
+local function set_policy(host, delay, jitter, conc)
+  local ch = set_field(K.HPDELAY, host, delay)
+  ch = set_field(K.HJITTER, host, jitter) or ch
+  ch = set_field(K.HCONC, host, conc) or ch
+  if ch then ready_host(host) end
+end
+
+-- check_policies checks np policies from ARGV[at] on, 4 ARGV each (host,
+-- delay_ms, jitter, conc: policyArgs), each value '' or a number in range
+local function check_policies(at, np)
+  if at + 4 * np - 1 > #ARGV then fail('policies run past the arguments') end
+  for p = 0, np - 1 do
+    local j = at + 4 * p
+    if #ARGV[j] == 0 or #ARGV[j] > LIMITS.host then fail('policy host empty or longer than ' .. LIMITS.host .. ' bytes') end
+    local d, jt, c = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+    if d ~= '' and not (tonumber(d) and tonumber(d) >= 0 and tonumber(d) <= LIMITS.policy_delay and tonumber(d) % 1 == 0) then
+      fail('policy delay of ' .. ARGV[j] .. ' out of range')
+    end
+    if jt ~= '' and not (tonumber(jt) and tonumber(jt) >= 0 and tonumber(jt) <= 100) then fail('policy jitter of ' .. ARGV[j] .. ' out of range') end
+    if c ~= '' and not (tonumber(c) and tonumber(c) >= 1 and tonumber(c) <= LIMITS.policy_conc and tonumber(c) % 1 == 0) then
+      fail('policy concurrency of ' .. ARGV[j] .. ' out of range')
+    end
+  end
+end
+
+-- set_policies applies np checked policies from ARGV[at] on
+local function set_policies(at, np)
+  for p = 0, np - 1 do
+    local j = at + 4 * p
+    set_policy(ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3])
+  end
+end
+
+-- aopic: cash that leaves the crawl (a failed task) goes to the lambda page
+local function to_lambda(cash)
+  if C.AOPIC and cash ~= 0 then redis.call('HINCRBYFLOAT', K.META, 'aopic_lambda', cash) end
+end
+
+-- admit counts a newly seen URL against the trap caps (host pages, query
+-- variants per path key); with enforce a URL over a cap is not counted and
+-- admit returns false and which cap. A path key qv is 8 bytes, or 9 ending
+-- in 'd' for a query that holds a date, which has its own cap
+-- (MaxDateVariants) and its own field: qv .. the cap, as before the cap
+-- was a setting.
+local function admit(host, qv, enforce)
+  local counted = false
+  if C.MAX_HOST_PAGES > 0 then
+    local c = redis.call('HINCRBY', K.HPAGES, host, 1)
+    if enforce and c > C.MAX_HOST_PAGES then
+      redis.call('HINCRBY', K.HPAGES, host, -1)
+      return false, 'host'
+    end
+    counted = true
+  end
+  local qcap = C.MAX_QVAR
+  if #qv == 9 then
+    qcap = C.MAX_DATE
+    qv = qv .. qcap
+  end
+  if qcap > 0 and qv ~= '' then
+    local c = redis.call('HINCRBY', K.QVAR, qv, 1)
+    if enforce and c > qcap then
+      redis.call('HINCRBY', K.QVAR, qv, -1)
+      if counted then redis.call('HINCRBY', K.HPAGES, host, -1) end
+      return false, 'qvar'
+    end
+  end
+  return true
+end
+
+-- trap_drop counts a link dropped by a cap; the first drop by a host's page
+-- cap records one trap exception for the host
+local function trap_drop(host, task, why, slave, now)
+  stat('trap_dropped', 1)
+  if why == 'host' and redis.call('HSETNX', K.HPAGES, '\t' .. host, now) == 1 then
+    emit('exception', cjson.encode({crawl = CRAWL, kind = 'trap', url = task_url(task), host = host,
+      slave = slave, attempt = 0, status = 0,
+      message = 'host page cap ' .. C.MAX_HOST_PAGES .. ' reached', at = now}))
+  end
+end
+
+-- allowed reports whether a scope host is in crawl.allow_hosts (C.ALLOW,
+-- C.SUFFIXES: urlx.Scope's host check)
+local function allowed(h)
+  if string.byte(h, -1) == 46 then h = string.sub(h, 1, -2) end
+  if C.ALLOW[h] then return true end
+  for _, sfx in ipairs(C.SUFFIXES) do
+    if string.sub(h, -#sfx) == sfx then return true end
+  end
+  return false
+end
+
+-- link_args reports whether the link tuple at ARGV[j] has the form every
+-- use of it below relies on (lengths, the seen arguments, the path key)
+local function link_args(j)
+  local qv = ARGV[j + 6]
+  return #ARGV[j + 2] > 0 and #ARGV[j + 2] <= LIMITS.host and #ARGV[j + 3] <= LIMITS.host and
+    (#qv == 0 or #qv == 8 or (#qv == 9 and string.byte(qv, 9) == 100)) and #ARGV[j + 5] > 0 and
+    seen_args(ARGV[j], ARGV[j + 1])
+end
+
+-- take_link puts the link tuple at ARGV[j] through its checks, scope
+-- (in_scope caches each scope host's answer: SISMEMBER scopehosts with
+-- scope by seeds, else crawl.allow_hosts), dedup and the trap caps. It
+-- returns 'new' for a link seen now and admitted (counted in the stats'
+-- seen; the caller queues it), 'old' for one seen before, and nil for one
+-- refused, out of scope or dropped by a cap (a trap_drop).
+local function take_link(j, in_scope, slave, now)
+  if not link_args(j) then
+    refuse(ARGV[j + 5], 'malformed link arguments', slave, now)
+    return nil
+  end
+  local lhost, lscope = ARGV[j + 2], ARGV[j + 3]
+  if C.SCOPE_BY_SEEDS or C.SCOPE_HOSTS then
+    local ok_scope = in_scope[lscope]
+    if ok_scope == nil then
+      if C.SCOPE_BY_SEEDS then
+        ok_scope = redis.call('SISMEMBER', K.SCOPE, lscope) == 1
+      else
+        ok_scope = allowed(lscope)
+      end
+      in_scope[lscope] = ok_scope
+    end
+    if not ok_scope then return nil end
+  end
+  if not seen_add(ARGV[j], ARGV[j + 1]) then return 'old' end
+  -- a new link is checked whole before it is counted or queued: about
+  -- one a page, where every link of a page reaches the seen check
+  local why = check_task(lhost, lscope, ARGV[j + 4], ARGV[j + 5], C.MAX_DEPTH)
+  if why then
+    refuse(ARGV[j + 5], why, slave, now)
+    return nil
+  end
+  local ok, cap = admit(lhost, ARGV[j + 6], true)
+  if not ok then
+    trap_drop(lhost, ARGV[j + 5], cap, slave, now)
+    return nil
+  end
+  stat('seen', 1)
+  return 'new'
+end
+
+-- backlink adds a found-again link to a URL still queued (the old result
+-- of take_link): X more importance with the priority strategy; with aopic
+-- it returns whether the URL is queued, to get a share of the page's cash
+local function backlink(j)
+  local task = ARGV[j + 5]
+  local url = task_url(task)
+  if not url then return false end
+  local key = kq_pq(is_render(task), ARGV[j + 2])
+  if C.STRATEGY == 'priority' then
+    redis.call('ZADD', key, 'XX', 'INCR', -C.PRIO_X, url)
+    return false
+  end
+  return C.AOPIC and redis.call('ZSCORE', key, url) ~= false
+end
+
+-- a task came back from a lease or a retry: count the attempt and requeue
+-- it, or fail it once attempts are used. Returns the new attempt and
+-- whether it failed.
+local function requeue_or_fail(host, prio, task, reason, now, slave)
+  local f = splitn(task, 4)
+  local attempt = tonumber(f[3]) + 1
+  local url = task_url(task)
+  local nt = f[1] .. '\t' .. f[2] .. '\t' .. attempt .. '\t' .. url
+  if attempt >= C.MAX_ATTEMPTS then
+    redis.call('RPUSH', K.FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. nt)
+    stat('failed', 1)
+    to_lambda(-tonumber(prio))
+    emit('exception', cjson.encode({crawl = CRAWL, kind = 'failed', url = url, host = host,
+      slave = slave, attempt = attempt, status = 0,
+      message = 'gave up after ' .. attempt .. ' attempts: ' .. reason, at = now}))
+    return attempt, true
+  end
+  return attempt, false, nt
+end
+
+-- release a host slot after a lease ends
+local function host_done(host)
+  local infl = hincr(K.HINFL, host, -1)
+  if infl <= 0 then hdel(K.HINFL, host) end
+end
