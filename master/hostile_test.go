@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,7 +88,20 @@ func TestAdminTablesHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { testutil.DeleteCrawl(context.Background(), rdb, crawl) })
-	if err := f.Heartbeat(ctx, events.Heartbeat{Slave: "s" + evil, Host: "box" + evil, State: "st" + evil, RulesVersion: "v" + evil}); err != nil {
+	// the heartbeat function refuses such a slave id; a slave's Redis user
+	// could still write its registry entry and heartbeat key raw
+	hb, err := json.Marshal(events.Heartbeat{Crawl: crawl, Slave: "s" + evil, Host: "box" + evil, State: "st" + evil, RulesVersion: "v" + evil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Heartbeat(ctx, events.Heartbeat{Slave: "s" + evil}); err == nil || !strings.Contains(err.Error(), "not a slave id") {
+		t.Fatalf("heartbeat of a hostile slave id: %v, want refused", err)
+	}
+	k := f.Keys()
+	if err := rdb.ZAdd(ctx, k.Slaves, redis.Z{Score: float64(now), Member: "s" + evil}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, k.SlaveBeat("s"+evil), fmt.Sprintf("%d\t%s", now, hb), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 

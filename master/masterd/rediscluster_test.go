@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -235,70 +234,6 @@ func sampleNode(ctx context.Context, nd *redisNode) (nodeSample, error) {
 	return s, nil
 }
 
-// scriptNamer learns which frontier method sends which script SHA, from
-// the caller's stack, so that SLOWLOG entries can be named.
-type scriptNamer struct {
-	mu    sync.Mutex
-	names map[string]string
-}
-
-func (h *scriptNamer) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *scriptNamer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.learn(cmd)
-		return next(ctx, cmd)
-	}
-}
-func (h *scriptNamer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			h.learn(c)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (h *scriptNamer) learn(cmd redis.Cmder) {
-	if cmd.Name() != "evalsha" {
-		return
-	}
-	args := cmd.Args()
-	if len(args) < 2 {
-		return
-	}
-	sha, _ := args[1].(string)
-	h.mu.Lock()
-	_, known := h.names[sha]
-	h.mu.Unlock()
-	if known {
-		return
-	}
-	// the outermost frame in the frontier package names the operation
-	pcs := make([]uintptr, 64)
-	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
-	name := "?"
-	for {
-		f, more := frames.Next()
-		if i := strings.Index(f.Function, "/shared/frontier."); i >= 0 {
-			name = f.Function[i+len("/shared/frontier."):]
-		}
-		if !more {
-			break
-		}
-	}
-	h.mu.Lock()
-	h.names[sha] = name
-	h.mu.Unlock()
-}
-
-func (h *scriptNamer) name(sha string) string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if n, ok := h.names[sha]; ok {
-		return n
-	}
-	return "script " + sha[:min(8, len(sha))]
-}
 
 // ---- the crawls ----
 
@@ -315,7 +250,7 @@ type clusterCrawlParams struct {
 
 type clusterCrawlResult struct {
 	pagesPerSec, cmdsPerPage, cpuMsPer1000 float64
-	scriptUsPerPage                        float64 // INFO commandstats: evalsha + eval usec per page
+	scriptUsPerPage                        float64 // INFO commandstats: fcall usec per page
 	execUsPerPage                          float64 // SLOWLOG: top-level command time per page
 }
 
@@ -366,7 +301,6 @@ func runClusterCrawls(t testing.TB, rc *redisCluster, p clusterCrawlParams) clus
 	for i, nd := range rc.nodes {
 		addrs[i] = nd.addr
 	}
-	namer := &scriptNamer{names: map[string]string{}}
 	var crawls []*rcCrawl
 	for i, name := range names {
 		cfg := clusterCrawlConfig(t, name, p)
@@ -385,7 +319,6 @@ func runClusterCrawls(t testing.TB, rc *redisCluster, p clusterCrawlParams) clus
 		t.Cleanup(func() { cc.Close() })
 		hook := &benchsuite.CountHook{}
 		cc.AddHook(hook)
-		cc.AddHook(namer)
 		crawls = append(crawls, &rcCrawl{name: name, slot: slots[i], owner: owners[i],
 			cfg: cfg, site: site, cc: cc, hook: hook})
 	}
@@ -540,10 +473,10 @@ func runClusterCrawls(t testing.TB, rc *redisCluster, p clusterCrawlParams) clus
 	t.Logf("both crawls: %.0f pages in %v (%.0f pages/s), %.2f client commands/page, Redis CPU %.0f ms per 1,000 pages (%.0f less the idle node's)",
 		pages, elapsed.Round(time.Millisecond), res.pagesPerSec, res.cmdsPerPage, cpuCrawl*1e6/pages, res.cpuMsPer1000)
 
-	// commandstats: evalsha (and eval, the first call of a script) on the crawl nodes
+	// commandstats: fcall (the library's functions) on the crawl nodes
 	var evalCalls, evalUsec float64
 	for _, c := range crawls {
-		for _, k := range []string{"evalsha", "eval"} {
+		for _, k := range []string{"fcall", "fcall_ro"} {
 			a, b := after[c.owner].stats[k], before[c.owner].stats[k]
 			evalCalls += a[0] - b[0]
 			evalUsec += a[1] - b[1]
@@ -551,7 +484,7 @@ func runClusterCrawls(t testing.TB, rc *redisCluster, p clusterCrawlParams) clus
 	}
 	if evalCalls > 0 {
 		res.scriptUsPerPage = evalUsec / pages
-		t.Logf("INFO commandstats, crawl nodes: %.0f evalsha/eval calls, %.1f µs per call, %.1f µs of scripts per page",
+		t.Logf("INFO commandstats, crawl nodes: %.0f fcall calls, %.1f µs per call, %.1f µs of functions per page",
 			evalCalls, evalUsec/evalCalls, evalUsec/pages)
 	}
 
@@ -577,9 +510,9 @@ func runClusterCrawls(t testing.TB, rc *redisCluster, p clusterCrawlParams) clus
 			switch op {
 			case "slowlog", "info", "config", "cluster", "scan":
 				continue // the test's and the client's own
-			case "evalsha":
+			case "fcall", "fcall_ro":
 				if len(e.Args) > 1 {
-					op = namer.name(e.Args[1])
+					op = e.Args[1] // the function's name
 				}
 			}
 			a := byOp[op]

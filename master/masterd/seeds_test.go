@@ -343,7 +343,7 @@ func (failScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (failScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if n := cmd.Name(); n == "eval" || n == "evalsha" {
+		if n := cmd.Name(); n == "fcall" || n == "fcall_ro" {
 			err := errors.New("redis down")
 			cmd.SetErr(err)
 			return err

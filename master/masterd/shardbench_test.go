@@ -82,7 +82,7 @@ type shardBenchNode struct {
 	cpu    float64 // s, INFO cpu delta
 	cpuNet float64 // s, less the idle baseline (see runShardedBench)
 	calls  int64   // INFO commandstats calls delta (test's own left out)
-	evals  int64   // of which evalsha and eval
+	evals  int64   // of which fcall (the library's functions)
 	keys   int64   // crawl keys at the end (SCAN MATCH)
 	bytes  int64   // their MEMORY USAGE
 	memory int64   // INFO memory used_memory delta
@@ -304,7 +304,7 @@ func runShardedBench(t testing.TB, rc *testutil.Cluster, shards int) shardBenchR
 			}
 			d := int64(v[0] - bf.s.stats[cmd][0])
 			n.calls += d
-			if cmd == "evalsha" || cmd == "eval" {
+			if cmd == "fcall" || cmd == "fcall_ro" {
 				n.evals += d
 			}
 		}

@@ -37,12 +37,10 @@ func (h *CountHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 func (h *CountHook) count(c redis.Cmder) {
 	name := c.Name()
-	if name == "evalsha" || name == "eval" {
+	if name == "fcall" || name == "fcall_ro" {
 		h.Scripts.Add(1)
 	}
-	if name != "eval" {
-		h.Cmds.Add(1)
-	}
+	h.Cmds.Add(1)
 }
 
 // redisInfo is what the suite reads from INFO.
