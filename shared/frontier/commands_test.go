@@ -34,7 +34,7 @@ func scriptCommands(before, after map[string]int64) int64 {
 	var n int64
 	for c, v := range after {
 		switch c {
-		case "evalsha", "eval", "evalsha_ro", "eval_ro", "info", "script", "script|load", "script|exists":
+		case "fcall", "fcall_ro", "info", "function|list", "function|load":
 			continue
 		}
 		n += v - before[c]

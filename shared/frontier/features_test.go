@@ -405,16 +405,17 @@ func BenchmarkClaimComplete(b *testing.B) {
 	}
 }
 
-// scriptUsec is Redis's time in scripts (INFO commandstats evalsha and
-// eval usec, the commands they run included) since its start: server-wide,
-// so other clients of the same Redis add to it.
+// scriptUsec is Redis's time in the library's functions (INFO
+// commandstats fcall and fcall_ro usec, the commands they run included)
+// since its start: server-wide, so other clients of the same Redis add to
+// it.
 func scriptUsec(b *testing.B, rdb *redis.Client) int64 {
 	b.Helper()
 	stats, err := testutil.CommandStats(context.Background(), rdb)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return stats["evalsha"].Usec + stats["eval"].Usec
+	return stats["fcall"].Usec + stats["fcall_ro"].Usec
 }
 
 // BenchmarkQueuedMemory measures the Redis memory of a queued URL under
@@ -561,9 +562,9 @@ func BenchmarkScriptSections(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		// the same crawl with the scripts as they are, then instrumented
-		us, _, n, _ := sectionsCrawl(b, rdb, false)
+		us, _, n, _ := sectionsCrawl(b, rdb, false, true)
 		plainUs += us
-		us, args, n2, prof := sectionsCrawl(b, rdb, true)
+		us, args, n2, prof := sectionsCrawl(b, rdb, true, true)
 		profUs, argsUs, pages = profUs+us, argsUs+args, pages+float64(n+n2)/2
 		if total == nil {
 			total = map[string]frontier.ProfileSection{}
@@ -610,10 +611,31 @@ func BenchmarkScriptSections(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// BenchmarkCrawlCalls runs BenchmarkScriptSections' crawl alone, with no
+// INFO between its calls: Redis's whole time in the functions over the
+// crawl, and, run against a redis-server under valgrind --tool=callgrind,
+// an instruction count that does not move with the machine's load.
+//
+//	go test -run '^$' -bench CrawlCalls -benchtime 1x ./shared/frontier/
+func BenchmarkCrawlCalls(b *testing.B) {
+	rdb := testRedis(b)
+	var us float64
+	var pages int
+	for range b.N {
+		u0 := scriptUsec(b, rdb)
+		_, _, n, _ := sectionsCrawl(b, rdb, false, false)
+		us += float64(scriptUsec(b, rdb) - u0)
+		pages += n
+	}
+	b.ReportMetric(us/float64(pages), "function-µs/page")
+	b.ReportMetric(0, "ns/op")
+}
+
 // sectionsCrawl runs BenchmarkScriptSections' crawl in a new crawl, its
-// scripts instrumented when profile, and returns the scripts' µs, the
-// arguments' µs (ArgsOnlyUs, with profile), the pages and the profile.
-func sectionsCrawl(b *testing.B, rdb *redis.Client, profile bool) (scriptUs, argsUs float64, pages int, prof map[string]frontier.ProfileSection) {
+// functions instrumented when profile, and returns the functions' µs (read
+// around each call when measure), the arguments' µs (ArgsOnlyUs, with
+// profile), the pages and the profile.
+func sectionsCrawl(b *testing.B, rdb *redis.Client, profile, measure bool) (scriptUs, argsUs float64, pages int, prof map[string]frontier.ProfileSection) {
 	b.Helper()
 	ctx := context.Background()
 	const hosts, perHost, links, inFlight, batch = 20, 1000, 8, 64, 10
@@ -658,12 +680,17 @@ func sectionsCrawl(b *testing.B, rdb *redis.Client, profile bool) (scriptUs, arg
 			}
 			argsUs += float64(us)
 		}
-		u0 := scriptUsec(b, rdb)
+		var u0 int64
+		if measure {
+			u0 = scriptUsec(b, rdb)
+		}
 		_, res, err := f.CompleteClaim(ctx, "s1", cs, inFlight-len(held), frontier.ClaimOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		scriptUs += float64(scriptUsec(b, rdb) - u0)
+		if measure {
+			scriptUs += float64(scriptUsec(b, rdb) - u0)
+		}
 		held = append(held, res.Leases...)
 		if len(held) == 0 {
 			break

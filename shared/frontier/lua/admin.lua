@@ -23,17 +23,17 @@ register('init', function()
   for i = 5, 7 do int(i, 0, 68719476736, 'a bloom size') end
   local cbits = int(8, 1, 24, 'content_bits')
   local created = 0
-  if redis.call('HSETNX', K.META, 'seen_bits', bits) == 1 then
+  if redis.call('HSETNX', K_META, 'seen_bits', bits) == 1 then
     created = 1
-    redis.call('HSET', K.META, 'strategy', ARGV[3], 'dedup', ARGV[4], 'content_bits', cbits)
+    redis.call('HSET', K_META, 'strategy', ARGV[3], 'dedup', ARGV[4], 'content_bits', cbits)
     if ARGV[4] == 'bloom' then
-      redis.call('HSET', K.META, 'bloom_m', ARGV[5], 'bloom_k', ARGV[6], 'bloom_seg', ARGV[7])
+      redis.call('HSET', K_META, 'bloom_m', ARGV[5], 'bloom_k', ARGV[6], 'bloom_seg', ARGV[7])
     end
   else
-    redis.call('HSETNX', K.META, 'strategy', 'bfs')
-    redis.call('HSETNX', K.META, 'dedup', 'exact')
+    redis.call('HSETNX', K_META, 'strategy', 'bfs')
+    redis.call('HSETNX', K_META, 'dedup', 'exact')
   end
-  local r = redis.call('HMGET', K.META, 'seen_bits', 'strategy', 'dedup', 'bloom_m', 'bloom_k', 'bloom_seg',
+  local r = redis.call('HMGET', K_META, 'seen_bits', 'strategy', 'dedup', 'bloom_m', 'bloom_k', 'bloom_seg',
     'content_bits')
   r[8] = created
   return r
@@ -48,13 +48,13 @@ end, {settings = false})
 register('shard_count', function()
   arg_count(2)
   local want = int(2, 1, LIMITS.shards, 'shards')
-  local cur = redis.call('HGET', K.META, 'shards')
+  local cur = redis.call('HGET', K_META, 'shards')
   if cur then return tonumber(cur) end
-  if redis.call('HEXISTS', K.META, 'seen_bits') == 1 then
-    redis.call('HSET', K.META, 'shards', 1)
+  if redis.call('HEXISTS', K_META, 'seen_bits') == 1 then
+    redis.call('HSET', K_META, 'shards', 1)
     return 1
   end
-  redis.call('HSET', K.META, 'shards', want)
+  redis.call('HSET', K_META, 'shards', want)
   return want
 end, {settings = false})
 
@@ -108,7 +108,7 @@ end, {settings = false})
 register('drop_stream', function()
   arg_count(2)
   local slave = check_slave(ARGV[2])
-  if redis.call('ZSCORE', K.SLAVES, slave) then return 0 end
+  if redis.call('ZSCORE', K_SLAVES, slave) then return 0 end
   local key = k_sev(slave)
   if redis.call('EXISTS', key) == 1 and redis.call('XLEN', key) > 0 then return 0 end
   redis.call('DEL', key)

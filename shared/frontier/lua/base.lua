@@ -41,6 +41,7 @@ local function keys_of(p)
   k = {bloom = {}}
   for name, sfx in pairs(FIXED_KEYS) do k[name] = p .. sfx end
   for name, sfx in pairs(KEY_PREFIXES) do k[name] = p .. sfx end
+  k.policy = {[k.HPDELAY] = true, [k.HJITTER] = true, [k.HCONC] = true}
   -- the crawl's name: the hash tag without a shard's :k
   local tag = string.match(p, '^crawl:{(.-)}:$')
   k.crawl = string.match(tag, '^(.-):%d+$') or tag
@@ -88,9 +89,53 @@ local function settings_of(s)
   return c
 end
 
--- the call's caches and buffers (cache.lua, queue.lua, dedup.lua): new for
--- every call
-local S
+-- The keys, settings and state below are what a call uses most: locals
+-- of the chunk (upvalues of the helpers), set by begin, rather than fields
+-- of K, C and a state table, a table lookup each time they are read.
+
+-- the hot keys of the call's crawl (K holds them all)
+local K_META, K_STATS, K_READY, K_RREADY, K_HNEXT, K_HINFL, K_HDELAY, K_HPDELAY, K_HJITTER, K_HCONC
+local K_PQDATA, K_SCOPE, K_HPAGES, K_QVAR, K_RETRY, K_SLAVES
+local K_SEEN_PFX, K_QUEUE_PFX, K_PRIOS_PFX, K_PQ_PFX, K_RQUEUE_PFX, K_RPRIOS_PFX, K_RPQ_PFX, K_CONTENT_PFX, K_SLAVE_PFX
+-- POLICY: the hosts' policy hashes, empty in most crawls (cache.lua: hget)
+local POLICY
+local function bind_keys(k)
+  K_META, K_STATS, K_READY, K_RREADY, K_HNEXT = k.META, k.STATS, k.READY, k.RREADY, k.HNEXT
+  K_HINFL, K_HDELAY, K_HPDELAY, K_HJITTER, K_HCONC = k.HINFL, k.HDELAY, k.HPDELAY, k.HJITTER, k.HCONC
+  K_PQDATA, K_SCOPE, K_HPAGES, K_QVAR, K_RETRY, K_SLAVES = k.PQDATA, k.SCOPE, k.HPAGES, k.QVAR, k.RETRY, k.SLAVES
+  K_SEEN_PFX, K_QUEUE_PFX, K_PRIOS_PFX, K_PQ_PFX = k.SEEN_PFX, k.QUEUE_PFX, k.PRIOS_PFX, k.PQ_PFX
+  K_RQUEUE_PFX, K_RPRIOS_PFX, K_RPQ_PFX = k.RQUEUE_PFX, k.RPRIOS_PFX, k.RPQ_PFX
+  K_CONTENT_PFX, K_SLAVE_PFX, POLICY = k.CONTENT_PFX, k.SLAVE_PFX, k.policy
+end
+
+-- the hot settings of the call's crawl (C holds them all)
+local PQ, AOPIC, NEW_FRONT, BLOOM, SEEN_FIXED, SCOPE_BY_SEEDS, SCOPE_HOSTS
+local DEF_CONC, DEF_DELAY, DEF_JITTER, MAX_HOST_PAGES, MAX_QVAR, JITTER_DIST
+local function bind_settings(c)
+  PQ, AOPIC, NEW_FRONT, BLOOM, SEEN_FIXED = c.PQ, c.AOPIC, c.NEW_FRONT, c.BLOOM, c.SEEN_FIXED
+  SCOPE_BY_SEEDS, SCOPE_HOSTS, DEF_CONC, DEF_DELAY = c.SCOPE_BY_SEEDS, c.SCOPE_HOSTS, c.DEF_CONC, c.DEF_DELAY
+  DEF_JITTER, MAX_HOST_PAGES, MAX_QVAR, JITTER_DIST = c.DEF_JITTER, c.MAX_HOST_PAGES, c.MAX_QVAR, c.JITTER_DIST
+end
+
+-- The call's caches and buffers (cache.lua, queue.lua, dedup.lua), new for
+-- every call: hcache[key][host], hdirty[key] = {list, set}, hdirty_keys:
+-- the politeness hashes' write-behind cache; policies_empty: the policy
+-- hashes were empty; stat_delta, stat_order: the stats' changes; in_ready,
+-- rdirty, rready_empty: the ready sets' write-behind cache; has_queue,
+-- no_render: which hosts have queued tasks; ev_buf: the events to write,
+-- flat (type, data, ...); work_added: work was queued (finish reopens the
+-- crawl); lh_state: the growing seen buckets' state (LH.state); refused:
+-- links refused by their checks (refuse)
+local hcache, hdirty, hdirty_keys, policies_empty, stat_delta, stat_order
+local in_ready, rdirty, rready_empty, has_queue, no_render, ev_buf, work_added, lh_state, refused
+local function reset_state()
+  hcache, hdirty, hdirty_keys, policies_empty = {}, {}, {}, nil
+  stat_delta, stat_order = {}, {}
+  in_ready = {[false] = {}, [true] = {}}
+  rdirty = {[false] = {list = {}, set = {}}, [true] = {list = {}, set = {}}}
+  rready_empty, has_queue, no_render = nil, {[false] = {}, [true] = {}}, nil
+  ev_buf, work_added, lh_state, refused = {}, false, nil, 0
+end
 
 -- begin checks a call's crawl (KEYS[1] is its meta key and ARGV[1] its
 -- prefix), reads its settings when the function needs them, and resets the
@@ -102,10 +147,14 @@ local function begin(keys, args, need_settings)
   if #keys ~= 1 or type(P) ~= 'string' or keys[1] ~= P .. 'meta' then
     fail('a call names its crawl by one key, its meta key, and its prefix first in ARGV')
   end
-  if #P > LIMITS.prefix or not (string.match(P, '^crawl:{[%w_%.%-]+}:$') or string.match(P, '^crawl:{[%w_%.%-]+:%d+}:$')) then
-    fail('not a crawl prefix: ' .. string.sub(P, 1, 80))
+  K = key_tables[P]
+  if not K then
+    if #P > LIMITS.prefix or not (string.match(P, '^crawl:{[%w_%.%-]+}:$') or string.match(P, '^crawl:{[%w_%.%-]+:%d+}:$')) then
+      fail('not a crawl prefix: ' .. string.sub(P, 1, 80))
+    end
+    K = keys_of(P)
   end
-  K = keys_of(P)
+  bind_keys(K)
   CRAWL = K.crawl
   EV_KEY, SLAVE = K.EVENTS, false
   if need_settings then
@@ -114,30 +163,11 @@ local function begin(keys, args, need_settings)
       fail('crawl ' .. CRAWL .. ' has no settings: a master of this version writes them when it opens the crawl (bin/master run or seed)')
     end
     C = settings_of(s)
+    bind_settings(C)
   else
     C = nil
   end
-  S = {
-    -- hcache[key][host], hdirty[key] = {list, set}, hdirty_keys: the
-    -- politeness hashes' write-behind cache (cache.lua)
-    hcache = {}, hdirty = {}, hdirty_keys = {}, policies_empty = nil,
-    -- the stats' deltas, written at the end (flush_stats)
-    stat_delta = {}, stat_order = {},
-    -- the ready sets' write-behind cache
-    in_ready = {[false] = {}, [true] = {}},
-    rdirty = {[false] = {list = {}, set = {}}, [true] = {list = {}, set = {}}},
-    rready_empty = nil,
-    -- has_queue[r][host]: the host has queued tasks of class r
-    has_queue = {[false] = {}, [true] = {}}, no_render = nil,
-    -- the events to write (flush_events), flat: type, data, ...
-    ev_buf = {},
-    -- work was queued: finish reopens the crawl
-    work_added = false,
-    -- the growing seen buckets' state (dedup.lua: LH.state)
-    lh = nil,
-    -- links refused by their checks (queue.lua: refuse)
-    refused = 0,
-  }
+  reset_state()
   --[[mark:prelude]]
 end
 
@@ -159,21 +189,21 @@ end
 -- the keys of a slave: its own leases, lease data, heartbeat and events
 -- (Keys.SlaveLease, SlaveLeaseData, SlaveBeat, SlaveEvents), which only its
 -- own Redis user may write (acl.go)
-local function k_slease(s) return K.SLAVE_PFX .. s .. ':lease' end
-local function k_sld(s) return K.SLAVE_PFX .. s .. ':ld' end
-local function k_sbeat(s) return K.SLAVE_PFX .. s .. ':hb' end
-local function k_sev(s) return K.SLAVE_PFX .. s .. ':ev' end
-local function k_seen(b) return K.SEEN_PFX .. b end
-local function k_content(b) return K.CONTENT_PFX .. b end
+local function k_slease(s) return K_SLAVE_PFX .. s .. ':lease' end
+local function k_sld(s) return K_SLAVE_PFX .. s .. ':ld' end
+local function k_sbeat(s) return K_SLAVE_PFX .. s .. ':hb' end
+local function k_sev(s) return K_SLAVE_PFX .. s .. ':ev' end
+local function k_seen(b) return K_SEEN_PFX .. b end
+local function k_content(b) return K_CONTENT_PFX .. b end
 
 -- the keys of a host's queues of one class: render (r true) or static
 local function kq_queue(r, host, prio)
-  if r then return K.RQUEUE_PFX .. host .. ':' .. prio end
-  return K.QUEUE_PFX .. host .. ':' .. prio
+  if r then return K_RQUEUE_PFX .. host .. ':' .. prio end
+  return K_QUEUE_PFX .. host .. ':' .. prio
 end
-local function kq_prios(r, host) if r then return K.RPRIOS_PFX .. host end return K.PRIOS_PFX .. host end
-local function kq_pq(r, host) if r then return K.RPQ_PFX .. host end return K.PQ_PFX .. host end
-local function kq_ready(r) if r then return K.RREADY end return K.READY end
+local function kq_prios(r, host) if r then return K_RPRIOS_PFX .. host end return K_PRIOS_PFX .. host end
+local function kq_pq(r, host) if r then return K_RPQ_PFX .. host end return K_PQ_PFX .. host end
+local function kq_ready(r) if r then return K_RREADY end return K_READY end
 -- the two classes, static (false) and render (true), for loops over both
 local CLASSES = {false, true}
 

@@ -42,33 +42,32 @@ local function write_back(key, hosts, vals, set_cmd, rem_cmd, score_first)
   call_chunked(rem_cmd, key, rems, 1)
 end
 
--- S.hcache[key][host]: a host's field of the politeness hashes (hinfl,
+-- hcache[key][host]: a host's field of the politeness hashes (hinfl,
 -- hnext, hdelay, hpdelay, hjitter, hconc), false when absent: read at most
 -- once per call (hget, prefetch), written through the cache (hset, hdel,
--- hincr) and to Redis by flush_hashes. S.hdirty[key]: the hosts whose field
+-- hincr) and to Redis by flush_hashes. hdirty[key]: the hosts whose field
 -- this call changed, in order.
 local function hcache_of(key)
-  local t = S.hcache[key]
+  local t = hcache[key]
   if not t then
     t = {}
-    S.hcache[key] = t
+    hcache[key] = t
   end
   return t
 end
 -- the policy hashes are empty in most crawls: one EXISTS per call tells,
 -- and then their fields are known absent until this call writes them
 local function policies_known_empty()
-  if S.policies_empty == nil then
-    S.policies_empty = redis.call('EXISTS', K.HPDELAY, K.HJITTER, K.HCONC) == 0
+  if policies_empty == nil then
+    policies_empty = redis.call('EXISTS', K_HPDELAY, K_HJITTER, K_HCONC) == 0
   end
-  return S.policies_empty
+  return policies_empty
 end
-local function is_policy_key(key) return key == K.HPDELAY or key == K.HJITTER or key == K.HCONC end
 local function hget(key, host)
   local t = hcache_of(key)
   local v = t[host]
   if v == nil then
-    if is_policy_key(key) and policies_known_empty() then
+    if POLICY[key] and policies_known_empty() then
       v = false
     else
       v = redis.call('HGET', key, host) or false
@@ -80,9 +79,9 @@ end
 -- prefetch reads the politeness fields of hosts (a list, repeats allowed)
 -- that are not cached yet: one HMGET per hash instead of one HGET per host
 local function prefetch(hosts)
-  local keys = {K.HINFL, K.HNEXT, K.HDELAY}
+  local keys = {K_HINFL, K_HNEXT, K_HDELAY}
   if not policies_known_empty() then
-    keys[4], keys[5], keys[6] = K.HPDELAY, K.HJITTER, K.HCONC
+    keys[4], keys[5], keys[6] = K_HPDELAY, K_HJITTER, K_HCONC
   end
   for _, key in ipairs(keys) do
     local t = hcache_of(key)
@@ -97,11 +96,11 @@ local function prefetch(hosts)
   end
 end
 local function hmark(key, host)
-  local d = S.hdirty[key]
+  local d = hdirty[key]
   if not d then
     d = {list = {}, set = {}}
-    S.hdirty[key] = d
-    S.hdirty_keys[#S.hdirty_keys + 1] = key
+    hdirty[key] = d
+    hdirty_keys[#hdirty_keys + 1] = key
   end
   mark_dirty(d, host)
 end
@@ -121,60 +120,60 @@ local function hincr(key, host, d)
 end
 -- flush_hashes writes the changed fields: one HSET and one HDEL per hash
 local function flush_hashes()
-  for _, key in ipairs(S.hdirty_keys) do
-    write_back(key, S.hdirty[key].list, S.hcache[key], 'HSET', 'HDEL', false)
+  for _, key in ipairs(hdirty_keys) do
+    write_back(key, hdirty[key].list, hcache[key], 'HSET', 'HDEL', false)
   end
-  S.hdirty, S.hdirty_keys = {}, {}
+  hdirty, hdirty_keys = {}, {}
 end
 
 -- stats: the call's changes to the stats hash, written once per field at
 -- its end (flush_stats, from finish): nothing in a call reads them
 local function stat(field, d)
-  local delta = S.stat_delta
+  local delta = stat_delta
   if delta[field] == nil then
     delta[field] = 0
-    S.stat_order[#S.stat_order + 1] = field
+    stat_order[#stat_order + 1] = field
   end
   delta[field] = delta[field] + d
 end
 local function flush_stats()
-  for _, field in ipairs(S.stat_order) do
-    redis.call('HINCRBY', K.STATS, field, S.stat_delta[field])
+  for _, field in ipairs(stat_order) do
+    redis.call('HINCRBY', K_STATS, field, stat_delta[field])
   end
-  S.stat_delta, S.stat_order = {}, {}
+  stat_delta, stat_order = {}, {}
 end
 
--- S.in_ready[r][host]: the host's score in the ready set of its class (r:
+-- in_ready[r][host]: the host's score in the ready set of its class (r:
 -- render), false when not in it; nil until this call read or wrote it.
--- Writes are write-behind (S.rdirty, flush_ready). S.rready_empty: the
+-- Writes are write-behind (rdirty, flush_ready). rready_empty: the
 -- render ready set was empty when first asked, so a host not written since
 -- is not in it (most crawls never render).
 local function ready_score(r, host)
-  local v = S.in_ready[r][host]
+  local v = in_ready[r][host]
   if v == nil and r then
-    if S.rready_empty == nil then S.rready_empty = redis.call('EXISTS', K.RREADY) == 0 end
-    if S.rready_empty then v = false end
+    if rready_empty == nil then rready_empty = redis.call('EXISTS', K_RREADY) == 0 end
+    if rready_empty then v = false end
   end
   return v
 end
 local function ready_add(r, host, score)
   if ready_score(r, host) ~= score then
-    S.in_ready[r][host] = score
-    mark_dirty(S.rdirty[r], host)
+    in_ready[r][host] = score
+    mark_dirty(rdirty[r], host)
   end
 end
 local function ready_rem(r, host)
   if ready_score(r, host) ~= false then
-    S.in_ready[r][host] = false
-    mark_dirty(S.rdirty[r], host)
+    in_ready[r][host] = false
+    mark_dirty(rdirty[r], host)
   end
 end
 -- flush_ready writes the ready sets' changes: one ZADD and one ZREM per set
 local function flush_ready()
   for _, r in ipairs(CLASSES) do
-    if #S.rdirty[r].list > 0 then
-      write_back(kq_ready(r), S.rdirty[r].list, S.in_ready[r], 'ZADD', 'ZREM', true)
-      S.rdirty[r] = {list = {}, set = {}}
+    if #rdirty[r].list > 0 then
+      write_back(kq_ready(r), rdirty[r].list, in_ready[r], 'ZADD', 'ZREM', true)
+      rdirty[r] = {list = {}, set = {}}
     end
   end
 end
@@ -185,66 +184,66 @@ local function ready_zscore(r, host)
   if v == nil then
     local sc = redis.call('ZSCORE', kq_ready(r), host)
     if sc then v = tonumber(sc) else v = false end
-    S.in_ready[r][host] = v
+    in_ready[r][host] = v
   end
   return v
 end
 -- ready_seen records a score a call read from the ready set of class r
-local function ready_seen(r, host, score) S.in_ready[r][host] = tonumber(score) end
+local function ready_seen(r, host, score) in_ready[r][host] = tonumber(score) end
 -- in_ready_set reports whether host is in the ready set of class r
 local function in_ready_set(r, host) return ready_zscore(r, host) ~= false end
 
--- S.has_queue[r][host]: whether the host has queued tasks of class r; push
--- sets it, a claim's pop forgets it (nil: ask Redis). S.no_render: no
+-- has_queue[r][host]: whether the host has queued tasks of class r; push
+-- sets it, a claim's pop forgets it (nil: ask Redis). no_render: no
 -- render task was queued when first asked (the stats' rqueued count, which
 -- finish relies on too), so a host this call did not push a render task to
 -- has no render queue.
 local function queued(r, host)
-  local v = S.has_queue[r][host]
+  local v = has_queue[r][host]
   if v == nil and r then
-    if S.no_render == nil then
-      S.no_render = tonumber(redis.call('HGET', K.STATS, 'rqueued') or '0') <= 0
+    if no_render == nil then
+      no_render = tonumber(redis.call('HGET', K_STATS, 'rqueued') or '0') <= 0
     end
-    if S.no_render then v = false end
+    if no_render then v = false end
   end
   if v == nil or v == 'ask' then
     v = redis.call('EXISTS', kq_prios(r, host), kq_pq(r, host)) == 1
-    S.has_queue[r][host] = v
+    has_queue[r][host] = v
   end
   return v
 end
 -- forget_queue: a claim took tasks from the host's queue of class r
-local function forget_queue(r, host) S.has_queue[r][host] = 'ask' end
+local function forget_queue(r, host) has_queue[r][host] = 'ask' end
 
 -- a host's politeness: its HostPolicy where set, else the crawl's; the
 -- delay is the larger of the slaves' (hdelay: Crawl-delay, autothrottle)
 -- and the policy's (hpdelay) when both are set
 local function host_conc(host)
-  return tonumber(hget(K.HCONC, host) or C.DEF_CONC)
+  return tonumber(hget(K_HCONC, host) or DEF_CONC)
 end
 local function host_jitter(host)
-  return tonumber(hget(K.HJITTER, host) or C.DEF_JITTER)
+  return tonumber(hget(K_HJITTER, host) or DEF_JITTER)
 end
 local function host_delay(host)
-  local d = hget(K.HDELAY, host)
-  local p = hget(K.HPDELAY, host)
+  local d = hget(K_HDELAY, host)
+  local p = hget(K_HPDELAY, host)
   if d and p then return math.max(tonumber(d), tonumber(p)) end
-  return tonumber(d or p or C.DEF_DELAY)
+  return tonumber(d or p or DEF_DELAY)
 end
 local function host_infl(host)
-  return tonumber(hget(K.HINFL, host) or '0')
+  return tonumber(hget(K_HINFL, host) or '0')
 end
 local function host_next(host)
-  return tonumber(hget(K.HNEXT, host) or '0')
+  return tonumber(hget(K_HNEXT, host) or '0')
 end
 
 -- jittered returns the politeness delay hd with its random extra wait:
 -- uniform hd × jitter × U[0,1), exponential hd × E with E of mean jitter
 -- capped at 5 × jitter, or none
 local function jittered(hd, jitter)
-  if hd <= 0 or jitter <= 0 or C.JITTER_DIST == 'none' then return hd end
+  if hd <= 0 or jitter <= 0 or JITTER_DIST == 'none' then return hd end
   local e
-  if C.JITTER_DIST == 'exponential' then
+  if JITTER_DIST == 'exponential' then
     e = math.min(-jitter * math.log(1 - math.random()), 5 * jitter)
   else
     e = jitter * math.random()
@@ -257,12 +256,12 @@ end
 -- type and data, several as t0, d0, t1, d1, ... (Stream.Read splits them
 -- and numbers them: eventID)
 local function emit(typ, data)
-  local b = S.ev_buf
+  local b = ev_buf
   b[#b + 1] = typ
   b[#b + 1] = data
 end
 local function flush_events()
-  local b = S.ev_buf
+  local b = ev_buf
   local n = #b / 2
   if n == 1 then
     redis.call('XADD', EV_KEY, '*', 'type', b[1], 'data', b[2])
@@ -279,7 +278,7 @@ local function flush_events()
       redis.call('XADD', EV_KEY, '*', unpack(args))
     end
   end
-  S.ev_buf = {}
+  ev_buf = {}
 end
 
 -- finish ends every call that changes the queues: it writes the caches,
@@ -298,11 +297,11 @@ local function finish()
   -- a slave adds work only while it holds a lease, and a crawl with a
   -- lease is neither idle nor finished: only the master's functions (seeds,
   -- requeues, leases taken back) reopen it
-  if S.work_added then
+  if work_added then
     if not SLAVE then redis.call('HDEL', K.FINISH, 'idle_since', 'finished') end
     -- the work counter a sharded crawl's finish decision compares
     -- (CheckFinished in sharded.go)
-    redis.call('HINCRBY', K.META, 'workseq', 1)
+    redis.call('HINCRBY', K_META, 'workseq', 1)
   end
   --[[mark:flush_meta]]
   --[[profile:flush]]

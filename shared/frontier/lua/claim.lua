@@ -8,7 +8,7 @@
 -- Politeness: a host is in the ready set only while it has queued tasks and
 -- fewer than its concurrency (host_conc) requests in flight. A claim takes
 -- one task per host (all free slots when the delay is 0) and moves the
--- host's next allowed time to now + its jittered delay (C.JITTER_DIST),
+-- host's next allowed time to now + its jittered delay (JITTER_DIST),
 -- so two request starts to one host are never closer than the delay, across
 -- all slaves. With concurrency 1 the host leaves the ready set until the
 -- lease ends, and a completion sets its next time from the end of the fetch.
@@ -26,9 +26,9 @@ local function claim_tasks(slave, maxn, render, now)
   local lease_ms = C.LEASE_MS
 
   -- retries that are due go back to their queues
-  local due = redis.call('ZRANGEBYSCORE', K.RETRY, '-inf', now, 'LIMIT', 0, 256)
+  local due = redis.call('ZRANGEBYSCORE', K_RETRY, '-inf', now, 'LIMIT', 0, 256)
   for _, m in ipairs(due) do
-    redis.call('ZREM', K.RETRY, m)
+    redis.call('ZREM', K_RETRY, m)
     local host, prio, task = string.match(m, '^([^\t]*)\t([^\t]*)\t(.*)$')
     push(host, prio, task, false)
   end
@@ -45,8 +45,8 @@ local function claim_tasks(slave, maxn, render, now)
   -- the retries' ready-set changes, before the ready sets are read
   flush_ready()
 
-  if C.AOPIC then
-    local lam = tonumber(redis.call('HGET', K.META, 'aopic_lambda') or '0')
+  if AOPIC then
+    local lam = tonumber(redis.call('HGET', K_META, 'aopic_lambda') or '0')
     if lam > 0 and lam >= C.LAMBDA_MIN then
       local tops = {}
       for _, r in ipairs(CLASSES) do
@@ -59,17 +59,17 @@ local function claim_tasks(slave, maxn, render, now)
       if #tops > 0 then
         local share = lam / #tops
         for _, t in ipairs(tops) do redis.call('ZINCRBY', t[1], -share, t[2]) end
-        redis.call('HINCRBYFLOAT', K.META, 'aopic_lambda', -lam)
+        redis.call('HINCRBYFLOAT', K_META, 'aopic_lambda', -lam)
       end
     end
   end
 
   -- candidates: {host, render class}, by next allowed time
   local cands = {}
-  local st = redis.call('ZRANGEBYSCORE', K.READY, '-inf', now, 'WITHSCORES', 'LIMIT', 0, maxn)
+  local st = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'WITHSCORES', 'LIMIT', 0, maxn)
   for k = 1, #st, 2 do ready_seen(false, st[k], st[k + 1]) end
   if render then
-    local rt = redis.call('ZRANGEBYSCORE', K.RREADY, '-inf', now, 'WITHSCORES', 'LIMIT', 0, maxn)
+    local rt = redis.call('ZRANGEBYSCORE', K_RREADY, '-inf', now, 'WITHSCORES', 'LIMIT', 0, maxn)
     for k = 1, #rt, 2 do ready_seen(true, rt[k], rt[k + 1]) end
     local i, j = 1, 1
     local flip = math.random() < 0.5
@@ -142,13 +142,13 @@ local function claim_tasks(slave, maxn, render, now)
       while take > 0 do
         -- got: the tasks taken from one queue, all of priority prio
         local prio, got
-        if C.PQ then
+        if PQ then
           local top = redis.call('ZPOPMIN', kq_pq(r, host))
           forget_queue(r, host)
           if #top == 0 then break end
           prio = top[2]
-          got = {(redis.call('HGET', K.PQDATA, top[1]) or '0\t0\t0') .. '\t' .. top[1]}
-          redis.call('HDEL', K.PQDATA, top[1])
+          got = {(redis.call('HGET', K_PQDATA, top[1]) or '0\t0\t0') .. '\t' .. top[1]}
+          redis.call('HDEL', K_PQDATA, top[1])
         else
           -- up to take tasks of the best priority in one LPOP; the
           -- priority leaves prios when its list is emptied, and only then
@@ -166,7 +166,7 @@ local function claim_tasks(slave, maxn, render, now)
             redis.call('ZREM', pk, prio)
             forget_queue(r, host)
           else
-            S.has_queue[r][host] = true
+            has_queue[r][host] = true
           end
           if #got == 0 then take = 0 end
         end
@@ -176,13 +176,13 @@ local function claim_tasks(slave, maxn, render, now)
           if seq then
             seq = seq + 1
           else
-            seq = redis.call('HINCRBY', K.META, 'leaseseq', 1)
+            seq = redis.call('HINCRBY', K_META, 'leaseseq', 1)
             seq_first = seq
           end
           local token = seq
           stat('queued', -1)
           if r then stat('rqueued', -1) end
-          infl = hincr(K.HINFL, host, 1)
+          infl = hincr(K_HINFL, host, 1)
           lease_z[#lease_z + 1] = deadline_s
           lease_z[#lease_z + 1] = url
           lease_h[#lease_h + 1] = url
@@ -202,12 +202,12 @@ local function claim_tasks(slave, maxn, render, now)
         --[[mark:k_lease_each]]
       end
       local nxt = after(now, jittered(hd, host_jitter(host)))
-      if nxt > host_next(host) then hset(K.HNEXT, host, nxt) end
+      if nxt > host_next(host) then hset(K_HNEXT, host, nxt) end
       ready_host(host)
     end
     --[[mark:k_host]]
   end
-  if seq and seq > seq_first then redis.call('HINCRBY', K.META, 'leaseseq', seq - seq_first) end
+  if seq and seq > seq_first then redis.call('HINCRBY', K_META, 'leaseseq', seq - seq_first) end
   -- a recrawl's validators for the leased URLs: one EXISTS when there are
   -- none (no recrawl queued), else HMGET and HDEL per 1000 URLs
   if n > 0 and redis.call('EXISTS', K.VAL) == 1 then
@@ -231,7 +231,7 @@ local function claim_tasks(slave, maxn, render, now)
     -- a slave holding leases is in the registry, so the recoverer finds
     -- them even if the master retired it while it was frozen (its next
     -- heartbeat, finding no heartbeat key, records the join)
-    redis.call('ZADD', K.SLAVES, 'NX', now, slave)
+    redis.call('ZADD', K_SLAVES, 'NX', now, slave)
   end
   --[[mark:k_lease_write]]
   -- wait hint: ms until the earliest host is ready, -1 when none is queued
@@ -248,8 +248,8 @@ local function claim_tasks(slave, maxn, render, now)
     -- lease ending frees a slot), or nothing is queued while requests are
     -- in flight (their acks bring the next links: a crawl starting or
     -- thinning out); -1: nothing queued and nothing in flight
-    local nq = tonumber(redis.call('HGET', K.STATS, 'queued') or '0') + (S.stat_delta['queued'] or 0)
-    if nq > 0 or redis.call('EXISTS', K.HINFL) == 1 then out[#out + 1] = -2 else out[#out + 1] = -1 end
+    local nq = tonumber(redis.call('HGET', K_STATS, 'queued') or '0') + (stat_delta['queued'] or 0)
+    if nq > 0 or redis.call('EXISTS', K_HINFL) == 1 then out[#out + 1] = -2 else out[#out + 1] = -1 end
   else
     out[#out + 1] = math.max(0, earliest - now)
   end

@@ -16,39 +16,39 @@ local COMPLETION = 13
 
 -- check_completions checks the n completions from ARGV[first] on (their
 -- layout: the function complete's ARGV) before anything is written, and
--- returns the index after the last. The delays a slave reports are capped
--- at the crawl's (C.MAX_HOST_DELAY, C.MAX_BACKOFF) where they are read.
+-- returns the index after the last and their counts of events, links and
+-- policies. What complete_leases reads in a form it cannot use counts as
+-- nothing (a delay that is not a number is 0; a token that is not the
+-- lease's loses the ack) or is capped (the delays a slave reports, at the
+-- crawl's C.MAX_HOST_DELAY and C.MAX_BACKOFF).
 local function check_completions(first, n)
-  local j = first
+  local j, nargs = first, #ARGV
+  local nevs, nls, nps = {}, {}, {}
   for c = 1, n do
-    if j + COMPLETION - 1 > #ARGV then fail('completion ' .. c .. ' runs past the arguments') end
-    if #ARGV[j] == 0 or #ARGV[j] > LIMITS.url then fail('completion ' .. c .. ': URL empty or longer than ' .. LIMITS.url .. ' bytes') end
-    if not string.match(ARGV[j + 1], '^%d+$') or #ARGV[j + 1] > 20 then fail('completion ' .. c .. ': token is not a number') end
+    if j + COMPLETION - 1 > nargs then fail('completion ' .. c .. ' runs past the arguments') end
+    if #ARGV[j] > LIMITS.url then fail('completion ' .. c .. ': URL longer than ' .. LIMITS.url .. ' bytes') end
     if not OUTCOMES[ARGV[j + 2]] then fail('completion ' .. c .. ': unknown outcome') end
-    for k = 3, 5 do
-      if not whole(ARGV[j + k], 0) then fail('completion ' .. c .. ': a delay is not a whole number of ms') end
-    end
     if #ARGV[j + 6] > LIMITS.reason then fail('completion ' .. c .. ': reason longer than ' .. LIMITS.reason .. ' bytes') end
-    local chash, cfield = ARGV[j + 7], ARGV[j + 9]
-    if chash ~= '' and (#chash ~= 16 or not string.match(chash, '^%x+$')) then fail('completion ' .. c .. ': content hash is not 16 hex digits') end
-    if cfield ~= '' and (#cfield > 8 or #ARGV[j + 8] > 8 or not string.match(ARGV[j + 8], '^%x+$')) then
-      fail('completion ' .. c .. ': malformed content bucket')
+    local nhash = #ARGV[j + 7]
+    if (nhash ~= 0 and nhash ~= 16) or #ARGV[j + 9] > 8 or #ARGV[j + 8] > 8 then fail('completion ' .. c .. ': malformed content hash') end
+    local nev, nlinks, npol = tonumber(ARGV[j + 10]), tonumber(ARGV[j + 11]), tonumber(ARGV[j + 12])
+    if not (nev and nlinks and npol and nev >= 0 and nlinks >= 0 and npol >= 0 and nev <= LIMITS.events and
+      nlinks <= LIMITS.links and npol <= LIMITS.policies and (nev + nlinks + npol) % 1 == 0 and nev % 1 == 0 and nlinks % 1 == 0) then
+      fail('completion ' .. c .. ': counts must be whole numbers, at most ' .. LIMITS.events .. ' events, ' ..
+        LIMITS.links .. ' links and ' .. LIMITS.policies .. ' policies')
     end
-    local nev, nlinks, npol = whole(ARGV[j + 10], LIMITS.events + 1), whole(ARGV[j + 11], LIMITS.links + 1), whole(ARGV[j + 12], LIMITS.policies + 1)
-    if not nev or not nlinks or not npol or nev > LIMITS.events or nlinks > LIMITS.links or npol > LIMITS.policies then
-      fail('completion ' .. c .. ': more than ' .. LIMITS.events .. ' events, ' .. LIMITS.links .. ' links or ' .. LIMITS.policies .. ' policies')
-    end
+    nevs[c], nls[c], nps[c] = nev, nlinks, npol
     local ev_at = j + COMPLETION
-    if ev_at + 2 * nev - 1 > #ARGV then fail('completion ' .. c .. ': events run past the arguments') end
-    for e = 0, nev - 1 do
-      if not EVENT_TYPES[ARGV[ev_at + 2 * e]] then fail('completion ' .. c .. ': unknown event type') end
-      if #ARGV[ev_at + 2 * e + 1] > LIMITS.event then fail('completion ' .. c .. ': event longer than ' .. LIMITS.event .. ' bytes') end
+    if ev_at + 2 * nev - 1 > nargs then fail('completion ' .. c .. ': events run past the arguments') end
+    for e = ev_at, ev_at + 2 * nev - 2, 2 do
+      if not EVENT_TYPES[ARGV[e]] then fail('completion ' .. c .. ': unknown event type') end
+      if #ARGV[e + 1] > LIMITS.event then fail('completion ' .. c .. ': event longer than ' .. LIMITS.event .. ' bytes') end
     end
-    check_policies(ev_at + 2 * nev, npol)
+    if npol > 0 then check_policies(ev_at + 2 * nev, npol) end
     j = ev_at + 2 * nev + 4 * npol + TUPLE * nlinks
-    if j - 1 > #ARGV then fail('completion ' .. c .. ': links run past the arguments') end
+    if j - 1 > nargs then fail('completion ' .. c .. ': links run past the arguments') end
   end
-  return j
+  return j, {ev = nevs, links = nls, pol = nps}
 end
 
 -- complete_leases acknowledges the n completions from ARGV[5] on (checked)
@@ -71,7 +71,7 @@ end
 -- requeued or enqueued, writing only what changes (set_policy). A render
 -- task (its task string's flag) goes back to its host's render queues on
 -- retry and release; links keep their own flag.
-local function complete_leases(slave, n, now)
+local function complete_leases(slave, n, now, counts)
   local i = 5
   local acks = {}
   local added = 0
@@ -84,7 +84,7 @@ local function complete_leases(slave, n, now)
     local j = 5
     for c = 1, n do
       lease_urls[c] = ARGV[j]
-      j = j + COMPLETION + 2 * tonumber(ARGV[j + 10]) + 4 * tonumber(ARGV[j + 12]) + TUPLE * tonumber(ARGV[j + 11])
+      j = j + COMPLETION + 2 * counts.ev[c] + 4 * counts.pol[c] + TUPLE * counts.links[c]
     end
   end
   --[[mark:c_args]]
@@ -131,10 +131,10 @@ local function complete_leases(slave, n, now)
   end
 
   for c = 1, n do
+    local i0 = i
     local url, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-    local slave_delay, backoff, retry_in = whole(ARGV[i + 3], C.MAX_HOST_DELAY), whole(ARGV[i + 4], C.MAX_BACKOFF), whole(ARGV[i + 5], C.MAX_BACKOFF)
     local reason, chash, cbucket, cfield = ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
-    local nev, nlinks, npol = tonumber(ARGV[i + 10]), tonumber(ARGV[i + 11]), tonumber(ARGV[i + 12])
+    local nev, nlinks, npol = counts.ev[c], counts.links[c], counts.pol[c]
     local ev_at = i + COMPLETION
     local pol_at = ev_at + 2 * nev
     local links_at = pol_at + 4 * npol
@@ -155,7 +155,8 @@ local function complete_leases(slave, n, now)
       ended[url] = true
       ended_list[#ended_list + 1] = url
       host_done(host)
-      if slave_delay > 0 then hset(K.HDELAY, host, slave_delay) end
+      local slave_delay, backoff = whole(ARGV[i0 + 3], C.MAX_HOST_DELAY) or 0, whole(ARGV[i0 + 4], C.MAX_BACKOFF) or 0
+      if slave_delay > 0 then hset(K_HDELAY, host, slave_delay) end
       local cur = host_next(host)
       local nxt = cur
       if outcome ~= 'release' and host_conc(host) == 1 then
@@ -163,16 +164,17 @@ local function complete_leases(slave, n, now)
         nxt = math.max(nxt, after(now, jittered(host_delay(host), host_jitter(host))))
       end
       if backoff > 0 then nxt = math.max(nxt, after(now, backoff)) end
-      if nxt ~= cur then hset(K.HNEXT, host, nxt) end
+      if nxt ~= cur then hset(K_HNEXT, host, nxt) end
 
       if outcome == 'done' then
         stat('done', 1)
       elseif outcome == 'retry' then
         local _, failed, nt = requeue_or_fail(host, prio, task, reason, now, slave)
         if not failed then
-          redis.call('ZADD', K.RETRY, now + retry_in, host .. '\t' .. prio .. '\t' .. nt)
+          local retry_in = whole(ARGV[i0 + 5], C.MAX_BACKOFF) or 0
+          redis.call('ZADD', K_RETRY, now + retry_in, host .. '\t' .. prio .. '\t' .. nt)
           stat('retried', 1)
-          S.work_added = true
+          work_added = true
         end
       elseif outcome == 'fail' then
         redis.call('RPUSH', K.FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
@@ -204,25 +206,25 @@ local function complete_leases(slave, n, now)
         end
         --[[mark:c_content]]
         local targets -- aopic only
-        if C.AOPIC then targets = {} end
+        if AOPIC then targets = {} end
         if follow then
           for l = 0, nlinks - 1 do
             local j = links_at + TUPLE * l
             local took = take_link(j, in_scope, slave, now)
             if took == 'new' then
-              if C.AOPIC then
+              if AOPIC then
                 targets[#targets + 1] = j
               else
-                push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], C.NEW_FRONT)
+                push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
               end
               added = added + 1
-            elseif took == 'old' and C.PQ and backlink(j) then
+            elseif took == 'old' and PQ and backlink(j) then
               -- aopic: a still-queued URL gets a share of the page's cash
               targets[#targets + 1] = -j
             end
           end
         end
-        if C.AOPIC then pay(-tonumber(prio), targets) end
+        if AOPIC then pay(-tonumber(prio), targets) end
         --[[mark:c_links]]
       end
     end
@@ -260,10 +262,11 @@ register('complete', function()
   local slave = check_slave(ARGV[2])
   local seed = int(3, 0, 2147483647, 'seed')
   local n = int(4, 1, LIMITS.completions, 'n')
-  if check_completions(5, n) ~= #ARGV + 1 then fail('arguments follow the last completion') end
+  local last, counts = check_completions(5, n)
+  if last ~= #ARGV + 1 then fail('arguments follow the last completion') end
   check_own(slave)
   math.randomseed(seed)
-  local acks = complete_leases(slave, n, now_ms())
+  local acks = complete_leases(slave, n, now_ms(), counts)
   finish()
   return acks
 end)
@@ -280,14 +283,14 @@ register('complete_claim', function()
   local slave = check_slave(ARGV[2])
   local seed = int(3, 0, 2147483647, 'seed')
   local n = int(4, 1, LIMITS.completions, 'n')
-  local last = check_completions(5, n)
+  local last, counts = check_completions(5, n)
   if last + 1 ~= #ARGV then fail('want max and render after the last completion') end
   local maxn = int(last, 1, LIMITS.claim, 'max')
   local render = flag(last + 1, 'render')
   check_own(slave)
   math.randomseed(seed)
   local now = now_ms()
-  local acks = complete_leases(slave, n, now)
+  local acks = complete_leases(slave, n, now, counts)
   for _, v in ipairs(claim_tasks(slave, maxn, render, now)) do acks[#acks + 1] = v end
   return acks
 end)

@@ -33,7 +33,7 @@ local function bloom_add(a, b)
 end
 
 -- Exact dedup's seen buckets grow with the crawl by linear hashing (crawls
--- created before that keep their fixed bucket count: C.SEEN_FIXED, and a
+-- created before that keep their fixed bucket count: SEEN_FIXED, and a
 -- tuple's x is its bucket). The seen table has a level b, a split pointer
 -- s and a count n in meta (seen_level, seen_split, seen_count; absent:
 -- SEEN_FLOOR, 0, 0). A fingerprint's bucket is its low b bits, or its low
@@ -50,35 +50,35 @@ local LH = {}
 -- LH.state returns the seen table's state {b, p = 2^b, s, n, dirty,
 -- split_dirty}, read from meta the first time a call asks
 function LH.state()
-  if not S.lh then
-    local r = redis.call('HMGET', K.META, 'seen_level', 'seen_split', 'seen_count')
+  if not lh_state then
+    local r = redis.call('HMGET', K_META, 'seen_level', 'seen_split', 'seen_count')
     local b = tonumber(r[1] or SEEN_FLOOR)
-    S.lh = {b = b, p = 2 ^ b, s = tonumber(r[2] or '0'), n = tonumber(r[3] or '0')}
+    lh_state = {b = b, p = 2 ^ b, s = tonumber(r[2] or '0'), n = tonumber(r[3] or '0')}
   end
-  return S.lh
+  return lh_state
 end
 -- LH.bucket_key returns the key of the seen bucket of a tuple's x
 function LH.bucket_key(x)
-  if C.SEEN_FIXED then return K.SEEN_PFX .. x end
-  local st = S.lh or LH.state()
-  local lo = tonumber(x)
+  if SEEN_FIXED then return K_SEEN_PFX .. x end
+  local st = lh_state or LH.state()
+  local lo = tonumber(x) or 0
   local h = lo % st.p
   if h < st.s then h = lo % (2 * st.p) end
-  return K.SEEN_PFX .. string.format('%x', h)
+  return K_SEEN_PFX .. string.format('%x', h)
 end
 -- LH.bit returns bit k of a member (decimal, below 2^56): a number's value
 -- mod 2^(k+1) is that of its last k+1 digits (2^(k+1) divides 10^(k+1)),
 -- exact in a double up to 15 digits, so k <= 14 (SEEN_MAX_LEVEL)
 function LH.bit(m, k)
-  return math.floor(tonumber(string.sub(m, -(k + 1))) / 2 ^ k) % 2
+  return math.floor((tonumber(string.sub(m, -(k + 1))) or 0) / 2 ^ k) % 2
 end
 -- LH.split moves the members of bucket s whose fingerprint bit b (member
 -- bit b-8: LH.bit) is set to bucket s + 2^b. A bucket past 512
 -- members (Redis's default set-max-intset-entries) may have left its
 -- intset: it is emptied and written again, an intset once more.
 function LH.split(st)
-  local from = K.SEEN_PFX .. string.format('%x', st.s)
-  local to = K.SEEN_PFX .. string.format('%x', st.s + st.p)
+  local from = K_SEEN_PFX .. string.format('%x', st.s)
+  local to = K_SEEN_PFX .. string.format('%x', st.s + st.p)
   local all = redis.call('SMEMBERS', from)
   local k = st.b - 8
   local move, keep = {}, {}
@@ -108,7 +108,7 @@ end
 -- LH.added counts a member added and splits a bucket when the table is
 -- over its load
 function LH.added()
-  local st = S.lh or LH.state()
+  local st = lh_state or LH.state()
   st.n = st.n + 1
   st.dirty = true
   if st.n > C.SEEN_LOAD * (st.p + st.s) and st.b < SEEN_MAX_LEVEL then LH.split(st) end
@@ -116,38 +116,36 @@ end
 -- LH.flush writes the seen table's changed state to meta (from finish):
 -- its count, and level and split pointer after a split
 function LH.flush()
-  local st = S.lh
+  local st = lh_state
   if not st or not st.dirty then return end
   if st.split_dirty then
-    redis.call('HSET', K.META, 'seen_count', st.n, 'seen_level', st.b, 'seen_split', st.s)
+    redis.call('HSET', K_META, 'seen_count', st.n, 'seen_level', st.b, 'seen_split', st.s)
   else
-    redis.call('HSET', K.META, 'seen_count', st.n)
+    redis.call('HSET', K_META, 'seen_count', st.n)
   end
   st.dirty, st.split_dirty = false, false
 end
 
--- seen_args reports whether a tuple's seen arguments (x, y) have their
--- form, so that nothing the call does with them can fail half way: numbers,
--- a fingerprint's low 32 bits and top 56 bits (y below 2^56, which LH.bit
--- relies on), Bloom positions below m, or, in a crawl with fixed buckets,
--- a hex bucket and a field of at most 8 bytes
+-- seen_args reports whether a tuple's seen arguments (x, y) have the
+-- form the Bloom filter and a fixed layout rely on: Bloom positions, whole
+-- numbers below m (a larger one would grow a segment past the filter), or
+-- a fixed layout's bucket and field of at most 8 bytes. Growing buckets
+-- take any x and y: their code reads them so that none can fail half way
+-- (LH.bucket_key, LH.bit), and a y that is not a number only costs its
+-- bucket its intset encoding.
 local function seen_args(x, y)
-  if C.SEEN_FIXED and not C.BLOOM then
-    return #x <= 8 and #y <= 8 and string.find(x, '^%x+$') ~= nil
-  end
+  if not BLOOM then return not SEEN_FIXED or (#x <= 8 and #y <= 8) end
   local a, b = tonumber(x), tonumber(y)
-  if not a or not b or a < 0 or b < 0 or a % 1 ~= 0 or b % 1 ~= 0 then return false end
-  if C.BLOOM then return a < C.BLOOM_M and b < C.BLOOM_M end
-  return a < 4294967296 and b < 72057594037927936
+  return a ~= nil and b ~= nil and a >= 0 and b >= 0 and a % 1 == 0 and b % 1 == 0 and a < C.BLOOM_M and b < C.BLOOM_M
 end
 
 -- seen_add records a tuple's URL (x, y) as seen and reports whether it was
 -- new: a member of a fingerprint bucket (a hash field with a fixed
 -- layout), or the Bloom filter's bits (a and b: bloom.go). Its caller has
--- checked the arguments (seen_args).
+-- checked the arguments (seen_args) unless the buckets grow.
 local function seen_add(x, y)
-  if C.BLOOM then return bloom_add(tonumber(x), tonumber(y)) end
-  if C.SEEN_FIXED then return redis.call('HSETNX', K.SEEN_PFX .. x, y, '') == 1 end
+  if BLOOM then return bloom_add(tonumber(x), tonumber(y)) end
+  if SEEN_FIXED then return redis.call('HSETNX', K_SEEN_PFX .. x, y, '') == 1 end
   if redis.call('SADD', LH.bucket_key(x), y) == 0 then return false end
   LH.added()
   return true
@@ -156,7 +154,7 @@ end
 -- seen_has reports whether a tuple's URL is seen, writing nothing: with
 -- bloom, whether all of its k bits are set
 local function seen_has(x, y)
-  if C.BLOOM then
+  if BLOOM then
     local g, b = tonumber(x), tonumber(y)
     for _ = 1, C.BLOOM_K do
       local seg = math.floor(g / C.BLOOM_SEG)
@@ -166,6 +164,6 @@ local function seen_has(x, y)
     end
     return true
   end
-  if C.SEEN_FIXED then return redis.call('HEXISTS', K.SEEN_PFX .. x, y) == 1 end
+  if SEEN_FIXED then return redis.call('HEXISTS', K_SEEN_PFX .. x, y) == 1 end
   return redis.call('SISMEMBER', LH.bucket_key(x), y) == 1
 end

@@ -5,12 +5,12 @@
 -- render tasks, and the render count is checked too), in flight or waiting
 -- for retry
 local function idle_now()
-  local queued = tonumber(redis.call('HGET', K.STATS, 'queued') or '0')
-  local rqueued = tonumber(redis.call('HGET', K.STATS, 'rqueued') or '0')
-  if queued > 0 or rqueued > 0 or redis.call('ZCARD', K.RETRY) > 0 or redis.call('ZCARD', K.LEGACY_LEASE) > 0 then
+  local queued = tonumber(redis.call('HGET', K_STATS, 'queued') or '0')
+  local rqueued = tonumber(redis.call('HGET', K_STATS, 'rqueued') or '0')
+  if queued > 0 or rqueued > 0 or redis.call('ZCARD', K_RETRY) > 0 or redis.call('ZCARD', K.LEGACY_LEASE) > 0 then
     return false
   end
-  for _, slave in ipairs(redis.call('ZRANGE', K.SLAVES, 0, -1)) do
+  for _, slave in ipairs(redis.call('ZRANGE', K_SLAVES, 0, -1)) do
     if redis.call('ZCARD', k_slease(slave)) > 0 then return false end
   end
   return true
@@ -57,7 +57,7 @@ register('idle', function()
   arg_count(1)
   local idle = 0
   if idle_now() then idle = 1 end
-  return {idle, tonumber(redis.call('HGET', K.META, 'workseq') or '0')}
+  return {idle, tonumber(redis.call('HGET', K_META, 'workseq') or '0')}
 end, {settings = false, flags = {'no-writes'}})
 
 -- finish_sharded: keep a sharded crawl's finish decision in shard 0's

@@ -16,7 +16,7 @@ local function lose(zkey, hkey, url, data, reason, now)
   host_done(host)
   local cur = host_next(host)
   local hd = host_delay(host)
-  if after(now, hd) > cur then hset(K.HNEXT, host, after(now, hd)) end
+  if after(now, hd) > cur then hset(K_HNEXT, host, after(now, hd)) end
   local attempt, failed, nt = requeue_or_fail(host, prio, task, 'lease lost: ' .. reason, now, slave)
   if not failed then push(host, prio, nt, true) end
   ready_host(host)
@@ -101,7 +101,7 @@ register('recover_expired', function()
   local limit = int(2, 1, LIMITS.recover, 'limit')
   local now = now_ms()
   local n = expire_in(K.LEGACY_LEASE, K.LEGACY_LEASEDATA, now, limit)
-  for _, slave in ipairs(redis.call('ZRANGE', K.SLAVES, 0, -1)) do
+  for _, slave in ipairs(redis.call('ZRANGE', K_SLAVES, 0, -1)) do
     n = n + expire_in(k_slease(slave), k_sld(slave), now, limit - n)
   end
   finish()
@@ -137,7 +137,7 @@ register('retire', function()
   local host = beat_host(slave)
   -- the sink reads the slave's stream until it is drained (Stream)
   if redis.call('EXISTS', k_sev(slave)) == 1 then redis.call('SADD', K.STREAMS, k_sev(slave)) end
-  local removed = redis.call('ZREM', K.SLAVES, slave)
+  local removed = redis.call('ZREM', K_SLAVES, slave)
   redis.call('DEL', k_sbeat(slave), k_sld(slave))
   -- gone: the slave left (its leave is recorded) or was retired before; a
   -- lease it still holds makes it a death

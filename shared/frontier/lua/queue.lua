@@ -31,28 +31,47 @@ local function depth_of(df)
 end
 
 -- check_task checks a task a caller queues (a link or a seed) and returns
--- nil, or why it is refused: its URL, within MAX_URL bytes, must be an
+-- nil, or why it is refused: its URL, within LIMITS.task bytes, must be an
 -- http(s) URL whose authority (after any user info) is host, the host key
--- (urlx.HostKey) and its scope host the name in it; the task's fields and
+-- (urlx.HostKey), and its scope host the name in it; the task's fields and
 -- prio must have their form (parseTask must read every task a claim
--- returns). With max_depth the depth is checked too.
+-- returns). With max_depth the depth is checked too. It runs for new
+-- links only (about one a page) and takes the common forms by plain
+-- string compares rather than patterns.
 local function check_task(host, scope_host, prio, task, max_depth)
   if #task > LIMITS.task then return 'task longer than ' .. LIMITS.task .. ' bytes' end
-  local df, url = string.match(task, '^([^\t]*)\t%d+\t%d+\t(https?://.*)$')
-  if not df then return 'malformed task' end
-  local depth = depth_of(df)
+  local t1 = string.find(task, '\t', 1, true)
+  local t2 = t1 and string.find(task, '\t', t1 + 1, true)
+  local t3 = t2 and string.find(task, '\t', t2 + 1, true)
+  if not t3 or not string.find(string.sub(task, t1 + 1, t3 - 1), '^%d+\t%d+$') then return 'malformed task' end
+  local depth = depth_of(string.sub(task, 1, t1 - 1))
   if not depth then return 'malformed depth field' end
   if max_depth and max_depth > 0 and depth > max_depth then return 'deeper than crawl.max_depth' end
-  local authority = string.match(url, '^https?://([^/?#]*)')
-  authority = string.match(authority, '[^@]*$')
-  if authority ~= host then return 'host ' .. string.sub(host, 1, 80) .. ' is not the URL\'s' end
+  -- the URL: its scheme, then host where the authority starts and ends
+  local at
+  if string.sub(task, t3 + 1, t3 + 7) == 'http://' then
+    at = t3 + 8
+  elseif string.sub(task, t3 + 1, t3 + 8) == 'https://' then
+    at = t3 + 9
+  else
+    return 'not an http(s) URL'
+  end
+  local after = string.byte(task, at + #host)
+  if string.sub(task, at, at + #host - 1) ~= host or (after and after ~= 47 and after ~= 63 and after ~= 35) or
+    string.find(host, '[/?#@]') then
+    -- user info before the host, or another host
+    local authority = string.match(string.sub(task, at), '^([^/?#]*)')
+    if string.match(authority, '[^@]*$') ~= host or authority == host then
+      return 'host ' .. string.sub(host, 1, 80) .. ' is not the URL\'s'
+    end
+  end
   if scope_host ~= host and string.sub(host, 1, #scope_host + 1) ~= scope_host .. ':' and
     string.sub(host, 1, #scope_host + 2) ~= '[' .. scope_host .. ']' then
     return 'scope host is not the URL\'s'
   end
   local p = tonumber(prio)
   if not p or p ~= p or p == math.huge or p == -math.huge then return 'priority is not a number' end
-  if not C.PQ and (p % 1 ~= 0 or math.abs(p) > 1e9) then return 'priority is not a whole number' end
+  if not PQ and (p % 1 ~= 0 or math.abs(p) > 1e9) then return 'priority is not a whole number' end
   return nil
 end
 
@@ -61,8 +80,8 @@ end
 -- naming what was wrong (the calling slave's, or the crawl's stream)
 local function refuse(task, why, slave, now)
   stat('refused', 1)
-  S.refused = S.refused + 1
-  if S.refused == 1 then
+  refused = refused + 1
+  if refused == 1 then
     emit('exception', cjson.encode({crawl = CRAWL, kind = 'invalid_input', url = string.sub(task_url(task) or '', 1, 200),
       host = '', slave = slave or '', attempt = 0, status = 0,
       message = 'refused by the frontier: ' .. why, at = now or 0}))
@@ -88,10 +107,10 @@ end
 -- host's pq with score prio and its depth, hops and attempt in pqdata
 local function push(host, prio, task, front)
   local r = is_render(task)
-  if C.PQ then
+  if PQ then
     local f, url = string.match(task, '^([^\t]*\t[^\t]*\t[^\t]*)\t(.*)$')
     redis.call('ZADD', kq_pq(r, host), prio, url)
-    redis.call('HSET', K.PQDATA, url, f)
+    redis.call('HSET', K_PQDATA, url, f)
   else
     local q = kq_queue(r, host, prio)
     local len
@@ -99,10 +118,10 @@ local function push(host, prio, task, front)
     -- a list that was not empty already has its priority in prios
     if len == 1 then redis.call('ZADD', kq_prios(r, host), prio, prio) end
   end
-  S.has_queue[r][host] = true
+  has_queue[r][host] = true
   stat('queued', 1)
   if r then stat('rqueued', 1) end
-  S.work_added = true
+  work_added = true
   if not in_ready_set(r, host) and host_infl(host) < host_conc(host) then
     ready_add(r, host, host_next(host))
   end
@@ -129,9 +148,9 @@ end
 -- set_policy applies a host's HostPolicy (each value '' for the crawl's
 -- default); a policy that is already in force costs no write
 local function set_policy(host, delay, jitter, conc)
-  local ch = set_field(K.HPDELAY, host, delay)
-  ch = set_field(K.HJITTER, host, jitter) or ch
-  ch = set_field(K.HCONC, host, conc) or ch
+  local ch = set_field(K_HPDELAY, host, delay)
+  ch = set_field(K_HJITTER, host, jitter) or ch
+  ch = set_field(K_HCONC, host, conc) or ch
   if ch then ready_host(host) end
 end
 
@@ -163,7 +182,7 @@ end
 
 -- aopic: cash that leaves the crawl (a failed task) goes to the lambda page
 local function to_lambda(cash)
-  if C.AOPIC and cash ~= 0 then redis.call('HINCRBYFLOAT', K.META, 'aopic_lambda', cash) end
+  if AOPIC and cash ~= 0 then redis.call('HINCRBYFLOAT', K_META, 'aopic_lambda', cash) end
 end
 
 -- admit counts a newly seen URL against the trap caps (host pages, query
@@ -171,27 +190,29 @@ end
 -- admit returns false and which cap. A path key qv is 8 bytes, or 9 ending
 -- in 'd' for a query that holds a date, which has its own cap
 -- (MaxDateVariants) and its own field: qv .. the cap, as before the cap
--- was a setting.
+-- was a setting; any other qv is none.
 local function admit(host, qv, enforce)
   local counted = false
-  if C.MAX_HOST_PAGES > 0 then
-    local c = redis.call('HINCRBY', K.HPAGES, host, 1)
-    if enforce and c > C.MAX_HOST_PAGES then
-      redis.call('HINCRBY', K.HPAGES, host, -1)
+  if MAX_HOST_PAGES > 0 then
+    local c = redis.call('HINCRBY', K_HPAGES, host, 1)
+    if enforce and c > MAX_HOST_PAGES then
+      redis.call('HINCRBY', K_HPAGES, host, -1)
       return false, 'host'
     end
     counted = true
   end
-  local qcap = C.MAX_QVAR
-  if #qv == 9 then
+  local qcap = MAX_QVAR
+  if #qv == 9 and string.byte(qv, 9) == 100 then
     qcap = C.MAX_DATE
     qv = qv .. qcap
+  elseif #qv ~= 8 then
+    qv = ''
   end
   if qcap > 0 and qv ~= '' then
-    local c = redis.call('HINCRBY', K.QVAR, qv, 1)
+    local c = redis.call('HINCRBY', K_QVAR, qv, 1)
     if enforce and c > qcap then
-      redis.call('HINCRBY', K.QVAR, qv, -1)
-      if counted then redis.call('HINCRBY', K.HPAGES, host, -1) end
+      redis.call('HINCRBY', K_QVAR, qv, -1)
+      if counted then redis.call('HINCRBY', K_HPAGES, host, -1) end
       return false, 'qvar'
     end
   end
@@ -202,10 +223,10 @@ end
 -- cap records one trap exception for the host
 local function trap_drop(host, task, why, slave, now)
   stat('trap_dropped', 1)
-  if why == 'host' and redis.call('HSETNX', K.HPAGES, '\t' .. host, now) == 1 then
+  if why == 'host' and redis.call('HSETNX', K_HPAGES, '\t' .. host, now) == 1 then
     emit('exception', cjson.encode({crawl = CRAWL, kind = 'trap', url = task_url(task), host = host,
       slave = slave, attempt = 0, status = 0,
-      message = 'host page cap ' .. C.MAX_HOST_PAGES .. ' reached', at = now}))
+      message = 'host page cap ' .. MAX_HOST_PAGES .. ' reached', at = now}))
   end
 end
 
@@ -220,13 +241,12 @@ local function allowed(h)
   return false
 end
 
--- link_args reports whether the link tuple at ARGV[j] has the form every
--- use of it below relies on (lengths, the seen arguments, the path key)
+-- link_args reports whether the tuple at ARGV[j] has the form every use
+-- of it before check_task relies on: only the seen arguments of the Bloom
+-- filter and of a fixed layout need a look (seen_args); a host, scope host
+-- or task of any other form only fails to match
 local function link_args(j)
-  local qv = ARGV[j + 6]
-  return #ARGV[j + 2] > 0 and #ARGV[j + 2] <= LIMITS.host and #ARGV[j + 3] <= LIMITS.host and
-    (#qv == 0 or #qv == 8 or (#qv == 9 and string.byte(qv, 9) == 100)) and #ARGV[j + 5] > 0 and
-    seen_args(ARGV[j], ARGV[j + 1])
+  return not SEEN_FIXED and not BLOOM or seen_args(ARGV[j], ARGV[j + 1])
 end
 
 -- take_link puts the link tuple at ARGV[j] through its checks, scope
@@ -236,16 +256,16 @@ end
 -- seen; the caller queues it), 'old' for one seen before, and nil for one
 -- refused, out of scope or dropped by a cap (a trap_drop).
 local function take_link(j, in_scope, slave, now)
-  if not link_args(j) then
+  if (SEEN_FIXED or BLOOM) and not seen_args(ARGV[j], ARGV[j + 1]) then
     refuse(ARGV[j + 5], 'malformed link arguments', slave, now)
     return nil
   end
   local lhost, lscope = ARGV[j + 2], ARGV[j + 3]
-  if C.SCOPE_BY_SEEDS or C.SCOPE_HOSTS then
+  if SCOPE_BY_SEEDS or SCOPE_HOSTS then
     local ok_scope = in_scope[lscope]
     if ok_scope == nil then
-      if C.SCOPE_BY_SEEDS then
-        ok_scope = redis.call('SISMEMBER', K.SCOPE, lscope) == 1
+      if SCOPE_BY_SEEDS then
+        ok_scope = redis.call('SISMEMBER', K_SCOPE, lscope) == 1
       else
         ok_scope = allowed(lscope)
       end
@@ -282,7 +302,7 @@ local function backlink(j)
     redis.call('ZADD', key, 'XX', 'INCR', -C.PRIO_X, url)
     return false
   end
-  return C.AOPIC and redis.call('ZSCORE', key, url) ~= false
+  return AOPIC and redis.call('ZSCORE', key, url) ~= false
 end
 
 -- a task came back from a lease or a retry: count the attempt and requeue
@@ -307,6 +327,6 @@ end
 
 -- release a host slot after a lease ends
 local function host_done(host)
-  local infl = hincr(K.HINFL, host, -1)
-  if infl <= 0 then hdel(K.HINFL, host) end
+  local infl = hincr(K_HINFL, host, -1)
+  if infl <= 0 then hdel(K_HINFL, host) end
 end

@@ -21,7 +21,7 @@ register('heartbeat', function()
   if not ok or type(hb) ~= 'table' then fail('heartbeat is not a JSON object') end
   check_own(slave)
   local now = now_ms()
-  local added = redis.call('ZADD', K.SLAVES, 'NX', now, slave)
+  local added = redis.call('ZADD', K_SLAVES, 'NX', now, slave)
   local had = redis.call('EXISTS', k_sbeat(slave))
   redis.call('SET', k_sbeat(slave), now .. '\t' .. info)
   if added == 1 or had == 0 then
@@ -43,7 +43,7 @@ end, {settings = false})
 -- crawl-wide lease zset after them
 local function registered(in_flight)
   local out = {}
-  local reg = redis.call('ZRANGE', K.SLAVES, 0, -1, 'WITHSCORES')
+  local reg = redis.call('ZRANGE', K_SLAVES, 0, -1, 'WITHSCORES')
   for k = 1, #reg, 2 do
     out[#out + 1] = reg[k]
     out[#out + 1] = reg[k + 1]
@@ -86,7 +86,7 @@ end, {settings = false, flags = {'no-writes'}})
 register('drain', function()
   arg_count(2)
   local slave = check_slave(ARGV[2])
-  if not redis.call('ZSCORE', K.SLAVES, slave) then return 0 end
+  if not redis.call('ZSCORE', K_SLAVES, slave) then return 0 end
   redis.call('HSET', K.CONTROL, 'drain:' .. slave, now_ms())
   return 1
 end, {settings = false})

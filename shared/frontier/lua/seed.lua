@@ -33,10 +33,10 @@ register('seed', function()
       if why then
         refuse(ARGV[j + 5], why)
       else
-        if C.SCOPE_BY_SEEDS then redis.call('SADD', K.SCOPE, ARGV[j + 3]) end
+        if SCOPE_BY_SEEDS then redis.call('SADD', K_SCOPE, ARGV[j + 3]) end
         if seen_add(ARGV[j], ARGV[j + 1]) then
           admit(ARGV[j + 2], ARGV[j + 6], false)
-          push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], C.NEW_FRONT)
+          push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
           stat('seen', 1)
           added = added + 1
         end
@@ -66,7 +66,7 @@ register('reseed', function()
   check_policies(4, np)
   set_policies(4, np)
   -- leased: whether a slave (or a legacy crawl-wide lease) holds url
-  local slaves = redis.call('ZRANGE', K.SLAVES, 0, -1)
+  local slaves = redis.call('ZRANGE', K_SLAVES, 0, -1)
   local function leased(url)
     if redis.call('HEXISTS', K.LEGACY_LEASEDATA, url) == 1 then return true end
     for _, s in ipairs(slaves) do
@@ -93,14 +93,14 @@ register('reseed', function()
       local queued
       if leased(url) then
         queued = true
-      elseif C.PQ then
+      elseif PQ then
         queued = redis.call('ZSCORE', kq_pq(r, host), url) ~= false
       else
         queued = redis.call('LPOS', kq_queue(r, host, prio), task) ~= false
       end
       if not queued then
         seen_add(ARGV[j], ARGV[j + 1])
-        push(host, prio, task, C.NEW_FRONT)
+        push(host, prio, task, NEW_FRONT)
         local val = ARGV[vbase + s]
         if val ~= '' then redis.call('HSET', K.VAL, url, val) end
         added = added + 1
@@ -163,13 +163,13 @@ register('links', function()
     local j = 5 + 4 * np + TUPLE * l
     local took = take_link(j, in_scope, slave, now)
     if took == 'new' then
-      push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], C.NEW_FRONT)
+      push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
       added = added + 1
     elseif took == 'old' and C.STRATEGY == 'priority' then
       backlink(j)
     end
   end
-  if #S.ev_buf > 0 then redis.call('ZADD', K.SLAVES, 'NX', now, slave) end
+  if #ev_buf > 0 then redis.call('ZADD', K_SLAVES, 'NX', now, slave) end
   finish()
   return added
 end)
