@@ -113,20 +113,21 @@ func (m *Master) Run(ctx context.Context) error {
 			m.log.Warn("give back shards", "err", err)
 		}
 	}()
-	snk := &sink{stream: m.front.Stream("master"), store: m.store, batch: m.cfg.Master.SinkBatch,
-		consumer: m.id, log: m.log, rl: m.rl}
+	snk := &sink{stream: m.front.Stream("master"), crawl: m.cfg.Crawl.Name, store: m.store,
+		batch: m.cfg.Master.SinkBatch, consumer: m.id, log: m.log, rl: m.rl}
 	snk.stream.SetOwned(own.owned)
 	if err := retry.Until(ctx, m.rl, "redis", func() error { return snk.stream.EnsureGroup(ctx) }); err != nil {
 		return nil
 	}
 	rec := &recoverer{front: m.front, owned: own.owned, every: m.cfg.Master.RecoverInterval, log: m.log, rl: m.rl}
-	mon := &monitor{front: m.front, owned: own.owned, stream: snk.stream, deadAfter: m.cfg.Master.DeadAfter,
-		sampleEvery: m.cfg.Master.HeartbeatSample, log: m.log, rl: m.rl}
+	mon := &monitor{front: m.front, owned: own.owned, stream: snk.stream, crawl: m.cfg.Crawl.Name,
+		deadAfter: m.cfg.Master.DeadAfter, sampleEvery: m.cfg.Master.HeartbeatSample, log: m.log, rl: m.rl}
 	fin := &finisher{front: m.front, owned: own.owned, quiescence: m.cfg.Master.Quiescence, log: m.log, rl: m.rl,
 		progressEvery: m.opt.ProgressEvery, finished: make(chan struct{})}
 
 	met := metrics.NewMaster(m.cfg.Crawl.Name, m.front.Stats)
 	rec.recovered, mon.recovered = met.LeasesRecovered, met.LeasesRecovered
+	snk.forged = met.ForgedEvent
 	snk.stored = func(batch []events.Envelope) {
 		n := map[events.Type]int{}
 		for _, e := range batch {
