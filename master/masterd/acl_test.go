@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/frontier/frontiertest"
 	"github.com/redcrawl/redcrawl/shared/store"
@@ -62,6 +64,22 @@ func testACLCrawl(t *testing.T, shards int) {
 	keys := frontier.NewKeys(cfg.Crawl.Name)
 	k1 := frontier.ShardKeys(cfg.Crawl.Name, 1)
 	evil := srv.Client(t, frontier.RoleSlave, "s3")
+	// what s3's user may do, forged: join the registry and write to its
+	// own stream an item of another crawl in another slave's name dated
+	// 2100, and a page in s1's name (issue 19); the sink stores neither
+	forged := []struct{ typ, data string }{
+		{"item", `{"crawl":"other","rule":"r","item":"i","url":"http://x.test/","data":{},"slave":"o1","fetched_at":4102444800000}`},
+		{"page", `{"crawl":"` + cfg.Crawl.Name + `","url":"http://forged.test/","status":200,"slave":"s1"}`},
+	}
+	if err := evil.ZAddNX(ctx, keys.Slaves, redis.Z{Score: 1, Member: "s3"}).Err(); err != nil {
+		t.Fatalf("slave s3's user may not join the registry: %v", err)
+	}
+	for _, f := range forged {
+		if err := evil.XAdd(ctx, &redis.XAddArgs{Stream: keys.SlaveEvents("s3"),
+			Values: []any{events.FieldType, f.typ, events.FieldData, f.data}}).Err(); err != nil {
+			t.Fatalf("slave s3's user may not write its own stream: %v", err)
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	// master status on the master's user sees both slaves (Deploy step 8)
@@ -135,6 +153,24 @@ func testACLCrawl(t *testing.T, shards int) {
 	sort.Strings(want)
 	if d := cmp.Diff(want, got); err != nil || d != "" {
 		t.Errorf("recorded seeds (-want +got), %v:\n%s", err, d)
+	}
+
+	exc, err := db.Exceptions(ctx, store.ExceptionFilter{Crawl: cfg.Crawl.Name, Kind: events.KindForgedEvent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forgers []string
+	for _, x := range exc {
+		forgers = append(forgers, x.Slave)
+	}
+	if d := cmp.Diff([]string{"s3", "s3"}, forgers); d != "" {
+		t.Errorf("forged_event exceptions by slave (-want +got):\n%s", d)
+	}
+	if c, err := db.Counts(ctx, "other"); err != nil || c != (store.Counts{}) {
+		t.Errorf("rows of the crawl other: %+v, %v; want none", c, err)
+	}
+	if pages, err := db.PageURLs(ctx, cfg.Crawl.Name); err != nil || pages["http://forged.test/"] != 0 {
+		t.Errorf("forged page stored: %v, %v", pages["http://forged.test/"], err)
 	}
 
 	// every refusal is one of s3's: the master's and the running slaves'

@@ -61,6 +61,7 @@ func (r *recoverer) run(ctx context.Context) {
 type monitor struct {
 	front       *frontier.Redis
 	stream      *frontier.Stream
+	crawl       string // the crawl a sample is recorded for, whatever the slave's heartbeat says
 	deadAfter   time.Duration
 	sampleEvery time.Duration
 	owned       func() []int // the shards this master serves: shard 0's watches
@@ -125,8 +126,11 @@ func (m *monitor) run(ctx context.Context) {
 				continue
 			}
 			if sample {
+				// the heartbeat key is the slave's to write: of its
+				// JSON only the counters are taken, the slave (the
+				// registry's id), crawl and time are the master's
 				hb := s.Heartbeat
-				hb.At = s.LastSeen.UnixMilli()
+				hb.Crawl, hb.At = m.crawl, s.LastSeen.UnixMilli()
 				if ev, err := frontier.NewEvent(&hb); err == nil {
 					if err := m.stream.Append(ctx, ev); err != nil {
 						m.rl.Log(ctx, slog.LevelWarn, "sample", "sample heartbeat", "err", err)
@@ -208,15 +212,24 @@ func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
 // acknowledged (and deleted) only after the transaction holding it
 // commits, so a master crash or a MySQL outage loses nothing; inserts are
 // idempotent on the entry id, so a redelivered entry is not stored twice.
+// Each event is stored for the crawl and the slave of the stream it came
+// from (bind); a forged one is replaced by a forged_event exception.
 type sink struct {
 	stream   *frontier.Stream
+	crawl    string // the crawl whose streams it reads
 	store    inserter
 	batch    int // most events in one transaction (one entry's, if more)
 	consumer string
 	log      *slog.Logger
 	rl       *ratelog.Logger
+	// now is the master's clock that event times are checked against;
+	// nil = time.Now
+	now func() time.Time
 	// stored, when set, counts stored events by type (metrics)
 	stored func(batch []events.Envelope)
+	// forged, when set, counts a forged event by the slave it is recorded
+	// for and the field that disagreed (metrics)
+	forged func(slave, field string)
 	// perEntry is the events per stream entry of the last read (float64
 	// bits), which sizes the next (readCount); atomic, as drain and run
 	// overlap when the master stops
@@ -304,14 +317,23 @@ func (s *sink) once(ctx context.Context, pending bool, block time.Duration, coun
 	s.perEntry.Store(math.Float64bits(float64(len(entries)) / float64(read)))
 	batch := make([]events.Envelope, 0, min(len(entries), s.batch))
 	var ids []string
+	now := time.Now()
+	if s.now != nil {
+		now = s.now()
+	}
 	for i, e := range entries {
 		if len(ids) == 0 || ids[len(ids)-1] != e.StreamID {
 			ids = append(ids, e.StreamID)
 		}
+		src := sourceOf(s.crawl, e.StreamID)
 		env, err := events.Decode(e.ID, e.Type, e.Data)
 		if err != nil {
-			s.log.Error("dropping undecodable event", "id", e.ID, "err", err)
+			s.rl.Log(ctx, slog.LevelError, "sink-decode:"+src.slave, "dropping undecodable event",
+				"slave", src.slave, "id", e.ID, "err", err)
 		} else {
+			if fg := bind(&env, src, now); fg != nil {
+				s.refuse(ctx, &env, src, fg, now)
+			}
 			batch = append(batch, env)
 		}
 		// store at an entry's end once the next entry would not fit
@@ -328,6 +350,17 @@ func (s *sink) once(ctx context.Context, pending bool, block time.Duration, coun
 		batch, ids = batch[:0], ids[:0]
 	}
 	return read, nil
+}
+
+// refuse replaces the forged event env with its forged_event exception,
+// counts it and logs it (at most every 30s a slave).
+func (s *sink) refuse(ctx context.Context, env *events.Envelope, src source, fg *forgery, now time.Time) {
+	s.rl.Log(ctx, slog.LevelWarn, "sink-forged:"+fg.slave, "forged event not stored: a slave's event names another crawl or slave, or a time ahead",
+		"slave", fg.slave, "type", env.Type, "id", env.ID, "field", fg.field, "why", fg.msg)
+	if s.forged != nil {
+		s.forged(fg.slave, fg.field)
+	}
+	*env = forgedException(*env, src, fg, now)
 }
 
 // entryLen is the number of events of the entry entries starts with.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -65,6 +66,9 @@ type Master struct {
 	front *frontier.Redis
 	store *store.Store
 	id    string // Options.ID
+	// sdAllow is admin.sd_allow: where service discovery may point
+	// Prometheus
+	sdAllow []netip.Prefix
 }
 
 // New builds a master from a validated config. It does not connect yet.
@@ -80,7 +84,8 @@ func New(cfg *config.Config, opt Options) *Master {
 	if id == "" {
 		id = consumerName()
 	}
-	return &Master{cfg: cfg, opt: opt, log: log, rl: ratelog.New(log, 30*time.Second), id: id}
+	return &Master{cfg: cfg, opt: opt, log: log, rl: ratelog.New(log, 30*time.Second), id: id,
+		sdAllow: cfg.SDAllowPrefixes()}
 }
 
 // Run supervises the crawl until ctx is cancelled or, with ExitWhenDone,
@@ -113,20 +118,21 @@ func (m *Master) Run(ctx context.Context) error {
 			m.log.Warn("give back shards", "err", err)
 		}
 	}()
-	snk := &sink{stream: m.front.Stream("master"), store: m.store, batch: m.cfg.Master.SinkBatch,
-		consumer: m.id, log: m.log, rl: m.rl}
+	snk := &sink{stream: m.front.Stream("master"), crawl: m.cfg.Crawl.Name, store: m.store,
+		batch: m.cfg.Master.SinkBatch, consumer: m.id, log: m.log, rl: m.rl}
 	snk.stream.SetOwned(own.owned)
 	if err := retry.Until(ctx, m.rl, "redis", func() error { return snk.stream.EnsureGroup(ctx) }); err != nil {
 		return nil
 	}
 	rec := &recoverer{front: m.front, owned: own.owned, every: m.cfg.Master.RecoverInterval, log: m.log, rl: m.rl}
-	mon := &monitor{front: m.front, owned: own.owned, stream: snk.stream, deadAfter: m.cfg.Master.DeadAfter,
-		sampleEvery: m.cfg.Master.HeartbeatSample, log: m.log, rl: m.rl}
+	mon := &monitor{front: m.front, owned: own.owned, stream: snk.stream, crawl: m.cfg.Crawl.Name,
+		deadAfter: m.cfg.Master.DeadAfter, sampleEvery: m.cfg.Master.HeartbeatSample, log: m.log, rl: m.rl}
 	fin := &finisher{front: m.front, owned: own.owned, quiescence: m.cfg.Master.Quiescence, log: m.log, rl: m.rl,
 		progressEvery: m.opt.ProgressEvery, finished: make(chan struct{})}
 
 	met := metrics.NewMaster(m.cfg.Crawl.Name, m.front.Stats)
 	rec.recovered, mon.recovered = met.LeasesRecovered, met.LeasesRecovered
+	snk.forged = met.ForgedEvent
 	snk.stored = func(batch []events.Envelope) {
 		n := map[events.Type]int{}
 		for _, e := range batch {
@@ -292,7 +298,8 @@ func (m *Master) adminServer(be admin.Backend, met *metrics.Master) (*adminCompo
 }
 
 // scrapeTargets lists the alive slaves' /metrics for Prometheus HTTP
-// service discovery.
+// service discovery: those whose reported address admin.sd_allow allows
+// (sdTarget); a slave's refused address is logged, at most every 30s.
 func (m *Master) scrapeTargets(ctx context.Context) ([]admin.SDTarget, error) {
 	snap, err := m.front.Snapshot(ctx)
 	if err != nil {
@@ -303,7 +310,13 @@ func (m *Master) scrapeTargets(ctx context.Context) ([]admin.SDTarget, error) {
 		if s.MetricsAddr == "" || snap.Now.Sub(s.LastSeen) > m.cfg.Master.DeadAfter {
 			continue
 		}
-		out = append(out, admin.SDTarget{Targets: []string{s.MetricsAddr},
+		target, err := sdTarget(s.MetricsAddr, m.sdAllow)
+		if err != nil {
+			m.rl.Log(ctx, slog.LevelWarn, "sd:"+s.Slave, "slave metrics address not listed for Prometheus",
+				"slave", s.Slave, "metrics_addr", quote(s.MetricsAddr), "why", err)
+			continue
+		}
+		out = append(out, admin.SDTarget{Targets: []string{target},
 			Labels: map[string]string{"job": "redcrawl-slave", "crawl": m.cfg.Crawl.Name, "slave": s.Slave}})
 	}
 	return out, nil

@@ -46,6 +46,20 @@ func newSinkFixture(t testing.TB, prefix string) *sinkFixture {
 func newSinkFixtureStore(t testing.TB, prefix string, st *store.Store) *sinkFixture {
 	t.Helper()
 	ctx := context.Background()
+	rdb := testRedisClient(t)
+	crawl := testutil.CrawlName(prefix)
+	t.Cleanup(func() { testutil.DeleteCrawl(context.Background(), rdb, crawl) })
+	front, err := frontier.NewRedis(ctx, rdb, frontier.Options{Crawl: crawl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &sinkFixture{crawl: crawl, rdb: rdb, front: front, store: st}
+}
+
+// testRedisClient connects to the machine's Redis (REDCRAWL_TEST_REDIS
+// overrides) until the test ends.
+func testRedisClient(t testing.TB) *redis.Client {
+	t.Helper()
 	addr := "127.0.0.1:6379"
 	if u := os.Getenv("REDCRAWL_TEST_REDIS"); u != "" {
 		opt, err := redis.ParseURL(u)
@@ -56,20 +70,18 @@ func newSinkFixtureStore(t testing.TB, prefix string, st *store.Store) *sinkFixt
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { rdb.Close() })
-	crawl := testutil.CrawlName(prefix)
-	t.Cleanup(func() { testutil.DeleteCrawl(context.Background(), rdb, crawl) })
-	front, err := frontier.NewRedis(ctx, rdb, frontier.Options{Crawl: crawl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &sinkFixture{crawl: crawl, rdb: rdb, front: front, store: st}
+	return rdb
 }
 
 // newSink builds the sink the way Master.Run does, reading the crawl's
 // streams as consumer of the group "master".
 func (f *sinkFixture) newSink(consumer string, batch int) *sink {
 	log := slog.New(slog.NewTextHandler(ioDiscard{}, nil))
-	return &sink{stream: f.front.Stream("master"), store: f.store, batch: batch,
+	crawl := f.crawl
+	if f.pageCrawl != "" {
+		crawl = f.pageCrawl
+	}
+	return &sink{stream: f.front.Stream("master"), crawl: crawl, store: f.store, batch: batch,
 		consumer: consumer, log: log, rl: ratelog.New(log, 30*time.Second)}
 }
 

@@ -44,6 +44,14 @@ type Admin struct {
 	// AllowInsecure lets a Token be used over plain HTTP on an address
 	// that is not loopback.
 	AllowInsecure bool `mapstructure:"allow_insecure"`
+	// SDAllow lists the address ranges (CIDRs) whose slave metrics
+	// addresses Prometheus service discovery (/api/v1/sd) may list: a
+	// slave reports its address in its heartbeat, so it could otherwise
+	// point Prometheus anywhere. Only literal IP:port addresses inside
+	// one are listed; link-local, multicast, unspecified, broadcast and
+	// the clouds' metadata addresses never are (SDAllowPrefixes). Empty
+	// = none.
+	SDAllow []string `mapstructure:"sd_allow"`
 
 	// Secrets from files (see Config.resolveSecrets).
 

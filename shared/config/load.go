@@ -147,7 +147,9 @@ func Default() Config {
 			MemoryBytes: 256 << 20},
 		Dedup: Dedup{ExpectedURLs: 10_000_000, Mode: "exact", FalsePositiveRate: 1e-6},
 		Log:   Log{Level: "info", Format: "text"},
-		Admin: Admin{Listen: "127.0.0.1:8080", Token: "", PublicRead: false, TokenFile: ""},
+		Admin: Admin{Listen: "127.0.0.1:8080", Token: "", PublicRead: false, TokenFile: "",
+			// loopback and the private ranges: RFC 1918, IPv6 unique local
+			SDAllow: []string{"127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"}},
 	}
 }
 

@@ -173,6 +173,7 @@ master:
 				"CRAWLER_SLAVE_CONCURRENCY=8",                          // int
 				"CRAWLER_POLITENESS_JITTER=0.25",                       // float
 				"CRAWLER_CRAWL_ALLOW_HOSTS=a.com, b.com",               // list
+				"CRAWLER_ADMIN_SD_ALLOW=10.1.0.0/16, fd00::/8",         // cidr list
 				"CRAWLER_FETCH_MAX_BODY_BYTES=1MB",                     // byte size
 				"CRAWLER_DEDUP_EXPECTED_URLS=5000",                     // int64
 				"CRAWLER_REDIS_URL=rediss://u:p@redis.internal:6380/2", // string
@@ -185,6 +186,7 @@ master:
 				c.Slave.Concurrency = 8
 				c.Politeness.Jitter = 0.25
 				c.Crawl.AllowHosts = []string{"a.com", "b.com"}
+				c.Admin.SDAllow = []string{"10.1.0.0/16", "fd00::/8"}
 				c.Fetch.MaxBodyBytes = 1_000_000
 				c.Dedup.ExpectedURLs = 5000
 				c.Redis.URL = "rediss://u:p@redis.internal:6380/2"
@@ -303,6 +305,10 @@ func TestLoadErrors(t *testing.T) {
 		{name: "crawl name with colon", env: []string{"CRAWLER_CRAWL_NAME=a:b"}, wantKey: "crawl.name"},
 		{name: "negative depth", yaml: "crawl:\n  max_depth: -1\n", wantKey: "crawl.max_depth"},
 		{name: "allow host with scheme", yaml: "crawl:\n  allow_hosts: [ok.com, 'http://a.com']\n", wantKey: "crawl.allow_hosts[1]"},
+		{name: "sd allow without prefix length", yaml: "admin:\n  sd_allow: [10.0.0.0/8, 10.0.0.7]\n", wantKey: "admin.sd_allow[1]", wantMsg: "one address as 10.0.0.7/32"},
+		{name: "sd allow host name", env: []string{"CRAWLER_ADMIN_SD_ALLOW=prometheus.lan/24"}, wantKey: "admin.sd_allow[0]", wantMsg: "(set by CRAWLER_ADMIN_SD_ALLOW)"},
+		{name: "sd allow ipv4-mapped", yaml: "admin:\n  sd_allow: ['::ffff:10.0.0.0/104']\n", wantKey: "admin.sd_allow[0]", wantMsg: "write its IPv4 range"},
+		{name: "sd allow with zone", yaml: "admin:\n  sd_allow: ['fe80::%eth0/64']\n", wantKey: "admin.sd_allow[0]"},
 		{name: "int list with a word", env: []string{"CRAWLER_FETCH_BAN_STATUSES=403,many"}, wantKey: "fetch.ban_statuses", wantMsg: `element 1 "many" is not an integer`},
 		{name: "allow host with empty label", env: []string{"CRAWLER_CRAWL_ALLOW_HOSTS=a..com"}, wantKey: "crawl.allow_hosts[0]"},
 		{name: "regex does not compile", yaml: "crawl:\n  deny: ['\\.pdf$', '(']\n", wantKey: "crawl.deny[1]", wantMsg: "invalid regex"},

@@ -561,6 +561,12 @@ func (c *Config) validateRest() error {
 			return &Error{Key: key, Msg: "must be at least 16 characters (or empty: no actions, reads only with admin.public_read)"}
 		}
 	}
+	for i, p := range c.Admin.SDAllow {
+		if _, err := parseCIDR(p); err != nil {
+			return &Error{Key: fmt.Sprintf("admin.sd_allow[%d]", i), Err: err,
+				Msg: fmt.Sprintf("%q is not a CIDR: write a range as 10.0.0.0/8 or fd00::/8, one address as 10.0.0.7/32", p)}
+		}
+	}
 	if _, err := c.AdminTLSConfig(); err != nil {
 		return err
 	}

@@ -51,6 +51,13 @@ const (
 	KindOther        = "other"
 )
 
+// KindForgedEvent is an event the master's sink refused to store: it came
+// from a slave's own stream but named another crawl or another slave than
+// the stream's, or a time more than 5 minutes ahead of the master's clock.
+// The exception is stored for the stream's crawl and slave in its place;
+// its message names the field that disagreed.
+const KindForgedEvent = "forged_event"
+
 // KindSitemap is a problem with a sitemap (README "Sitemaps"): over the
 // 50,000-URL or 50 MB limit, not parsable, nested too deep, or listing
 // URLs it may not (another host, outside its directory, out of scope):

@@ -34,6 +34,7 @@ type Master struct {
 	recoveredDead    prometheus.Counter
 	stored           *prometheus.CounterVec
 	storedTypes      sync.Map // type string -> prometheus.Counter
+	forged           *prometheus.CounterVec
 	scheduled        prometheus.Counter
 }
 
@@ -49,12 +50,15 @@ func NewMaster(crawl string, stats func(ctx context.Context) (frontier.Stats, er
 			Help: "Leases taken back from slaves and requeued, by reason.", ConstLabels: cl}, []string{"reason"}),
 		stored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redcrawl_events_stored_total",
 			Help: "Events stored in the database, by type.", ConstLabels: cl}, []string{"type"}),
+		forged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redcrawl_forged_events_total",
+			Help:        "Events the sink refused to store because their body disagreed with the slave stream they came from, by slave and field.",
+			ConstLabels: cl}, []string{"slave", "field"}),
 		scheduled: prometheus.NewCounter(prometheus.CounterOpts{Name: "redcrawl_scheduled_runs_total",
 			Help: "Scheduled crawl runs started.", ConstLabels: cl}),
 	}
 	m.recoveredExpired = m.recovered.WithLabelValues(ReasonExpired)
 	m.recoveredDead = m.recovered.WithLabelValues(ReasonSlaveDead)
-	m.reg.MustRegister(m.recovered, m.stored, m.scheduled, newStateCollector(cl, stats),
+	m.reg.MustRegister(m.recovered, m.stored, m.forged, m.scheduled, newStateCollector(cl, stats),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -86,6 +90,17 @@ func (m *Master) EventsStored(typ string, n int) {
 		c, _ = m.storedTypes.LoadOrStore(typ, m.stored.WithLabelValues(typ))
 	}
 	c.(prometheus.Counter).Add(float64(n))
+}
+
+// ForgedEvent counts an event the sink refused: its body named another
+// crawl or slave than its stream's, or a time ahead (field says which).
+// slave is the stream's slave, which the registry and the Redis users
+// bound, never a value from the event's body.
+func (m *Master) ForgedEvent(slave, field string) {
+	if m == nil {
+		return
+	}
+	m.forged.WithLabelValues(slave, field).Inc()
 }
 
 // ScheduledRun counts a scheduled crawl run.

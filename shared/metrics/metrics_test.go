@@ -275,6 +275,7 @@ func TestNil(t *testing.T) {
 	var m *metrics.Master
 	m.LeasesRecovered(metrics.ReasonExpired, 1)
 	m.EventsStored("page", 1)
+	m.ForgedEvent("s", "crawl")
 	m.ScheduledRun()
 }
 
@@ -351,14 +352,19 @@ func TestMaster(t *testing.T) {
 			m.EventsStored("page", 40)
 			m.EventsStored("exception", 2)
 			m.EventsStored("page", 2)
+			m.ForgedEvent("pi1", "crawl")
+			m.ForgedEvent("pi1", "crawl")
+			m.ForgedEvent("pi2", "fetched_at")
 			m.ScheduledRun()
 			m.ScheduledRun()
 		}, state, map[string]float64{
-			`redcrawl_leases_recovered_total{reason="expired"}`:    4,
-			`redcrawl_leases_recovered_total{reason="slave_dead"}`: 2,
-			`redcrawl_events_stored_total{type="page"}`:            42,
-			`redcrawl_events_stored_total{type="exception"}`:       2,
-			"redcrawl_scheduled_runs_total":                        2,
+			`redcrawl_forged_events_total{field="crawl",slave="pi1"}`:      2,
+			`redcrawl_forged_events_total{field="fetched_at",slave="pi2"}`: 1,
+			`redcrawl_leases_recovered_total{reason="expired"}`:            4,
+			`redcrawl_leases_recovered_total{reason="slave_dead"}`:         2,
+			`redcrawl_events_stored_total{type="page"}`:                    42,
+			`redcrawl_events_stored_total{type="exception"}`:               2,
+			"redcrawl_scheduled_runs_total":                                2,
 		}},
 		{"stats fail", func(context.Context) (frontier.Stats, error) {
 			return frontier.Stats{}, errors.New("redis down")
