@@ -1,12 +1,10 @@
 package robots_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/redcrawl/redcrawl/shared/robots"
@@ -61,17 +59,10 @@ var metaDifferences = map[string]string{
 // through urlx's link extractor (which reads the robots meta tags and the
 // base href), response headers through HeaderDirectives.
 func TestConformanceRobotsMeta(t *testing.T) {
-	path := testutil.ConformanceFile(t, "robotsmeta/cases.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read conformance cases: %v", err)
-	}
 	var file struct {
 		Cases []metaCase `json:"cases"`
 	}
-	if err := json.Unmarshal(data, &file); err != nil {
-		t.Fatalf("decode conformance cases: %v", err)
-	}
+	path := testutil.ConformanceJSON(t, "robotsmeta/cases.json", &file)
 	if len(file.Cases) == 0 {
 		t.Fatal("no conformance cases")
 	}
@@ -79,8 +70,7 @@ func TestConformanceRobotsMeta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pass, differ := 0, 0
-	used := map[string]bool{}
+	diffs := testutil.NewDifferences(t, metaDifferences)
 	for _, c := range file.Cases {
 		var got robots.Directives
 		baseHref := ""
@@ -97,30 +87,11 @@ func TestConformanceRobotsMeta(t *testing.T) {
 		default:
 			t.Fatalf("%s: unknown kind %q", c.Name, c.Kind)
 		}
-		problems := metaProblems(c.Want, got, baseHref)
-		if why, listed := metaDifferences[c.Name]; listed {
-			used[c.Name] = true
-			if len(problems) == 0 {
-				t.Errorf("%s: listed as a difference (%s) but passes: drop it from metaDifferences", c.Name, why)
-				continue
-			}
-			differ++
-			t.Logf("%s: deliberate difference (%s): %s", c.Name, strings.Join(problems, ", "), why)
-			continue
-		}
-		if len(problems) > 0 {
-			t.Errorf("%s: %s", c.Name, strings.Join(problems, ", "))
-			continue
-		}
-		pass++
+		diffs.Check(c.Name, metaProblems(c.Want, got, baseHref))
 	}
-	for name := range metaDifferences {
-		if !used[name] {
-			t.Errorf("difference %q matches no case", name)
-		}
-	}
+	diffs.Done()
 	t.Logf("peer robots meta and X-Robots-Tag: %d/%d cases agree, %d deliberate differences (Google's documented behaviour)",
-		pass, len(file.Cases), differ)
+		diffs.Agree, len(file.Cases), diffs.Differ)
 }
 
 // metaPage returns a case's HTML.
