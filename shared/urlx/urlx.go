@@ -28,7 +28,9 @@
 //     that does not start an escape encoded as "%25", and characters that
 //     may not appear raw (controls, space, non-ASCII bytes, " < > [ \ ] ^ `
 //     { | } and, in the query, ') percent-encoded byte by byte (UTF-8 for
-//     valid text; the bytes of a legacy-encoded href are kept as they are);
+//     valid text, except the query of a link in a document of a legacy
+//     encoding, which is encoded in that encoding first, as browsers do:
+//     see LinkOptions.Encoding; invalid UTF-8 bytes are kept as they are);
 //     other escapes (%2F, %26, %3D, ...) are left alone, since decoding them
 //     changes the meaning;
 //   - the fragment removed;
