@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -431,10 +432,11 @@ func indexByte(b []byte, c byte) int {
 
 // buildQuery returns the canonical query: percent-encoding normalized,
 // empty parameters and stripped parameters removed. The remaining
-// parameters keep their original order. Sorting them (as some crawlers do)
-// would merge URLs that are different pages: the order is significant on
-// some sites (repeated keys read as an ordered list, position-based
-// parameters, signed URLs whose signature covers the raw query).
+// parameters keep their original order unless Options.SortQuery. Sorting
+// them (as some crawlers do) would merge URLs that are different pages: the
+// order is significant on some sites (repeated keys read as an ordered
+// list, position-based parameters, signed URLs whose signature covers the
+// raw query).
 func (c *Canonicalizer) buildQuery(q string) string {
 	if q == "" {
 		return ""
@@ -463,7 +465,25 @@ func (c *Canonicalizer) buildQuery(q string) string {
 		}
 		out = append(out, part...)
 	}
+	if c.sortQuery {
+		return sortParams(out)
+	}
 	return string(out)
+}
+
+// sortParams returns the canonical query q ("a=1&b=2", no empty
+// parameters) with its parameters sorted by name, stably.
+func sortParams(q []byte) string {
+	if indexByte(q, '&') < 0 {
+		return string(q)
+	}
+	params := strings.Split(string(q), "&")
+	name := func(p string) string {
+		n, _, _ := strings.Cut(p, "=")
+		return n
+	}
+	slices.SortStableFunc(params, func(a, b string) int { return strings.Compare(name(a), name(b)) })
+	return strings.Join(params, "&")
 }
 
 // stripQueryParam returns the parameter "name=value" with its

@@ -154,3 +154,24 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestSortQueryConfig: crawl.sort_query reaches the slave's canonicalizer
+// (links, redirects and sitemaps share it).
+func TestSortQueryConfig(t *testing.T) {
+	for _, sortQuery := range []bool{false, true} {
+		cfg := config.Default()
+		cfg.Crawl.SortQuery = sortQuery
+		s, err := New(&cfg, Options{ID: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := s.canon.Canonicalize("http://a.test/p?b=2&a=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{false: "http://a.test/p?b=2&a=1", true: "http://a.test/p?a=1&b=2"}[sortQuery]
+		if u.String() != want {
+			t.Errorf("sort_query %v: %s, want %s", sortQuery, u, want)
+		}
+	}
+}
