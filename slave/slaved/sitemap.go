@@ -201,14 +201,20 @@ func (s *Slave) sitemapDoc(c *frontier.Completion, page *events.Page, doc *Doc) 
 		}
 		c.Links = append(c.Links, t)
 	}
-	if err != nil || len(drops) > 0 {
+	if err != nil || len(drops) > 0 || !res.Repairs.IsZero() {
 		var msg []string
-		if err != nil {
+		switch {
+		case errors.Is(err, sitemap.ErrNotSitemap):
+			msg = append(msg, err.Error())
+		case err != nil:
 			what := "stopped"
 			if errors.Is(err, sitemap.ErrTooManyURLs) || errors.Is(err, sitemap.ErrTooLarge) {
 				what = "over the protocol's limits"
 			}
 			msg = append(msg, fmt.Sprintf("%s %s after %d entries: %v", res.Format, what, len(res.Entries), err))
+		}
+		if !res.Repairs.IsZero() {
+			msg = append(msg, fmt.Sprintf("%s damaged, recovered as crawler-commons does: %s", res.Format, res.Repairs))
 		}
 		if len(drops) > 0 {
 			n := 0
