@@ -152,7 +152,7 @@ type entryReader struct {
 	cur     rawEntry  // the entry being read
 	alt     string    // its fieldAltLoc
 	pub     time.Time // its fieldPublished
-	haveLoc bool      // a fieldLoc element of cur ended
+	haveLoc bool      // cur has its URL: a fieldLoc element ended (or an Atom link)
 	bare    []byte    // text directly inside the entry element (recover)
 	long    bool      // bare went over maxField
 
