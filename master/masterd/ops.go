@@ -113,7 +113,7 @@ type seedPlan struct {
 // none).
 func planSeeds(cfg *config.Config, set *rules.Set, rawURLs []string, keep func(*rules.RuleSet) bool) (seedPlan, error) {
 	p := seedPlan{policies: map[string]frontier.HostPolicy{}}
-	canon, err := urlx.NewCanonicalizer(cfg.Crawl.StripParams)
+	canon, err := cfg.Canonicalizer()
 	if err != nil {
 		return p, fmt.Errorf("seed: %w", err)
 	}

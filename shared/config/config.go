@@ -136,6 +136,10 @@ type Crawl struct {
 	// StripParams are query parameters removed by canonicalization; a
 	// trailing * matches a prefix (utm_*).
 	StripParams []string `mapstructure:"strip_params"`
+	// SortQuery sorts each URL's query parameters by name (stably) in its
+	// canonical form, which is also the URL fetched; off keeps their order
+	// (urlx.Options.SortQuery).
+	SortQuery bool `mapstructure:"sort_query"`
 	// MaxRedirects is the longest redirect chain followed from one URL.
 	MaxRedirects int `mapstructure:"max_redirects"`
 	// Strategy orders each host's queue: bfs (breadth-first), dfs

@@ -51,6 +51,7 @@ func Default() Config {
 				"aspsessionid*", "cfid", "cftoken", "oscsid", "zenid",
 				"sid=<token>", "_sid=<token>",
 			},
+			SortQuery:         false,
 			MaxRedirects:      5,
 			Strategy:          "bfs",
 			PriorityBacklinks: 1,

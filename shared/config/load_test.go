@@ -228,6 +228,12 @@ master:
 			want: func(c *Config) { c.Fetch.BanStatuses = []int{} },
 		},
 		{
+			name: "sort_query from env and file",
+			yaml: "crawl:\n  sort_query: false\n",
+			env:  []string{"CRAWLER_CRAWL_SORT_QUERY=true"},
+			want: func(c *Config) { c.Crawl.SortQuery = true },
+		},
+		{
 			name: "empty env list is the empty list",
 			env:  []string{"CRAWLER_CRAWL_STRIP_PARAMS="},
 			want: func(c *Config) { c.Crawl.StripParams = []string{} },

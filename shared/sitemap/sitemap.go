@@ -1,6 +1,13 @@
 // Package sitemap parses the sitemaps a site publishes (sitemaps.org
-// protocol 0.9): a urlset, a sitemap index, or a text file of one URL per
-// line, each possibly gzip-compressed.
+// protocol 0.9): a urlset, a sitemap index, a text file of one URL per
+// line, or a feed (RSS 2.0, RSS 1.0, Atom 1.0: Google, crawler-commons and
+// Scrapy accept feeds as sitemaps), each possibly gzip-compressed.
+//
+// A damaged urlset or index is read as crawler-commons reads it, and what
+// was repaired is counted (Result.Repairs): an entry without <loc> whose
+// text is a URL is that URL, each further <loc> of one entry starts an
+// entry of its own, and an entry cut by the end of the file (or a syntax
+// error) is kept when its <loc> was complete.
 //
 // The parser streams: an XML sitemap is read token by token with
 // encoding/xml's Decoder, a text sitemap line by line, so memory stays
@@ -26,7 +33,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -34,8 +40,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/net/html/charset"
 )
 
 // The protocol's limits for one sitemap file.
@@ -74,6 +78,14 @@ const (
 	Index
 	// Text lists pages, one URL per line.
 	Text
+	// RSS is an RSS 2.0 feed (<rss>) or an RSS 1.0 one (<rdf:RDF>): each
+	// <item>'s <link> (else its <guid>, else its rdf:about) is a page,
+	// <pubDate> (RFC 822) or <dc:date> its lastmod.
+	RSS
+	// Atom is an Atom 1.0 feed (<feed>): each <entry>'s first <link>
+	// whose rel is absent or "alternate" is a page, <updated> (else
+	// <published>) its lastmod.
+	Atom
 )
 
 func (f Format) String() string {
@@ -84,12 +96,16 @@ func (f Format) String() string {
 		return "sitemapindex"
 	case Text:
 		return "text"
+	case RSS:
+		return "rss"
+	case Atom:
+		return "atom"
 	}
 	return "unknown"
 }
 
-// Entry is one <url> of a urlset, one <sitemap> of an index, or one line of
-// a text sitemap.
+// Entry is one <url> of a urlset, one <sitemap> of an index, one line of
+// a text sitemap, or one item or entry of a feed.
 type Entry struct {
 	// Loc is the absolute http or https URL, as written (not canonical).
 	Loc string
@@ -109,14 +125,58 @@ type Entry struct {
 // Result is what a sitemap file lists.
 type Result struct {
 	Format Format
-	// Entries are the valid entries in file order: pages for URLSet and
-	// Text, child sitemaps for Index.
+	// Entries are the valid entries in file order: pages for URLSet,
+	// Text, RSS and Atom, child sitemaps for Index.
 	Entries []Entry
 	// Invalid counts the entries dropped because their loc was missing,
 	// not an absolute http(s) URL, or too long.
 	Invalid int
+	// Repairs counts what was recovered from a damaged file.
+	Repairs Repairs
 	// Bytes is the (decompressed) input read.
 	Bytes int64
+}
+
+// Repairs counts what Parse recovered from a damaged file, as
+// crawler-commons recovers it (BareLocs and ExtraLocs in a urlset or
+// index, Truncated in any XML format); the zero value: nothing was
+// damaged.
+type Repairs struct {
+	// BareLocs counts the entries without <loc> whose text was read as
+	// their URL (<sitemap>https://…</sitemap>).
+	BareLocs int
+	// ExtraLocs counts the <loc> elements after the first of one entry,
+	// each read as an entry of its own with the fields that follow it.
+	ExtraLocs int
+	// Truncated is 1 when the file ended (a syntax error, the end of the
+	// input, a limit) inside an entry whose URL was complete, and that
+	// entry was kept.
+	Truncated int
+}
+
+// IsZero reports whether nothing was repaired.
+func (r Repairs) IsZero() bool { return r == Repairs{} }
+
+// String says what was repaired, for a message ("" when nothing was).
+func (r Repairs) String() string {
+	var parts []string
+	if r.BareLocs > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s without <loc> (the text read as the URL)", r.BareLocs, plural(r.BareLocs, "entry", "entries")))
+	}
+	if r.ExtraLocs > 0 {
+		parts = append(parts, fmt.Sprintf("%d extra <loc> in one entry (each read as an entry of its own)", r.ExtraLocs))
+	}
+	if r.Truncated > 0 {
+		parts = append(parts, "the last entry cut short (kept: its URL was complete)")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, one, more string) string {
+	if n == 1 {
+		return one
+	}
+	return more
 }
 
 // Limits bound one parse; zero fields take the protocol's values.
@@ -139,15 +199,18 @@ func (l Limits) norm() Limits {
 var (
 	ErrTooManyURLs = errors.New("sitemap lists too many URLs")
 	ErrTooLarge    = errors.New("sitemap too large")
-	// ErrNotSitemap: the XML root element is neither urlset nor
-	// sitemapindex.
+	// ErrNotSitemap: the XML root element is none of urlset,
+	// sitemapindex, rss, rdf:RDF or feed, or a text file has no http(s)
+	// URL.
 	ErrNotSitemap = errors.New("not a sitemap")
 )
 
 // Parse reads one sitemap file of any format: gzip is recognised by its
-// magic bytes, XML by a first non-blank byte '<', anything else is a text
-// sitemap. A file that ends with a limit or a syntax error returns the
-// entries read before it and the error.
+// magic bytes, XML by a first non-blank byte '<' (its root element tells a
+// urlset, an index and the feeds apart), anything else is a text sitemap
+// (or ErrNotSitemap when no line is an http(s) URL). A file that ends with
+// a limit or a syntax error returns the entries read before it and the
+// error.
 func Parse(r io.Reader, lim Limits) (*Result, error) {
 	lim = lim.norm()
 	in, err := open(r, lim.MaxBytes)
@@ -160,8 +223,9 @@ func Parse(r io.Reader, lim Limits) (*Result, error) {
 }
 
 // Detect reports the format of a file from its start (at most 4 KiB read,
-// decompressed when gzip): URLSet or Index for XML with that root element,
-// Text for anything whose first non-blank byte is not '<', else Unknown.
+// decompressed when gzip): URLSet, Index, RSS or Atom for XML with that
+// root element, Text for anything whose first non-blank byte is not '<'
+// (Parse may still find no URL in it), else Unknown.
 func Detect(r io.Reader) Format {
 	in, err := open(r, 4<<10)
 	if err != nil {
@@ -170,13 +234,14 @@ func Detect(r io.Reader) Format {
 	if isText(in.br) {
 		return Text
 	}
-	f, _, _ := root(newDecoder(in.br))
-	return f
+	g, _ := root(newDecoder(in.br))
+	return g.format
 }
 
 // DetectXML is Detect for XML only: Text is reported as Unknown (a page
 // that is not known to be a sitemap is only taken for one by its root
-// element).
+// element; a caller may take only URLSet and Index for one, as a feed is
+// also an ordinary document).
 func DetectXML(r io.Reader) Format {
 	if f := Detect(r); f != Text {
 		return f
@@ -243,144 +308,11 @@ func isText(br *bufio.Reader) bool {
 	return len(b) > 0 && b[0] != '<'
 }
 
-// runLimit fails a read once more than maxRun bytes came without a '<'
-// or '>'.
-type runLimit struct {
-	r   io.Reader
-	run int
-}
-
-func (l *runLimit) Read(p []byte) (int, error) {
-	n, err := l.r.Read(p)
-	for _, c := range p[:n] {
-		if c == '<' || c == '>' {
-			l.run = 0
-		} else if l.run++; l.run > maxRun {
-			return 0, fmt.Errorf("%w: more than %d bytes of text or markup without a tag", ErrTooLarge, maxRun)
-		}
-	}
-	return n, err
-}
-
-func parse(in *input, lim Limits) (*Result, error) {
-	if isText(in.br) {
-		return parseText(in.br, lim)
-	}
-	return parseXML(newDecoder(in.br), lim)
-}
-
-func newDecoder(r io.Reader) *xml.Decoder {
-	d := xml.NewDecoder(&runLimit{r: r})
-	d.Strict = true
-	// The protocol says UTF-8; a file that declares another encoding is
-	// decoded from it (x/net/html/charset knows the WHATWG labels).
-	d.CharsetReader = charset.NewReaderLabel
-	return d
-}
-
-// root reads up to the root element.
-func root(d *xml.Decoder) (Format, int, error) {
-	for {
-		tok, err := d.Token()
-		if err != nil {
-			return Unknown, 0, fmt.Errorf("sitemap xml: %w", err)
-		}
-		if se, ok := tok.(xml.StartElement); ok {
-			switch se.Name.Local {
-			case "urlset":
-				return URLSet, 1, nil
-			case "sitemapindex":
-				return Index, 1, nil
-			}
-			return Unknown, 1, fmt.Errorf("%w: root element <%s>", ErrNotSitemap, se.Name.Local)
-		}
-	}
-}
-
-func parseXML(d *xml.Decoder, lim Limits) (*Result, error) {
-	res := &Result{}
-	f, depth, err := root(d)
-	res.Format = f
-	if err != nil {
-		return res, err
-	}
-	entryTag := "url"
-	if f == Index {
-		entryTag = "sitemap"
-	}
-	var (
-		inEntry bool
-		field   string // the entry field whose text is being read
-		text    []byte
-		long    bool // the field went over maxField
-		cur     rawEntry
-	)
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			return res, nil
-		}
-		if err != nil {
-			return res, fmt.Errorf("sitemap xml: %w", err)
-		}
-		switch t := tok.(type) {
-		case xml.StartElement:
-			depth++
-			if depth > maxNesting {
-				return res, fmt.Errorf("sitemap xml: elements nested deeper than %d", maxNesting)
-			}
-			switch {
-			case depth == 2 && t.Name.Local == entryTag:
-				inEntry, cur = true, rawEntry{}
-			case inEntry && depth == 3:
-				switch t.Name.Local {
-				case "loc", "lastmod", "changefreq", "priority":
-					field, text, long = t.Name.Local, text[:0], false
-				}
-			}
-		case xml.CharData:
-			if field != "" {
-				if len(text)+len(t) > maxField {
-					long = true
-				} else {
-					text = append(text, t...)
-				}
-			}
-		case xml.EndElement:
-			switch {
-			case field != "" && depth == 3:
-				v := strings.TrimSpace(string(text))
-				if long {
-					v = ""
-					if field == "loc" {
-						cur.locTooLong = true
-					}
-				}
-				switch field {
-				case "loc":
-					cur.loc = v
-				case "lastmod":
-					cur.lastmod = v
-				case "changefreq":
-					cur.changefreq = v
-				case "priority":
-					cur.priority = v
-				}
-				field = ""
-			case inEntry && depth == 2:
-				inEntry = false
-				if err := res.add(cur, lim); err != nil {
-					return res, err
-				}
-			}
-			depth--
-		}
-	}
-}
-
+// rawEntry is an entry as read, before it is validated.
 type rawEntry struct {
-	loc, lastmod, changefreq, priority string
-	locTooLong                         bool
+	loc, changefreq, priority string
+	lastmod                   time.Time
+	locTooLong                bool
 }
 
 // add validates an entry and appends it, or counts it invalid; it fails
@@ -393,7 +325,7 @@ func (res *Result) add(e rawEntry, lim Limits) error {
 	if len(res.Entries) >= lim.MaxURLs {
 		return fmt.Errorf("%w: more than %d entries, kept the first %d", ErrTooManyURLs, lim.MaxURLs, lim.MaxURLs)
 	}
-	out := Entry{Loc: e.loc, LastMod: ParseLastMod(e.lastmod), ChangeFreq: changeFreq(e.changefreq)}
+	out := Entry{Loc: e.loc, LastMod: e.lastmod, ChangeFreq: changeFreq(e.changefreq)}
 	if p, err := strconv.ParseFloat(e.priority, 64); err == nil && p >= 0 && p <= 1 {
 		out.Priority, out.HasPriority = p, true
 	}
@@ -440,8 +372,20 @@ func ParseLastMod(s string) time.Time {
 }
 
 // parseText reads a text sitemap: one URL per line, blank lines skipped;
-// a line that is not an absolute http(s) URL counts as invalid.
+// a line that is not an absolute http(s) URL counts as invalid. A file in
+// which no line is one is not a sitemap (ErrNotSitemap): a bogus body, an
+// error message served as text.
 func parseText(br *bufio.Reader, lim Limits) (*Result, error) {
+	res, err := readText(br, lim)
+	if err == nil && len(res.Entries) == 0 && res.Invalid > 0 {
+		err = fmt.Errorf("%w: text without an http(s) URL (%d non-blank %s)", ErrNotSitemap, res.Invalid, plural(res.Invalid, "line", "lines"))
+		res.Format, res.Invalid = Unknown, 0
+	}
+	return res, err
+}
+
+// readText reads the lines of a text sitemap.
+func readText(br *bufio.Reader, lim Limits) (*Result, error) {
 	res := &Result{Format: Text}
 	for {
 		line, err := br.ReadSlice('\n')

@@ -23,6 +23,12 @@ import (
 //	/sitemaps/deep.xml       urlset (level 3): /orphan/6
 //	/sitemaps/nested2.xml    index (level 3): too-deep.xml, never fetched (level 4)
 //	/sitemaps/orphans.txt    text sitemap: /orphan/4, /orphan/5
+//	/sitemaps/feed.rss       RSS 2.0 feed: /orphan/11 (pubDate), /orphan/12 (guid, no link)
+//	/sitemaps/damaged.xml    damaged index: feed.atom as bare text without <loc>, one
+//	                         <sitemap> with two <loc>: split1.xml, split2.txt
+//	/sitemaps/feed.atom      Atom feed: /orphan/13 (updated)
+//	/sitemaps/split1.xml     urlset: /orphan/14
+//	/sitemaps/split2.txt     text sitemap: /orphan/15
 //
 // Fetched only by crawl.sitemaps: seed, as the seed host's /sitemap.xml (a
 // sitemap not listed in robots.txt: its entries must be under its
@@ -37,7 +43,7 @@ import (
 //	/sitemap-loop.xml        an index listing itself and /sitemap.xml
 const (
 	orphanPrefix  = "/orphan/"
-	sitemapOrphan = 11 // /orphan/0 .. /orphan/10 are served
+	sitemapOrphan = 16 // /orphan/0 .. /orphan/15 are served
 )
 
 // SitemapInfo says what a crawl that follows the site's sitemaps fetches.
@@ -62,11 +68,12 @@ func (s *Site) Sitemaps(mode string) SitemapInfo {
 	}
 	r := s.hosts[0].root
 	var in SitemapInfo
-	for _, n := range []int{0, 1, 2, 3, 4, 5, 6} {
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15} {
 		in.Orphans = append(in.Orphans, r+orphanPrefix+strconv.Itoa(n))
 	}
 	for _, p := range []string{"/robots.txt", "/sitemaps/index.xml", "/sitemaps/pages.xml", "/sitemaps/orphans.xml.gz",
-		"/sitemaps/nested.xml", "/sitemaps/deep.xml", "/sitemaps/nested2.xml", "/sitemaps/orphans.txt"} {
+		"/sitemaps/nested.xml", "/sitemaps/deep.xml", "/sitemaps/nested2.xml", "/sitemaps/orphans.txt",
+		"/sitemaps/feed.rss", "/sitemaps/damaged.xml", "/sitemaps/feed.atom", "/sitemaps/split1.xml", "/sitemaps/split2.txt"} {
 		in.Files = append(in.Files, r+p)
 	}
 	in.Never = []string{r + orphanPrefix + "7", r + "/sitemaps/too-deep.xml"}
@@ -103,7 +110,8 @@ func (s *Site) sitemapRoute(host int, path string) (route, bool) {
 	case "/robots.txt", "/sitemap.xml", "/sitemap-seed.xml", "/sitemap-laughs.xml", "/sitemap-bomb.xml.gz",
 		"/sitemap-million.xml.gz", "/sitemap-loop.xml", "/sitemaps/index.xml", "/sitemaps/pages.xml",
 		"/sitemaps/orphans.xml.gz", "/sitemaps/nested.xml", "/sitemaps/deep.xml", "/sitemaps/nested2.xml",
-		"/sitemaps/too-deep.xml", "/sitemaps/orphans.txt", "/sitemaps/strict.xml":
+		"/sitemaps/too-deep.xml", "/sitemaps/orphans.txt", "/sitemaps/strict.xml", "/sitemaps/feed.rss",
+		"/sitemaps/damaged.xml", "/sitemaps/feed.atom", "/sitemaps/split1.xml", "/sitemaps/split2.txt":
 		return route{kind: routeSitemap, sm: path}, true
 	}
 	return route{}, false
@@ -141,6 +149,32 @@ const billionLaughs = `<?xml version="1.0"?>
  <!ENTITY lol9 "&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;">
 ]>
 <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>/&lol9;</loc></url></urlset>
+`
+
+// robotsSitemaps are the Sitemap: lines of host 0's robots.txt, whose
+// root URL is root (no trailing slash).
+func robotsSitemaps(root string) string {
+	var b strings.Builder
+	for _, p := range []string{"/sitemaps/index.xml", "/sitemaps/orphans.txt", "/sitemaps/feed.rss", "/sitemaps/damaged.xml"} {
+		b.WriteString("Sitemap: " + root + p + "\n")
+	}
+	return b.String()
+}
+
+// feedRSS is the RSS 2.0 feed listed as a sitemap (%s: the host's root
+// URL): /orphan/11 with a pubDate, /orphan/12 by its guid.
+const feedRSS = `<?xml version="1.0" encoding="UTF-8"?>
+<rss version="2.0"><channel><title>News</title><link>%s/</link>
+<item><title>Eleven</title><link>%s/orphan/11</link><pubDate>Tue, 05 Mar 2024 10:20:30 +0100</pubDate></item>
+<item><title>Twelve</title><guid isPermaLink="true">%s/orphan/12</guid></item>
+</channel></rss>
+`
+
+// feedAtom is the Atom feed the damaged index lists: /orphan/13.
+const feedAtom = `<?xml version="1.0" encoding="utf-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom"><title>News</title><link href="%s/"/>
+<entry><title>Thirteen</title><link rel="alternate" href="%s/orphan/13"/><updated>2024-03-06T07:08:09Z</updated></entry>
+</feed>
 `
 
 func gzipBytes(body []byte) []byte {
@@ -202,7 +236,7 @@ func (s *Site) serveSitemap(w http.ResponseWriter, r *http.Request, h *hostServe
 		} else {
 			body = "User-agent: *\nDisallow:\n"
 		}
-		body += "Sitemap: " + root + "/sitemaps/index.xml\nSitemap: " + root + "/sitemaps/orphans.txt\n"
+		body += robotsSitemaps(root)
 	case p == "/sitemaps/index.xml":
 		body = smIndex(root+"/sitemaps/pages.xml", root+"/sitemaps/orphans.xml.gz", root+"/sitemaps/nested.xml", root+"/sitemaps/index.xml")
 	case p == "/sitemaps/pages.xml":
@@ -222,6 +256,17 @@ func (s *Site) serveSitemap(w http.ResponseWriter, r *http.Request, h *hostServe
 		body = smURLSet(smURL(root + "/orphan/7"))
 	case p == "/sitemaps/orphans.txt":
 		ctype, body = textType, root+"/orphan/4\n"+root+"/orphan/5\n"
+	case p == "/sitemaps/feed.rss":
+		ctype, body = "application/rss+xml", fmt.Sprintf(feedRSS, root, root, root)
+	case p == "/sitemaps/damaged.xml":
+		body = smNS + "<sitemapindex>\n  <sitemap>\n    " + root + "/sitemaps/feed.atom\n  </sitemap>\n" +
+			"  <sitemap><loc>" + root + "/sitemaps/split1.xml</loc><loc>" + root + "/sitemaps/split2.txt</loc></sitemap>\n</sitemapindex>\n"
+	case p == "/sitemaps/feed.atom":
+		ctype, body = "application/atom+xml", fmt.Sprintf(feedAtom, root, root)
+	case p == "/sitemaps/split1.xml":
+		body = smURLSet(smURL(root + "/orphan/14"))
+	case p == "/sitemaps/split2.txt":
+		ctype, body = textType, root+"/orphan/15\n"
 	case p == "/sitemap.xml":
 		body = smIndex(root+"/sitemap-seed.xml", root+"/sitemaps/strict.xml", root+"/sitemap-laughs.xml",
 			root+"/sitemap-bomb.xml.gz", root+"/sitemap-million.xml.gz", root+"/sitemap-loop.xml")

@@ -26,7 +26,8 @@ func TestSitemapRoutes(t *testing.T) {
 	root := strings.TrimSuffix(site.HostURLs()[0], "/")
 	other := strings.TrimSuffix(site.HostURLs()[1], "/")
 	robots := fetch(t, c, root+"/robots.txt")
-	if want := "Sitemap: " + root + "/sitemaps/index.xml\nSitemap: " + root + "/sitemaps/orphans.txt\n"; robots.status != 200 || !strings.HasSuffix(string(robots.body), want) {
+	if want := "Sitemap: " + root + "/sitemaps/index.xml\nSitemap: " + root + "/sitemaps/orphans.txt\n" +
+		"Sitemap: " + root + "/sitemaps/feed.rss\nSitemap: " + root + "/sitemaps/damaged.xml\n"; robots.status != 200 || !strings.HasSuffix(string(robots.body), want) {
 		t.Errorf("robots.txt %d %q, want it to end with %q", robots.status, robots.body, want)
 	}
 	tests := []struct {
@@ -35,12 +36,19 @@ func TestSitemapRoutes(t *testing.T) {
 		locs    []string
 		errWant error // nil: none
 		anyErr  bool
+		repairs sitemap.Repairs
 	}{
 		{path: "/sitemaps/index.xml", format: sitemap.Index, locs: []string{root + "/sitemaps/pages.xml",
 			root + "/sitemaps/orphans.xml.gz", root + "/sitemaps/nested.xml", root + "/sitemaps/index.xml"}},
 		{path: "/sitemaps/pages.xml", format: sitemap.URLSet, locs: []string{root + "/orphan/0", root + "/orphan/1", root + "/page/1"}},
 		{path: "/sitemaps/orphans.xml.gz", format: sitemap.URLSet, locs: []string{root + "/orphan/2", root + "/orphan/3"}},
 		{path: "/sitemaps/orphans.txt", format: sitemap.Text, locs: []string{root + "/orphan/4", root + "/orphan/5"}},
+		{path: "/sitemaps/feed.rss", format: sitemap.RSS, locs: []string{root + "/orphan/11", root + "/orphan/12"}},
+		{path: "/sitemaps/damaged.xml", format: sitemap.Index, repairs: sitemap.Repairs{BareLocs: 1, ExtraLocs: 1},
+			locs: []string{root + "/sitemaps/feed.atom", root + "/sitemaps/split1.xml", root + "/sitemaps/split2.txt"}},
+		{path: "/sitemaps/feed.atom", format: sitemap.Atom, locs: []string{root + "/orphan/13"}},
+		{path: "/sitemaps/split1.xml", format: sitemap.URLSet, locs: []string{root + "/orphan/14"}},
+		{path: "/sitemaps/split2.txt", format: sitemap.Text, locs: []string{root + "/orphan/15"}},
 		{path: "/sitemaps/nested.xml", format: sitemap.Index, locs: []string{root + "/sitemaps/deep.xml", root + "/sitemaps/nested2.xml"}},
 		{path: "/sitemaps/deep.xml", format: sitemap.URLSet, locs: []string{root + "/orphan/6"}},
 		{path: "/sitemaps/nested2.xml", format: sitemap.Index, locs: []string{root + "/sitemaps/too-deep.xml"}},
@@ -65,6 +73,8 @@ func TestSitemapRoutes(t *testing.T) {
 			t.Errorf("%s: parse error %v", tc.path, err)
 		case res.Format != tc.format:
 			t.Errorf("%s: format %v, want %v", tc.path, res.Format, tc.format)
+		case res.Repairs != tc.repairs:
+			t.Errorf("%s: repairs %+v, want %+v", tc.path, res.Repairs, tc.repairs)
 		}
 		if d := cmp.Diff(tc.locs, locs); d != "" {
 			t.Errorf("%s: locs (-want +got):\n%s", tc.path, d)
@@ -73,7 +83,7 @@ func TestSitemapRoutes(t *testing.T) {
 	if r := fetch(t, c, root+"/orphan/3"); r.status != 200 || !bytes.Contains(r.body, []byte("Orphan 3")) {
 		t.Errorf("/orphan/3: %d %q", r.status, r.body)
 	}
-	for _, p := range []string{"/orphan/11", "/sitemaps/other.xml"} {
+	for _, p := range []string{"/orphan/16", "/sitemaps/other.xml"} {
 		if r := fetch(t, c, root+p); r.status != 404 {
 			t.Errorf("%s: status %d, want 404", p, r.status)
 		}

@@ -404,3 +404,45 @@ func TestErrorsWrap(t *testing.T) {
 		t.Errorf("idna error not wrapped: %v", err)
 	}
 }
+
+// TestSortQuery: Options.SortQuery orders parameters by name, stably, after
+// stripping; without it the order is kept.
+func TestSortQuery(t *testing.T) {
+	sorted, err := NewCanonicalizerWith(Options{StripParams: DefaultStripParams(), SortQuery: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := newTestCanon(t)
+	tests := []struct{ in, sorted, kept string }{
+		{"http://x.com/p?b=2&a=1", "http://x.com/p?a=1&b=2", "http://x.com/p?b=2&a=1"},
+		{"http://x.com/p?a=1&b=2", "http://x.com/p?a=1&b=2", "http://x.com/p?a=1&b=2"},
+		{"http://x.com/p?t=y&s=1&t=x", "http://x.com/p?s=1&t=y&t=x", "http://x.com/p?t=y&s=1&t=x"},
+		{"http://x.com/p?b&a=&&c=3#f", "http://x.com/p?a=&b&c=3", "http://x.com/p?b&a=&c=3"},
+		{"http://x.com/p?z=1&utm_source=x&a=2", "http://x.com/p?a=2&z=1", "http://x.com/p?z=1&a=2"},
+		{"http://x.com/p?b=1;jsessionid=0123456789abcdef0123&a=2", "http://x.com/p?a=2&b=1", "http://x.com/p?b=1&a=2"},
+		{"http://x.com/p?%62=1&a=2", "http://x.com/p?a=2&b=1", "http://x.com/p?b=1&a=2"},
+		{"http://x.com/p?B=1&a=2", "http://x.com/p?B=1&a=2", "http://x.com/p?B=1&a=2"},
+		{"http://x.com/p?only=1", "http://x.com/p?only=1", "http://x.com/p?only=1"},
+		{"http://x.com/p", "http://x.com/p", "http://x.com/p"},
+	}
+	for _, tc := range tests {
+		got := []string{canonResult(sorted, tc.in).URL, canonResult(kept, tc.in).URL}
+		if d := cmp.Diff([]string{tc.sorted, tc.kept}, got); d != "" {
+			t.Errorf("%q: [sorted, kept] (-want +got):\n%s", tc.in, d)
+		}
+		checkCanonical(t, sorted, got[0])
+	}
+	doc, err := url.Parse("http://example.com/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the links of a page: the two orders are one link, as Scrapy's
+	// canonicalization makes them
+	html := `<a href="/page.html?b=2&amp;a=1">1</a><a href="/page.html?a=1&amp;b=2">2</a>`
+	if got := toResult(sorted.ExtractLinks(doc, []byte(html), 0)).URLs; !cmp.Equal(got, []string{"http://example.com/page.html?a=1&b=2"}) {
+		t.Errorf("sorted links %q", got)
+	}
+	if got := toResult(kept.ExtractLinks(doc, []byte(html), 0)).URLs; len(got) != 2 {
+		t.Errorf("links with order kept %q, want both", got)
+	}
+}

@@ -17,6 +17,7 @@ var fuzzSeeds = []string{
 	"http://x.com/%2e%2E/%2e", "http://x.com/a;sid=587fba8f825b05844526519fdb7d75c8?_sid=0123456789abcdefAB&sid=x",
 	"javascript:alert(1)", "//x.com", "?q", "#f", "",
 	"http://\u0661.com/", "http://\u200d.com/", "http://a\u0300.com/",
+	"http://x.com/?b=2&a=1&b=1&&a", "http://x.com/?%62=1;a=2&=3&a",
 }
 
 func FuzzCanonicalize(f *testing.F) {
@@ -31,12 +32,18 @@ func FuzzCanonicalize(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	sorted, err := NewCanonicalizerWith(Options{StripParams: DefaultStripParams(), SortQuery: true})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if u, err := c.Canonicalize(s); err == nil {
-			checkFuzzCanonical(t, c, s, u)
-		}
-		if u, err := c.Resolve(base, s); err == nil {
-			checkFuzzCanonical(t, c, s, u)
+		for _, c := range []*Canonicalizer{c, sorted} {
+			if u, err := c.Canonicalize(s); err == nil {
+				checkFuzzCanonical(t, c, s, u)
+			}
+			if u, err := c.Resolve(base, s); err == nil {
+				checkFuzzCanonical(t, c, s, u)
+			}
 		}
 	})
 }

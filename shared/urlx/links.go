@@ -46,9 +46,10 @@ type Links struct {
 // "none"), NoFollow is set and no links are returned.
 //
 // The document is read with the golang.org/x/net/html tokenizer, not parsed
-// into a tree, and only body is read. Non-ASCII bytes of a href in a legacy
-// encoding are percent-encoded as they are (browsers convert the path to
-// UTF-8 and encode the query in the document encoding).
+// into a tree, and only body is read. body should be UTF-8 (the document
+// decoded): the path of a link is percent-encoded as UTF-8 and, with
+// LinkOptions.Encoding, its query in the document's encoding, as browsers
+// do. Non-UTF-8 bytes are percent-encoded as they are.
 func (c *Canonicalizer) ExtractLinks(doc *url.URL, body []byte, maxLinks int) Links {
 	return c.ExtractLinksWith(doc, body, LinkOptions{MaxLinks: maxLinks})
 }
@@ -67,6 +68,12 @@ type LinkOptions struct {
 	// IgnoreRobots returns the links whatever the robots meta tags say
 	// (Links.Robots still reports them; NoFollow stays false).
 	IgnoreRobots bool
+	// Encoding is the WHATWG name of the encoding the document was
+	// decoded from (content.Encoding.Name): the query of a link is
+	// encoded in it, as browsers encode it ("?c=€" on an ISO-8859-15 page
+	// is "?c=%A4"); the path is always UTF-8. "" (or utf-8, utf-16le,
+	// utf-16be) = UTF-8. The body given is the decoded UTF-8 text.
+	Encoding string
 }
 
 // ExtractLinksWith is ExtractLinks with options. The whole document is
@@ -80,14 +87,15 @@ func (c *Canonicalizer) ExtractLinksWith(doc *url.URL, body []byte, opt LinkOpti
 	res := Links{Robots: sc.robots, RelNoFollow: sc.relNoFollow}
 	docBase, _ := c.baseOf(doc)
 	base := docBase
+	qe := newQueryEncoder(opt.Encoding)
 	if sc.haveBase {
-		if b, err := c.parse(docBase, sc.baseHref); err == nil {
+		if b, err := c.parseIn(docBase, sc.baseHref, qe); err == nil {
 			base = &b
 			res.BaseHref = b.String()
 		}
 	}
 	if sc.haveCanonical {
-		if cu, err := c.parse(base, sc.canonical); err == nil {
+		if cu, err := c.parseIn(base, sc.canonical, qe); err == nil {
 			if s := cu.String(); len(s) <= MaxURLLength {
 				res.Canonical = s
 			}
@@ -99,7 +107,7 @@ func (c *Canonicalizer) ExtractLinksWith(doc *url.URL, body []byte, opt LinkOpti
 	}
 	seen := make(map[string]struct{}, len(sc.refs))
 	for _, ref := range sc.refs {
-		cu, err := c.parse(base, ref)
+		cu, err := c.parseIn(base, ref, qe)
 		if err != nil {
 			continue
 		}

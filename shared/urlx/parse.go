@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -112,8 +113,15 @@ func trimSlashes(s string) string {
 }
 
 // parse resolves ref against base (nil: ref must be absolute) following the
-// WHATWG URL parser for special schemes, and canonicalizes the result.
+// WHATWG URL parser for special schemes, and canonicalizes the result; the
+// query is UTF-8.
 func (c *Canonicalizer) parse(base *canonURL, ref string) (canonURL, error) {
+	return c.parseIn(base, ref, nil)
+}
+
+// parseIn is parse for a reference in a document whose query encoder is
+// qe (nil: UTF-8).
+func (c *Canonicalizer) parseIn(base *canonURL, ref string, qe *queryEncoder) (canonURL, error) {
 	if len(ref) > maxInputLen {
 		return canonURL{}, errTooLong
 	}
@@ -132,7 +140,7 @@ func (c *Canonicalizer) parse(base *canonURL, ref string) (canonURL, error) {
 		if base == nil {
 			return canonURL{}, errNoBase
 		}
-		return c.relative(base, s)
+		return c.relative(base, s, qe)
 	}
 	switch {
 	case strings.EqualFold(scheme, "http"):
@@ -148,17 +156,17 @@ func (c *Canonicalizer) parse(base *canonURL, ref string) (canonURL, error) {
 	if base != nil && base.scheme == scheme {
 		// "http:foo" against an http base is relative (WHATWG "special
 		// relative or authority state").
-		return c.relative(base, rest)
+		return c.relative(base, rest, qe)
 	}
-	return c.absolute(scheme, trimSlashes(rest))
+	return c.absolute(scheme, trimSlashes(rest), qe)
 }
 
 // relative resolves a reference without scheme against base.
-func (c *Canonicalizer) relative(base *canonURL, s string) (canonURL, error) {
+func (c *Canonicalizer) relative(base *canonURL, s string, qe *queryEncoder) (canonURL, error) {
 	switch {
 	case len(s) >= 2 && isSlash(s[0]) && isSlash(s[1]):
 		// Scheme-relative "//host/path" (any mix of / and \).
-		return c.absolute(base.scheme, trimSlashes(s))
+		return c.absolute(base.scheme, trimSlashes(s), qe)
 	case s == "":
 		return *base, nil
 	}
@@ -175,13 +183,13 @@ func (c *Canonicalizer) relative(base *canonURL, s string) (canonURL, error) {
 		out.path = c.buildPath([]byte(dir), pathPart)
 	}
 	if hasQuery {
-		out.query = c.buildQuery(query)
+		out.query = c.buildQuery(qe.encode(query))
 	}
 	return out, nil
 }
 
 // absolute parses what follows "scheme://" (slashes already skipped).
-func (c *Canonicalizer) absolute(scheme, s string) (canonURL, error) {
+func (c *Canonicalizer) absolute(scheme, s string, qe *queryEncoder) (canonURL, error) {
 	end := strings.IndexAny(s, "/\\?")
 	if end < 0 {
 		end = len(s)
@@ -197,7 +205,7 @@ func (c *Canonicalizer) absolute(scheme, s string) (canonURL, error) {
 	}
 	out.path = c.buildPath(nil, pathPart)
 	if hasQuery {
-		out.query = c.buildQuery(query)
+		out.query = c.buildQuery(qe.encode(query))
 	}
 	return out, nil
 }
@@ -424,10 +432,11 @@ func indexByte(b []byte, c byte) int {
 
 // buildQuery returns the canonical query: percent-encoding normalized,
 // empty parameters and stripped parameters removed. The remaining
-// parameters keep their original order. Sorting them (as some crawlers do)
-// would merge URLs that are different pages: the order is significant on
-// some sites (repeated keys read as an ordered list, position-based
-// parameters, signed URLs whose signature covers the raw query).
+// parameters keep their original order unless Options.SortQuery. Sorting
+// them (as some crawlers do) would merge URLs that are different pages: the
+// order is significant on some sites (repeated keys read as an ordered
+// list, position-based parameters, signed URLs whose signature covers the
+// raw query).
 func (c *Canonicalizer) buildQuery(q string) string {
 	if q == "" {
 		return ""
@@ -456,7 +465,25 @@ func (c *Canonicalizer) buildQuery(q string) string {
 		}
 		out = append(out, part...)
 	}
+	if c.sortQuery {
+		return sortParams(out)
+	}
 	return string(out)
+}
+
+// sortParams returns the canonical query q ("a=1&b=2", no empty
+// parameters) with its parameters sorted by name, stably.
+func sortParams(q []byte) string {
+	if indexByte(q, '&') < 0 {
+		return string(q)
+	}
+	params := strings.Split(string(q), "&")
+	name := func(p string) string {
+		n, _, _ := strings.Cut(p, "=")
+		return n
+	}
+	slices.SortStableFunc(params, func(a, b string) int { return strings.Compare(name(a), name(b)) })
+	return strings.Join(params, "&")
 }
 
 // stripQueryParam returns the parameter "name=value" with its

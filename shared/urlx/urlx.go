@@ -28,7 +28,9 @@
 //     that does not start an escape encoded as "%25", and characters that
 //     may not appear raw (controls, space, non-ASCII bytes, " < > [ \ ] ^ `
 //     { | } and, in the query, ') percent-encoded byte by byte (UTF-8 for
-//     valid text; the bytes of a legacy-encoded href are kept as they are);
+//     valid text, except the query of a link in a document of a legacy
+//     encoding, which is encoded in that encoding first, as browsers do:
+//     see LinkOptions.Encoding; invalid UTF-8 bytes are kept as they are);
 //     other escapes (%2F, %26, %3D, ...) are left alone, since decoding them
 //     changes the meaning;
 //   - the fragment removed;
@@ -39,10 +41,13 @@
 //     removes ";jsessionid=..."); an entry such as "sid=<token>" strips the
 //     parameter only when its value looks like a session token; empty
 //     query parameters ("&&") removed;
-//     the remaining parameters keep their ORIGINAL order: the query is not
-//     sorted, because the order is significant on some sites (repeated keys
-//     read as a list, position-based parameters, signed URLs), so sorting
-//     would merge URLs that are different pages; an empty "?" removed;
+//     the remaining parameters keep their ORIGINAL order by default: the
+//     query is not sorted, because the order is significant on some sites
+//     (repeated keys read as a list, position-based parameters, signed
+//     URLs), so sorting would merge URLs that are different pages, and the
+//     canonical URL is also the one fetched (Options.SortQuery sorts them
+//     by name, for crawls of sites where order means nothing); an empty
+//     "?" removed;
 //   - userinfo is kept (percent-encoded as net/url writes it); nothing else
 //     is dropped.
 //
@@ -120,8 +125,22 @@ const MaxURLLength = 8 << 10
 // Canonicalizer turns URLs into the one canonical form used for dedup and
 // fetching. It is immutable and safe for concurrent use.
 type Canonicalizer struct {
-	exact    map[string]bool // lower-case parameter names to strip; true: only when the value is a session token
-	prefixes []stripPrefix   // lower-case prefixes of parameter names to strip
+	exact     map[string]bool // lower-case parameter names to strip; true: only when the value is a session token
+	prefixes  []stripPrefix   // lower-case prefixes of parameter names to strip
+	sortQuery bool            // Options.SortQuery
+}
+
+// Options configure a Canonicalizer.
+type Options struct {
+	// StripParams are the query (and ";name=value" path) parameters
+	// removed: see NewCanonicalizer.
+	StripParams []string
+	// SortQuery orders the query's parameters by name (bytewise on their
+	// canonical form, stable: repeated names keep their order, "?b=2&a=1"
+	// becomes "?a=1&b=2", "?t=y&t=x" stays). The canonical URL is also
+	// the URL fetched, so the site gets the sorted query: only for sites
+	// where parameter order means nothing. Off, the order is kept.
+	SortQuery bool
 }
 
 // stripPrefix is a prefix entry of the strip list ("utm_*").
@@ -173,7 +192,13 @@ func DefaultStripParams() []string {
 // character that cannot be part of a parameter name (& = ; # ? / space,
 // controls) is an error naming the entry.
 func NewCanonicalizer(stripParams []string) (*Canonicalizer, error) {
-	c := &Canonicalizer{exact: make(map[string]bool, len(stripParams))}
+	return NewCanonicalizerWith(Options{StripParams: stripParams})
+}
+
+// NewCanonicalizerWith is NewCanonicalizer with options.
+func NewCanonicalizerWith(opt Options) (*Canonicalizer, error) {
+	stripParams := opt.StripParams
+	c := &Canonicalizer{exact: make(map[string]bool, len(stripParams)), sortQuery: opt.SortQuery}
 	for i, p := range stripParams {
 		raw, tokenOnly := strings.CutSuffix(p, tokenQualifier)
 		if err := checkStripParam(raw); err != nil {

@@ -74,6 +74,12 @@ func TestHandle(t *testing.T) {
 		{"trap links dropped and reported", 0, Response{Status: 200, Header: html},
 			`<a href="/a/a/a/a">t</a><a href="/ok">ok</a><a href="/` + strings.Repeat("l", 3000) + `">long</a>`,
 			want{Outcome: frontier.Done, Links: []string{"http://a.test/ok"}, Hops: []int{0}, PageStatus: 200, Exceptions: []string{events.KindTrap}}},
+		{"query in the page's legacy encoding, path in UTF-8", 0, Response{Status: 200, Header: http.Header{"Content-Type": {"text/html; charset=iso-8859-15"}}},
+			"<a href=\"/\xa4?c=\xa4\">euro</a>",
+			want{Outcome: frontier.Done, Links: []string{"http://a.test/%E2%82%AC?c=%A4"}, Hops: []int{0}, PageStatus: 200}},
+		{"shift_jis declared in meta", 0, Response{Status: 200, Header: http.Header{"Content-Type": {"text/html"}}},
+			"<meta charset=\"shift_jis\"><a href=\"/\x93\xfa?q=\x93\xfa\x96\x7b\">ja</a>",
+			want{Outcome: frontier.Done, Links: []string{"http://a.test/%E6%97%A5?q=%93%FA%96%7B"}, Hops: []int{0}, PageStatus: 200}},
 		{"503 backs the host off", 0, Response{Status: 503, Header: http.Header{}}, "",
 			want{Outcome: frontier.Retry, Exceptions: []string{events.KindHTTPStatus}, Backoff: true}},
 	}
@@ -145,6 +151,27 @@ func TestRetryAfter(t *testing.T) {
 	for _, tc := range tests {
 		if got := retryAfter(http.Header{"Retry-After": {tc.v}}, time.Minute); got != tc.want {
 			t.Errorf("Retry-After %q: %v, want %v", tc.v, got, tc.want)
+		}
+	}
+}
+
+// TestSortQueryConfig: crawl.sort_query reaches the slave's canonicalizer
+// (links, redirects and sitemaps share it).
+func TestSortQueryConfig(t *testing.T) {
+	for _, sortQuery := range []bool{false, true} {
+		cfg := config.Default()
+		cfg.Crawl.SortQuery = sortQuery
+		s, err := New(&cfg, Options{ID: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := s.canon.Canonicalize("http://a.test/p?b=2&a=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{false: "http://a.test/p?b=2&a=1", true: "http://a.test/p?a=1&b=2"}[sortQuery]
+		if u.String() != want {
+			t.Errorf("sort_query %v: %s, want %s", sortQuery, u, want)
 		}
 	}
 }

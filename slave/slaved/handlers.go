@@ -147,7 +147,9 @@ func (h htmlHandler) Handle(_ context.Context, d *Doc) error {
 		return fmt.Errorf("read html: %w", err)
 	}
 	d.Text = body
-	links := h.s.canon.ExtractLinksWith(d.URL, body, h.s.linkOpt)
+	opt := h.s.linkOpt
+	opt.Encoding = enc.Name // queries in the page's encoding, as browsers send them
+	links := h.s.canon.ExtractLinksWith(d.URL, body, opt)
 	d.NoFollow = links.NoFollow
 	d.Links = links.URLs
 	d.Robots = links.Robots

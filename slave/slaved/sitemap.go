@@ -17,8 +17,9 @@ import (
 // Sitemaps (README "Sitemaps"). A sitemap is fetched as a task like any
 // other (politeness, robots.txt, session, body and decompression caps);
 // what makes it one is either its task's Sitemap level (it was listed in a
-// robots.txt, in a sitemap index, or is a seed host's /sitemap.xml) or its
-// content: an XML document whose root element is urlset or sitemapindex.
+// robots.txt, in a sitemap index, or is a seed host's /sitemap.xml: then a
+// feed, RSS or Atom, is read as one too) or its content: an XML document
+// whose root element is urlset or sitemapindex.
 // The pages it lists become the completion's links (scope, traps, dedup,
 // later robots.txt and politeness, as links), one level deeper than the
 // sitemap; the sitemaps an index lists become sitemap tasks one nesting
@@ -137,7 +138,10 @@ func (s *Slave) sitemapDoc(c *frontier.Completion, page *events.Page, doc *Doc) 
 		return false
 	}
 	if l.Sitemap == 0 {
-		if !sitemapType(doc.MediaType) || sitemap.DetectXML(doc.Body.NewReader()) == sitemap.Unknown {
+		// by its content only a urlset or an index: a feed found by a
+		// link is a document (its items are read as a sitemap's only
+		// when it was listed as one)
+		if f := sitemap.DetectXML(doc.Body.NewReader()); !sitemapType(doc.MediaType) || f != sitemap.URLSet && f != sitemap.Index {
 			return false
 		}
 	} else if doc.MediaType == "text/html" {
@@ -197,14 +201,20 @@ func (s *Slave) sitemapDoc(c *frontier.Completion, page *events.Page, doc *Doc) 
 		}
 		c.Links = append(c.Links, t)
 	}
-	if err != nil || len(drops) > 0 {
+	if err != nil || len(drops) > 0 || !res.Repairs.IsZero() {
 		var msg []string
-		if err != nil {
+		switch {
+		case errors.Is(err, sitemap.ErrNotSitemap):
+			msg = append(msg, err.Error())
+		case err != nil:
 			what := "stopped"
 			if errors.Is(err, sitemap.ErrTooManyURLs) || errors.Is(err, sitemap.ErrTooLarge) {
 				what = "over the protocol's limits"
 			}
 			msg = append(msg, fmt.Sprintf("%s %s after %d entries: %v", res.Format, what, len(res.Entries), err))
+		}
+		if !res.Repairs.IsZero() {
+			msg = append(msg, fmt.Sprintf("%s damaged, recovered as crawler-commons does: %s", res.Format, res.Repairs))
 		}
 		if len(drops) > 0 {
 			n := 0

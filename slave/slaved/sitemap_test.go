@@ -13,13 +13,17 @@ import (
 
 // TestSitemapCrawl crawls the test site's sitemaps end to end: pages that
 // no page links to are reached through robots.txt's Sitemap: lines, a
-// sitemap index, a gzip file, a text sitemap and nested indexes (down to
-// the level limit); with crawl.sitemaps: seed also through the seed host's
+// sitemap index, a gzip file, a text sitemap, nested indexes (down to
+// the level limit), an RSS and an Atom feed, and a damaged index (a bare
+// URL, two <loc> in one entry) recorded as a sitemap exception; with crawl.sitemaps: seed also through the seed host's
 // /sitemap.xml, whose hostile sitemaps (a billion-laughs bomb, a gzip bomb,
 // a million URLs, an index listing itself) stay bounded and are recorded,
 // and whose URLs on another host or outside its directory are dropped.
 func TestSitemapCrawl(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	// the damaged index's exception says what was repaired
+	damagedIndex := []string{"sitemapindex damaged, recovered as crawler-commons does",
+		"1 entry without <loc> (the text read as the URL)", "1 extra <loc> in one entry (each read as an entry of its own)"}
 	tests := []struct {
 		mode     string
 		strategy string
@@ -31,8 +35,10 @@ func TestSitemapCrawl(t *testing.T) {
 			"/sitemaps/index.xml":   {"1 the index itself"},
 			"/sitemaps/pages.xml":   {"1 invalid"},
 			"/sitemaps/nested2.xml": {"1 nested deeper than 3 levels"},
+			"/sitemaps/damaged.xml": damagedIndex,
 		}},
 		{mode: "seed", strategy: "priority", shards: 4, exceptions: map[string][]string{
+			"/sitemaps/damaged.xml":   damagedIndex,
 			"/sitemaps/index.xml":     {"1 the index itself"},
 			"/sitemaps/pages.xml":     {"1 invalid"},
 			"/sitemaps/nested2.xml":   {"1 nested deeper than 3 levels"},
@@ -76,8 +82,14 @@ func TestSitemapCrawl(t *testing.T) {
 			root := site.HostURLs()[0]
 			root = strings.TrimSuffix(root, "/")
 			pages := res.pages()
-			if p := pages[root+"/orphan/0"]; p == nil || p.LastMod != time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC).Unix() {
-				t.Errorf("page /orphan/0 = %+v, want lastmod 2024-01-02T03:04:05Z", p)
+			for path, lastmod := range map[string]time.Time{
+				"/orphan/0":  time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC),   // a urlset's <lastmod>
+				"/orphan/11": time.Date(2024, 3, 5, 9, 20, 30, 0, time.UTC), // an RSS <pubDate>
+				"/orphan/13": time.Date(2024, 3, 6, 7, 8, 9, 0, time.UTC),   // an Atom <updated>
+			} {
+				if p := pages[root+path]; p == nil || p.LastMod != lastmod.Unix() {
+					t.Errorf("page %s = %+v, want lastmod %v", path, p, lastmod)
+				}
 			}
 			for _, u := range append(append([]string{}, info.Files[1:]...), info.Hostile...) {
 				if p := pages[u]; p == nil || p.Handler != "sitemap" {

@@ -152,9 +152,9 @@ type Slave struct {
 // New builds a slave from a validated config. It does not connect yet.
 func New(cfg *config.Config, opt Options) (*Slave, error) {
 	cfg = cfg.SlaveProfile()
-	canon, err := urlx.NewCanonicalizer(cfg.Crawl.StripParams)
+	canon, err := cfg.Canonicalizer()
 	if err != nil {
-		return nil, fmt.Errorf("new slave: crawl.strip_params: %w", err)
+		return nil, fmt.Errorf("new slave: %w", err)
 	}
 	scope, err := urlx.NewScope(cfg.Crawl.AllowHosts, cfg.Crawl.Allow, cfg.Crawl.Deny, cfg.Crawl.MaxDepth)
 	if err != nil {
