@@ -9,11 +9,11 @@ import (
 
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/hostpolicy"
 	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/secret"
 	"github.com/redcrawl/redcrawl/shared/store"
 	"github.com/redcrawl/redcrawl/shared/urlx"
-	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
 // SeedResult says what became of seeds.
@@ -158,7 +158,7 @@ func (p *seedPlan) add(t frontier.Task, u *url.URL, rs *rules.RuleSet) string {
 			return fmt.Sprintf("out of the scope of rule set %s (%s)", rs.Name, why)
 		}
 		t.Render = rs.RenderFor(u) != nil
-		if hp, ok := slaved.HostPolicy(rs); ok {
+		if hp, ok := hostpolicy.Of(rs); ok {
 			p.policies[t.Host] = hp
 		}
 	}

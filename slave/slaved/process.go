@@ -15,6 +15,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/hostpolicy"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/robots"
 	"github.com/redcrawl/redcrawl/shared/rules"
@@ -374,7 +375,7 @@ func (s *Slave) linkTask(c *frontier.Completion, u *url.URL, depth, hops int) (f
 		if rs.Strategy == "dfs" && (s.cfg.Crawl.Strategy == "bfs" || s.cfg.Crawl.Strategy == "dfs") {
 			t.Priority = -int64(depth) // deepest first within the site's queue
 		}
-		if p, ok := HostPolicy(rs); ok {
+		if p, ok := hostpolicy.Of(rs); ok {
 			if c.Policies == nil {
 				c.Policies = map[string]frontier.HostPolicy{}
 			}
@@ -382,26 +383,6 @@ func (s *Slave) linkTask(c *frontier.Completion, u *url.URL, depth, hops int) (f
 		}
 	}
 	return t, true
-}
-
-// HostPolicy is a rule set's politeness for its hosts, if it sets any
-// (for the frontier, with links or seeds).
-func HostPolicy(rs *rules.RuleSet) (frontier.HostPolicy, bool) {
-	p := rs.Politeness
-	if p.Delay == nil && p.Jitter == nil && p.Concurrency == nil {
-		return frontier.HostPolicy{}, false
-	}
-	hp := frontier.HostPolicy{Jitter: -1}
-	if p.Delay != nil {
-		hp.Delay = *p.Delay
-	}
-	if p.Jitter != nil {
-		hp.Jitter = *p.Jitter
-	}
-	if p.Concurrency != nil {
-		hp.Concurrency = *p.Concurrency
-	}
-	return hp, true
 }
 
 // urlImportance is IL(P), the URL-string importance of the priority
