@@ -26,7 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redcrawl/redcrawl/shared/testutil"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 )
 
 // writePEM writes one PEM block to dir/name and returns the path.

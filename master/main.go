@@ -37,8 +37,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
 	"github.com/redcrawl/redcrawl/master/masterd"
-	"github.com/redcrawl/redcrawl/shared/benchsuite"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/rules"
 )

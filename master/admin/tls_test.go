@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
-	"github.com/redcrawl/redcrawl/shared/testutil/testcert"
+	"github.com/redcrawl/redcrawl/internal/harness/testcert"
 )
 
 // TestServeTLS serves over a real listener with and without TLS, logs in

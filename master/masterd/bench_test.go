@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
-	"github.com/redcrawl/redcrawl/shared/benchsuite"
-	"github.com/redcrawl/redcrawl/shared/testsite"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/store"
-	"github.com/redcrawl/redcrawl/shared/testsite"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 // TestShardedClusterFailover crawls a 48-host test site as one crawl of 6

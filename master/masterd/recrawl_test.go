@@ -16,10 +16,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/store"
-	"github.com/redcrawl/redcrawl/shared/testsite"
 )
 
 // recrawlRules extracts an item from every ordinary page of the three

@@ -15,15 +15,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
-	"github.com/redcrawl/redcrawl/shared/benchsuite"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/store"
 	"github.com/redcrawl/redcrawl/shared/store/storetest"
-	"github.com/redcrawl/redcrawl/shared/testsite"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
@@ -233,7 +233,6 @@ func sampleNode(ctx context.Context, nd *redisNode) (nodeSample, error) {
 	}
 	return s, nil
 }
-
 
 // ---- the crawls ----
 

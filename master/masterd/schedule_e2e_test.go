@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/store"
-	"github.com/redcrawl/redcrawl/shared/testsite"
 )
 
 // TestScheduledRecrawl runs a master whose crawl carries a schedule: after

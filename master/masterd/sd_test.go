@@ -10,11 +10,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/admin"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 // defaultSDAllow is admin.sd_allow's default, parsed.

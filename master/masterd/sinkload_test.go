@@ -12,12 +12,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
 	"github.com/redcrawl/redcrawl/shared/store"
 	"github.com/redcrawl/redcrawl/shared/store/storetest"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 // sinkFixture is one crawl's frontier on the test Redis and a migrated

@@ -20,7 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/viper"
 
-	"github.com/redcrawl/redcrawl/shared/testutil"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 )
 
 // writeConfig writes a YAML file in a fresh directory and returns its path.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redcrawl/redcrawl/shared/testutil"
-	"github.com/redcrawl/redcrawl/shared/testutil/testcert"
+	"github.com/redcrawl/redcrawl/internal/harness/testcert"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 )
 
 // TestRedisTLS runs clients built from the config against a real

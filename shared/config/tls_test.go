@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/redcrawl/redcrawl/shared/testutil/testcert"
+	"github.com/redcrawl/redcrawl/internal/harness/testcert"
 )
 
 // TestValidateTLSAndClearText covers the TLS keys and the refusal to send a

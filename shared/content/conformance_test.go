@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/net/html/charset"
 
-	"github.com/redcrawl/redcrawl/shared/testutil"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 )
 
 // encodingCase is one case of an html5lib encoding .dat file.

@@ -9,10 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/frontier/frontiertest"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 func TestACLRulesPerRole(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redcrawl/redcrawl/shared/testutil"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 )
 
 // Test hooks: read the seen structures without adding to them.

@@ -9,10 +9,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/frontier/frontiertest"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 // testRedis connects to the machine's Redis (REDCRAWL_TEST_REDIS overrides).

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 // BenchmarkShardedMemory compares, in one run, the Redis memory of a seen

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redcrawl/redcrawl/shared/testutil"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 )
 
 // ssrfVectors is the structure of security/ssrf_vectors.json.

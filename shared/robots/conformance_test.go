@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redcrawl/redcrawl/shared/testutil"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 )
 
 // conformanceCase is one case of google_robots_cases.json.

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/shared/robots"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/shared/extract"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 var opts = LoadOptions{ProxyPools: []string{"residential", "datacenter"}}

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testcert"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/shared/config"
-	"github.com/redcrawl/redcrawl/shared/testutil"
-	"github.com/redcrawl/redcrawl/shared/testutil/testcert"
 )
 
 // TestOpenTLS opens stores on a MariaDB server of the test's own that

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/shared/netguard"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 // wptEntry is one test of WHATWG's urltestdata.json.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/redcrawl/redcrawl/shared/testutil"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 )
 
 func newTestTraps(t testing.TB, o TrapOptions) *Traps {

@@ -28,10 +28,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/testsite"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 const slavePkg = "github.com/redcrawl/redcrawl/slave"

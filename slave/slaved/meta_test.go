@@ -14,10 +14,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/store"
 	"github.com/redcrawl/redcrawl/shared/store/storetest"
-	"github.com/redcrawl/redcrawl/shared/testsite"
 )
 
 // TestRobotsMetaSite crawls the test site's /meta/ pages, with default

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
 
-	"github.com/redcrawl/redcrawl/shared/testsite"
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 

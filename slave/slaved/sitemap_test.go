@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/shared/events"
-	"github.com/redcrawl/redcrawl/shared/testsite"
 )
 
 // TestSitemapCrawl crawls the test site's sitemaps end to end: pages that

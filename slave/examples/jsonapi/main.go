@@ -3,7 +3,7 @@
 //
 //	jsonapi run [--config config.yaml] [--id ID] [--out items.jsonl] [--store-items=true]
 //
-// The API (the test site's, shared/testsite/api.go, is one):
+// The API (the test site's, internal/harness/testsite/api.go, is one):
 //
 //	POST /api/login  form user=…&password=…  →  {"token": "…"}
 //	GET  /api/products?page=N  with "Authorization: Bearer <token>"

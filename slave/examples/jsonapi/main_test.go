@@ -19,12 +19,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/store"
 	"github.com/redcrawl/redcrawl/shared/store/storetest"
-	"github.com/redcrawl/redcrawl/shared/testsite"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 // product is an item as the example writes it and stores it.

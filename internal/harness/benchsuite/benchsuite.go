@@ -1,7 +1,7 @@
 // Package benchsuite is the crawl benchmark of `make bench`: it serves the
-// synthetic site of shared/testsite on loopback addresses, crawls it with
-// the real master and 1, 2, 4… slaves against the configured Redis and
-// MySQL, crawls it again with a plain colly crawler for reference, and
+// synthetic site of internal/harness/testsite on loopback addresses, crawls
+// it with the real master and 1, 2, 4… slaves against the configured Redis
+// and MySQL, crawls it again with a plain colly crawler for reference, and
 // writes a Markdown report and an SVG chart of pages/s over time.
 //
 // What is measured, and how, is written in the report's notes (notes in
@@ -26,9 +26,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/secret"
-	"github.com/redcrawl/redcrawl/shared/testsite"
 )
 
 // Defaults of Options.

@@ -149,7 +149,7 @@ func TestNiceCeil(t *testing.T) {
 // MySQL in a temporary database. REDCRAWL_BENCH_HOSTS and
 // REDCRAWL_BENCH_PAGES shrink the site.
 //
-//	REDCRAWL_BENCH_FULL=1 go test -run FullBench -timeout 60m -v ./shared/benchsuite/
+//	REDCRAWL_BENCH_FULL=1 go test -run FullBench -timeout 60m -v ./internal/harness/benchsuite/
 func TestFullBench(t *testing.T) {
 	if os.Getenv("REDCRAWL_BENCH_FULL") != "1" {
 		t.Skip("set REDCRAWL_BENCH_FULL=1 to run the full benchmark")

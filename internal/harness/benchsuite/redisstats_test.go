@@ -7,9 +7,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/testutil"
 )
 
 // TestSeenMemoryGrowingBuckets checks the seen-set sampler on a crawl

@@ -12,7 +12,7 @@ import (
 
 // notes explain what the report's rows measure.
 var notes = []string{
-	"Every crawl fetches the same synthetic site (shared/testsite) served by this process on 127.0.0.2…; colly runs first, then redcrawl with each slave count, each with a fresh crawl name.",
+	"Every crawl fetches the same synthetic site (internal/harness/testsite) served by this process on 127.0.0.2…; colly runs first, then redcrawl with each slave count, each with a fresh crawl name.",
 	"to 99% of the site: from seeding to the fetch that made 99% of the site's expected pages (MySQL pages.fetched_at; colly: its responses to expected URLs); pages/s to 99% = those pages / that time, so a slow start counts and a straggler at the end does not.",
 	"seeding → first fetch: from the seeding call (colly: the first Visit) to the first page's fetch; redcrawl's includes starting the master and the slave processes.",
 	"first fetch → 90% of the median rate: the fetches in 100 ms bins from the first; the first bin holding 90% of the median bin's count (the last, partial bin left out) ends the ramp.",
