@@ -3,7 +3,7 @@
 //	master run    [--config config.yaml] [--exit-when-done]
 //	master seed   [--config config.yaml] [--crawl NAME] URL... | --file FILE | --recrawl
 //	master status [--config config.yaml] [--crawl NAME] [--json]
-//	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N]
+//	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N] [--slave-binary bin/slave]
 //	master bench  [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results]
 //	master rules check [--config config.yaml] [DIR]
 //	master migrate [--config config.yaml]
@@ -38,6 +38,8 @@ import (
 	"time"
 
 	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
+	"github.com/redcrawl/redcrawl/internal/harness/demo"
+	"github.com/redcrawl/redcrawl/internal/harness/slaveproc"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/rules"
@@ -51,7 +53,8 @@ commands:
           recorded in MySQL, then enqueued (README: Recorded seeds);
           --recrawl: fetch every recorded page again now, conditionally (README: Incremental recrawls)
   status  show the crawl's counters (--json for machine-readable output)
-  demo    crawl a built-in demo site on loopback with a master and slaves, then summarize
+  demo    crawl a built-in demo site on loopback with a master and slaves (processes of
+          the slave binary beside this master), then summarize
   bench   crawl a synthetic site with 1, 2 and 4 slaves and with plain colly; write a
           Markdown table and an SVG chart under results/
   rules check [DIR]
@@ -129,7 +132,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		format       = fs.String("format", "jsonl", "export: jsonl or csv")
 		out          = fs.String("out", "", "export: write to FILE instead of stdout; bench: results directory")
 		slaveCounts  = fs.String("slave-counts", "1,2,4", "bench: slave counts to run")
-		slaveBinary  = fs.String("slave-binary", "", "bench: run slaves as processes of this binary (their own RSS and CPU)")
+		slaveBinary  = fs.String("slave-binary", "", "demo, bench: the slave binary their slaves are processes of (default: the slave beside this master)")
 		linksPerPage = fs.Int("links", 8, "bench: links per page")
 		pageBytes    = fs.Int("page-bytes", 15000, "bench: page size")
 		conc         = fs.Int("concurrency", 64, "bench: fetches in flight per slave (and colly's total)")
@@ -321,9 +324,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if !flagSet(fs, "pages") {
 			bp = 1000
 		}
+		bin, err := slaveBinaryOf(*slaveBinary)
+		if err != nil {
+			fmt.Fprintf(stderr, "master bench: %v\n", err)
+			return 2
+		}
 		rep, err := benchsuite.Run(ctx, benchsuite.Options{Hosts: bh, PagesPerHost: bp, PageBytes: *pageBytes,
 			LinksPerPage: *linksPerPage, Slaves: counts, Concurrency: *conc, HostConcurrency: *hostConc,
-			OutDir: dir, Config: cfg, SlaveBinary: *slaveBinary, Rounds: *rounds, Latency: *latency, Logger: log, Out: stdout})
+			OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, Logger: log, Out: stdout})
 		if err != nil {
 			fmt.Fprintf(stderr, "master bench: %v\n", err)
 			return 1
@@ -331,14 +339,32 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, rep.Markdown())
 		return 0
 	case "demo":
-		opt := masterd.DemoOptions{Hosts: *hosts, PagesPerHost: *pages, Slaves: *slaves, Logger: log, Out: stdout}
-		if err := masterd.Demo(ctx, cfg, opt); err != nil {
+		bin, err := slaveBinaryOf(*slaveBinary)
+		if err != nil {
+			fmt.Fprintf(stderr, "master demo: %v\n", err)
+			return 2
+		}
+		opt := demo.Options{Hosts: *hosts, PagesPerHost: *pages, Slaves: *slaves, SlaveBinary: bin,
+			Logger: log, Out: stdout, SlaveOutput: stderr}
+		if err := demo.Run(ctx, cfg, opt); err != nil {
 			fmt.Fprintf(stderr, "master demo: %v\n", err)
 			return 1
 		}
 		return 0
 	}
 	return 2
+}
+
+// slaveBinaryOf is the slave binary of --slave-binary, by default the one
+// beside this master.
+func slaveBinaryOf(flagValue string) (string, error) {
+	if flagValue == "" {
+		return slaveproc.Binary()
+	}
+	if _, err := os.Stat(flagValue); err != nil {
+		return "", fmt.Errorf("--slave-binary: %w", err)
+	}
+	return flagValue, nil
 }
 
 // flagSet reports whether a flag was given on the command line.

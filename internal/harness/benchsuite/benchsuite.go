@@ -101,8 +101,13 @@ type Options struct {
 	// content dedup on, rendering, rules and WARC off.
 	Config *config.Config
 	// SlaveBinary is a built bin/slave run as each slave's process; "" =
-	// slaves run in this process.
+	// slaves run in this process, made by InProcess.
 	SlaveBinary string
+	// InProcess makes a slave that runs in this process on the Redis
+	// client rdb until the context of run ends (the tests: slaved.New and
+	// Run). bin/master gives a SlaveBinary instead, so that it does not
+	// link the slave.
+	InProcess func(cfg *config.Config, id string, rdb *redis.Client, log *slog.Logger) (run func(context.Context) error, err error)
 	// Rounds repeats the whole sequence (colly, then each slave count) so
 	// that each ratio is taken within a round, back to back, and the
 	// report shows the median round of each; default 1. Odd rounds run the
@@ -276,6 +281,8 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		if _, err := os.Stat(opt.SlaveBinary); err != nil {
 			return nil, fmt.Errorf("benchsuite: slave binary: %w", err)
 		}
+	} else if opt.InProcess == nil {
+		return nil, fmt.Errorf("benchsuite: no slaves: give a slave binary")
 	}
 	site, err := testsite.Start(testsite.Options{Hosts: opt.Hosts, PagesPerHost: opt.PagesPerHost,
 		LinksPerPage: opt.LinksPerPage, PageBytes: opt.PageBytes, Seed: SiteSeed, Latency: opt.Latency})

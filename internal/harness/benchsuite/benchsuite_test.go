@@ -3,10 +3,10 @@ package benchsuite
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/store/storetest"
+	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
 // TestRunSmoke runs a small benchmark: 2 hosts × 50 pages, one slave in
@@ -33,7 +35,7 @@ func TestRunSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Options{Hosts: 2, PagesPerHost: 50, PageBytes: 2000, Slaves: []int{1},
-		Concurrency: 8, OutDir: dir, Config: &cfg, SlaveBinary: os.Getenv("REDCRAWL_BENCH_SLAVE"), Out: &out})
+		Concurrency: 8, OutDir: dir, Config: &cfg, SlaveBinary: os.Getenv("REDCRAWL_BENCH_SLAVE"), InProcess: inProcess, Out: &out})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
@@ -92,38 +94,6 @@ func TestRunSmoke(t *testing.T) {
 	}
 }
 
-// TestConfigFileRoundTrip checks that the config file written for
-// subprocess slaves loads back to the same config.
-func TestConfigFileRoundTrip(t *testing.T) {
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, config.EnvPrefix) && k != config.EnvConfigFile {
-			t.Setenv(k, "")
-			os.Unsetenv(k)
-		}
-	}
-	cfg := config.Default()
-	cfg.Crawl.Name = "bench-roundtrip"
-	cfg.Crawl.AllowHosts = []string{"127.0.0.2", "127.0.0.3"}
-	cfg.Politeness.Delay = 0
-	cfg.Politeness.HostConcurrency = 4
-	cfg.Fetch.AllowPrivateNetworks = true
-	cfg.Fetch.MaxBodyBytes = 3 << 20
-	cfg.Master.Quiescence = 1500 * time.Millisecond
-	cfg.Fetch.ProxyPools = map[string][]string{"eu": {"http://127.0.0.1:3128"}}
-	path, err := writeConfigFile(t.TempDir(), &cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := config.Load(path)
-	if err != nil {
-		b, _ := os.ReadFile(path)
-		t.Fatalf("load: %v\n%s", err, b)
-	}
-	if !reflect.DeepEqual(*got, cfg) {
-		t.Errorf("round trip differs:\n got %+v\nwant %+v", *got, cfg)
-	}
-}
-
 func TestRunOrder(t *testing.T) {
 	for _, c := range []struct {
 		n, round int
@@ -162,7 +132,7 @@ func TestFullBench(t *testing.T) {
 	atoi := func(k string) int { n, _ := strconv.Atoi(os.Getenv(k)); return n }
 	rep, err := Run(context.Background(), Options{Hosts: atoi("REDCRAWL_BENCH_HOSTS"),
 		PagesPerHost: atoi("REDCRAWL_BENCH_PAGES"), OutDir: os.Getenv("REDCRAWL_BENCH_OUT"), Config: &cfg,
-		SlaveBinary: os.Getenv("REDCRAWL_BENCH_SLAVE"), Out: testWriter{t}})
+		SlaveBinary: os.Getenv("REDCRAWL_BENCH_SLAVE"), InProcess: inProcess, Out: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +170,7 @@ func TestRunRounds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Options{Hosts: 2, PagesPerHost: 30, PageBytes: 1000, Slaves: []int{1, 2}, Rounds: 3,
-		Concurrency: 4, OutDir: t.TempDir(), Config: &cfg, Out: &out})
+		Concurrency: 4, OutDir: t.TempDir(), Config: &cfg, InProcess: inProcess, Out: &out})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
@@ -276,4 +246,13 @@ func TestPages99(t *testing.T) {
 			t.Errorf("pages99(%d) = %d, want %d", n, got, want)
 		}
 	}
+}
+
+// inProcess runs the tests' slaves in this process.
+func inProcess(cfg *config.Config, id string, rdb *redis.Client, log *slog.Logger) (func(context.Context) error, error) {
+	s, err := slaved.New(cfg, slaved.Options{ID: id, Logger: log, Redis: rdb})
+	if err != nil {
+		return nil, err
+	}
+	return s.Run, nil
 }

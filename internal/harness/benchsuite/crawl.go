@@ -8,20 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/slaveproc"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
 // minExpectedURLs is the smallest dedup.expected_urls the config accepts.
@@ -65,73 +60,53 @@ func (b *bench) crawlConfig(slaves int) (config.Config, error) {
 	return cfg, nil
 }
 
-// slaveSet is the slaves of one crawl.
+// slaveSet is the slaves of one crawl: in this process (Options.InProcess)
+// or processes of Options.SlaveBinary.
 type slaveSet struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	procs  []*exec.Cmd
-	logs   []string
-	mu     sync.Mutex
-	exits  []error
+	procs  *slaveproc.Set
 }
 
 // startSlaves starts n slaves, in this process or as subprocesses. died is
 // called when a subprocess exits before it was stopped.
 func (b *bench) startSlaves(cfg *config.Config, n int, newClient func() *redis.Client, died func(error)) (*slaveSet, error) {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-s%d", cfg.Crawl.Name, i+1)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ss := &slaveSet{cancel: cancel}
-	var cfgPath string
 	if b.opt.SlaveBinary != "" {
-		var err error
-		if cfgPath, err = writeConfigFile(b.tmp, cfg); err != nil {
+		cfgPath, err := slaveproc.WriteConfig(b.tmp, cfg)
+		if err != nil {
 			cancel()
 			return nil, err
 		}
-	}
-	for i := range n {
-		id := fmt.Sprintf("%s-s%d", cfg.Crawl.Name, i+1)
-		if b.opt.SlaveBinary == "" {
-			s, err := slaved.New(cfg, slaved.Options{ID: id, Logger: b.opt.Logger, Redis: newClient()})
-			if err != nil {
-				ss.stop()
-				return nil, fmt.Errorf("benchsuite: slave: %w", err)
-			}
-			ss.wg.Add(1)
-			go func() { defer ss.wg.Done(); s.Run(ctx) }()
-			continue
+		ss.procs, err = slaveproc.Start(slaveproc.Options{Binary: b.opt.SlaveBinary, Config: cfgPath, LogDir: b.tmp,
+			StopTimeout: SlaveStopTimeout, Died: died}, ids...)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("benchsuite: %w", err)
 		}
-		logPath := filepath.Join(b.tmp, id+".log")
-		logf, err := os.Create(logPath)
+		return ss, nil
+	}
+	for _, id := range ids {
+		run, err := b.opt.InProcess(cfg, id, newClient(), b.opt.Logger)
 		if err != nil {
 			ss.stop()
-			return nil, fmt.Errorf("benchsuite: slave log: %w", err)
+			return nil, fmt.Errorf("benchsuite: slave: %w", err)
 		}
-		cmd := exec.CommandContext(ctx, b.opt.SlaveBinary, "run", "--config", cfgPath, "--id", id)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.Env = slaveEnv()
-		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-		cmd.WaitDelay = SlaveStopTimeout
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			ss.stop()
-			return nil, fmt.Errorf("benchsuite: start slave: %w", err)
-		}
-		ss.procs = append(ss.procs, cmd)
-		ss.logs = append(ss.logs, logPath)
 		ss.wg.Add(1)
-		go func() {
-			defer ss.wg.Done()
-			err := cmd.Wait()
-			logf.Close()
-			if ctx.Err() == nil {
-				died(fmt.Errorf("slave %s exited early (%v): %s", id, err, tail(logPath)))
-			}
-		}()
+		go func() { defer ss.wg.Done(); run(ctx) }()
 	}
 	return ss, nil
 }
 
 func (ss *slaveSet) stop() {
+	if ss.procs != nil {
+		ss.procs.Stop()
+	}
 	ss.cancel()
 	ss.wg.Wait()
 }
@@ -139,48 +114,35 @@ func (ss *slaveSet) stop() {
 // rss returns the largest VmRSS of the subprocesses now, or 0.
 func (ss *slaveSet) rss() int64 {
 	var m int64
-	for _, c := range ss.procs {
-		m = max(m, procStatusKB(c.Process.Pid, "VmRSS"))
+	for _, pid := range ss.pids() {
+		m = max(m, procStatusKB(pid, "VmRSS"))
 	}
 	return m
 }
 
 // usage returns the subprocesses' CPU and their largest peak RSS, or -1s.
 func (ss *slaveSet) usage() (cpu time.Duration, peak int64) {
-	if len(ss.procs) == 0 {
+	pids := ss.pids()
+	if len(pids) == 0 {
 		return -1, -1
 	}
 	peak = -1
-	for _, c := range ss.procs {
-		if d := procCPU(c.Process.Pid); d >= 0 {
+	for _, pid := range pids {
+		if d := procCPU(pid); d >= 0 {
 			cpu += d
 		} else {
 			return -1, -1
 		}
-		peak = max(peak, procStatusKB(c.Process.Pid, "VmHWM"))
+		peak = max(peak, procStatusKB(pid, "VmHWM"))
 	}
 	return cpu, peak
 }
 
-// slaveEnv is this process's environment without CRAWLER_ variables, which
-// would override the slave's config file.
-func slaveEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, config.EnvPrefix) {
-			env = append(env, kv)
-		}
+func (ss *slaveSet) pids() []int {
+	if ss.procs == nil {
+		return nil
 	}
-	return env
-}
-
-// tail returns the end of a log file.
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return strings.TrimSpace(string(b))
+	return ss.procs.Pids()
 }
 
 // runCrawl crawls the site with the master and n slaves.

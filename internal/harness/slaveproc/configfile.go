@@ -1,4 +1,4 @@
-package benchsuite
+package slaveproc
 
 import (
 	"fmt"
@@ -18,24 +18,26 @@ import (
 func configYAML(cfg *config.Config) ([]byte, error) {
 	m, ok := yamlValue(reflect.ValueOf(*cfg)).(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("benchsuite: config is not a struct")
+		return nil, fmt.Errorf("slaveproc: config is not a struct")
 	}
 	return yaml.Marshal(m)
 }
 
-// writeConfigFile writes cfg to a new file in dir and returns its path.
-func writeConfigFile(dir string, cfg *config.Config) (string, error) {
+// WriteConfig writes cfg to a new file in dir (mode 0600: it may name
+// password files) that config.Load reads back to the same values, and
+// returns its path.
+func WriteConfig(dir string, cfg *config.Config) (string, error) {
 	b, err := configYAML(cfg)
 	if err != nil {
 		return "", err
 	}
 	f, err := os.CreateTemp(dir, "slave-config-*.yaml")
 	if err != nil {
-		return "", fmt.Errorf("benchsuite: slave config: %w", err)
+		return "", fmt.Errorf("slaveproc: slave config: %w", err)
 	}
 	if _, err := f.Write(b); err != nil {
 		f.Close()
-		return "", fmt.Errorf("benchsuite: slave config: %w", err)
+		return "", fmt.Errorf("slaveproc: slave config: %w", err)
 	}
 	return f.Name(), f.Close()
 }

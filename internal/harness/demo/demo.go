@@ -1,4 +1,9 @@
-package masterd
+// Package demo is the crawl of `make demo` (master demo): it serves the
+// synthetic site of internal/harness/testsite on loopback addresses, crawls
+// it with a master in this process and slaves as processes of the slave
+// binary, against the configured Redis and MySQL, and prints what the site
+// saw and what landed in MySQL.
+package demo
 
 import (
 	"context"
@@ -10,30 +15,32 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/slaveproc"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
+	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/store"
-	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
-// DemoOptions size the demo crawl.
-type DemoOptions struct {
+// Options size the demo crawl.
+type Options struct {
 	Hosts        int
 	PagesPerHost int
 	Slaves       int
+	SlaveBinary  string // the slave binary its slaves are processes of
 	Logger       *slog.Logger
-	Out          io.Writer
+	Out          io.Writer // the summary
+	SlaveOutput  io.Writer // the slaves' logs; nil = discarded
 }
 
-// Demo serves a synthetic site on loopback addresses, crawls it with a
-// master and slaves in this process against the configured Redis and
-// MySQL, and prints a summary: coverage, exactly-once, politeness as the
-// site saw it, and what landed in MySQL.
-func Demo(ctx context.Context, base *config.Config, opt DemoOptions) error {
+// Run serves a synthetic site on loopback addresses, crawls it with a
+// master in this process and slaves as processes of opt.SlaveBinary
+// against the configured Redis and MySQL, and prints a summary: coverage,
+// exactly-once, politeness as the site saw it, and what landed in MySQL.
+func Run(ctx context.Context, base *config.Config, opt Options) error {
 	site, err := testsite.Start(testsite.Options{Hosts: opt.Hosts, PagesPerHost: opt.PagesPerHost,
 		Robots: true, Specials: true, Hostile: true, Dynamic: opt.Hosts >= 2, Seed: 1})
 	if err != nil {
@@ -101,33 +108,46 @@ func Demo(ctx context.Context, base *config.Config, opt DemoOptions) error {
 		fmt.Fprintf(opt.Out, "demo: %s\n", rendering)
 	}
 
-	if _, err := Seed(ctx, &cfg, site.Seeds()); err != nil {
+	tmp, err := os.MkdirTemp("", "redcrawl-demo-")
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	cfgPath, err := slaveproc.WriteConfig(tmp, &cfg)
+	if err != nil {
+		return err
+	}
+
+	if _, err := masterd.Seed(ctx, &cfg, site.Seeds()); err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
 	start := time.Now()
-	slaveCtx, stopSlaves := context.WithCancel(ctx)
-	defer stopSlaves()
-	var wg sync.WaitGroup
-	for i := range opt.Slaves {
-		s, err := slaved.New(&cfg, slaved.Options{ID: fmt.Sprintf("demo-slave-%d", i+1), Logger: opt.Logger})
-		if err != nil {
-			return err
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); s.Run(slaveCtx) }()
+	mctx, stopMaster := context.WithCancelCause(ctx)
+	defer stopMaster(nil)
+	ids := make([]string, opt.Slaves)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("demo-slave-%d", i+1)
 	}
-	m := New(&cfg, Options{ExitWhenDone: true, Logger: opt.Logger, ProgressEvery: 2 * time.Second})
-	runErr := m.Run(ctx)
+	slaves, err := slaveproc.Start(slaveproc.Options{Binary: opt.SlaveBinary, Config: cfgPath, Output: opt.SlaveOutput,
+		StopTimeout: cfg.Slave.ShutdownTimeout + 5*time.Second, Died: func(err error) { stopMaster(err) }}, ids...)
+	if err != nil {
+		return err
+	}
+	defer slaves.Stop()
+	m := masterd.New(&cfg, masterd.Options{ExitWhenDone: true, Logger: opt.Logger, ProgressEvery: 2 * time.Second})
+	runErr := m.Run(mctx)
 	elapsed := time.Since(start)
-	stopSlaves()
-	wg.Wait()
+	slaves.Stop()
+	if cause := context.Cause(mctx); cause != nil && ctx.Err() == nil {
+		return cause // a slave died
+	}
 	if runErr != nil {
 		return runErr
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return demoSummary(ctx, &cfg, site, elapsed, opt.Out)
+	return summary(ctx, &cfg, site, elapsed, opt.Out)
 }
 
 // demoShopRules is the demo's rule file for the test site's shop: the
@@ -160,12 +180,14 @@ func browserRequest(pathOrURL string) bool {
 		strings.HasSuffix(pathOrURL, "/favicon.ico")
 }
 
-func demoSummary(ctx context.Context, cfg *config.Config, site *testsite.Site, elapsed time.Duration, out io.Writer) error {
-	st, err := Status(ctx, cfg)
+// summary prints what the site saw and what landed in MySQL; an error when
+// the crawl missed expected pages or fetched disallowed ones.
+func summary(ctx context.Context, cfg *config.Config, site *testsite.Site, elapsed time.Duration, out io.Writer) error {
+	st, err := masterd.Status(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	db, err := OpenStore(ctx, cfg)
+	db, err := masterd.OpenStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
