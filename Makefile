@@ -36,7 +36,7 @@ bench: services build
 	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/latency --latency 20ms --slave-counts 1,2,4 --rounds 2
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./shared/frontier/
 	$(GO) test -run '^$$' -bench CalendarTrap -benchtime 1x ./slave/slaved/
-	$(GO) test -run '^$$' -bench . -benchmem ./shared/robots/ ./shared/urlx/ ./shared/content/ ./shared/dnscache/ ./shared/warc/ ./shared/session/ ./shared/banker/ ./shared/rules/ ./shared/extract/ ./shared/render/
+	$(GO) test -run '^$$' -bench . -benchmem ./shared/robots/ ./shared/urlx/ ./slave/content/ ./slave/dnscache/ ./slave/warc/ ./slave/session/ ./slave/banker/ ./shared/rules/ ./shared/extract/ ./slave/render/
 
 ## demo: crawl a built-in demo site on loopback with a master and two slaves
 demo: services build

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
-	"github.com/redcrawl/redcrawl/shared/netguard"
+	"github.com/redcrawl/redcrawl/slave/netguard"
 )
 
 // wptEntry is one test of WHATWG's urltestdata.json.

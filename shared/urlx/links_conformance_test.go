@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
-	"github.com/redcrawl/redcrawl/shared/content"
+	"github.com/redcrawl/redcrawl/slave/content"
 )
 
 // linkCase is one page of ../shared/conformance/links/cases.json: Scrapy's

@@ -14,12 +14,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redcrawl/redcrawl/shared/content"
-	"github.com/redcrawl/redcrawl/shared/dnscache"
 	"github.com/redcrawl/redcrawl/shared/events"
-	"github.com/redcrawl/redcrawl/shared/netguard"
 	"github.com/redcrawl/redcrawl/shared/rules"
-	"github.com/redcrawl/redcrawl/shared/session"
+	"github.com/redcrawl/redcrawl/slave/content"
+	"github.com/redcrawl/redcrawl/slave/dnscache"
+	"github.com/redcrawl/redcrawl/slave/netguard"
+	"github.com/redcrawl/redcrawl/slave/session"
 )
 
 // Fetcher fetches one URL without following redirects.

@@ -14,9 +14,9 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/redcrawl/redcrawl/shared/config"
-	"github.com/redcrawl/redcrawl/shared/dnscache"
 	"github.com/redcrawl/redcrawl/shared/events"
-	"github.com/redcrawl/redcrawl/shared/netguard"
+	"github.com/redcrawl/redcrawl/slave/dnscache"
+	"github.com/redcrawl/redcrawl/slave/netguard"
 )
 
 // dnsServer answers A queries for names under .test with 127.0.0.1 and a

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/redcrawl/redcrawl/shared/dnscache"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/slave/dnscache"
 )
 
 // Result is what the slave made of one URL (FetchOne): what a crawl

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/redcrawl/redcrawl/shared/content"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/robots"
+	"github.com/redcrawl/redcrawl/slave/content"
 )
 
 // Doc is a fetched 2xx document on its way through a content handler.

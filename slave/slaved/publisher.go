@@ -6,7 +6,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/session"
+	"github.com/redcrawl/redcrawl/slave/session"
 )
 
 // maxPendingEvents bounds the proxy events kept through a Redis outage.

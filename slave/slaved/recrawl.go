@@ -6,7 +6,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/warc"
+	"github.com/redcrawl/redcrawl/slave/warc"
 )
 
 // Incremental recrawls, on the slave. A lease of a page fetched before

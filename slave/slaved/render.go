@@ -10,12 +10,12 @@ import (
 	"os"
 	"time"
 
-	"github.com/redcrawl/redcrawl/shared/banker"
-	"github.com/redcrawl/redcrawl/shared/content"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/render"
 	"github.com/redcrawl/redcrawl/shared/rules"
+	"github.com/redcrawl/redcrawl/slave/banker"
+	"github.com/redcrawl/redcrawl/slave/content"
+	"github.com/redcrawl/redcrawl/slave/render"
 )
 
 // Resource kinds of the slave's governor.

@@ -10,8 +10,8 @@ import (
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/robots"
-	"github.com/redcrawl/redcrawl/shared/sitemap"
 	"github.com/redcrawl/redcrawl/shared/urlx"
+	"github.com/redcrawl/redcrawl/slave/sitemap"
 )
 
 // Sitemaps (README "Sitemaps"). A sitemap is fetched as a task like any

@@ -36,19 +36,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redcrawl/redcrawl/shared/banker"
 	"github.com/redcrawl/redcrawl/shared/config"
-	"github.com/redcrawl/redcrawl/shared/dnscache"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/metrics"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
-	"github.com/redcrawl/redcrawl/shared/render"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/robots"
 	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/urlx"
-	"github.com/redcrawl/redcrawl/shared/warc"
+	"github.com/redcrawl/redcrawl/slave/banker"
+	"github.com/redcrawl/redcrawl/slave/dnscache"
+	"github.com/redcrawl/redcrawl/slave/render"
+	"github.com/redcrawl/redcrawl/slave/warc"
 )
 
 const (

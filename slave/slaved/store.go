@@ -11,7 +11,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/warc"
+	"github.com/redcrawl/redcrawl/slave/warc"
 )
 
 // storeWARC writes a response and its request to the slave's WARC file and

@@ -9,11 +9,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
-	"github.com/redcrawl/redcrawl/shared/sitemap"
+	"github.com/redcrawl/redcrawl/slave/sitemap"
 )
 
 // TestSitemapRoutes: with Options.Sitemaps, host 0 serves each sitemap form
-// (as shared/sitemap reads it), robots.txt lists the robots-mode ones, and
+// (as slave/sitemap reads it), robots.txt lists the robots-mode ones, and
 // the orphan pages answer; without it they are 404.
 func TestSitemapRoutes(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())

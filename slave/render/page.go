@@ -22,7 +22,7 @@ import (
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
-	"github.com/redcrawl/redcrawl/shared/netguard"
+	"github.com/redcrawl/redcrawl/slave/netguard"
 )
 
 // Tunables of the waits.

@@ -17,7 +17,7 @@ import (
 	"github.com/miekg/dns"
 	"go.uber.org/goleak"
 
-	"github.com/redcrawl/redcrawl/shared/netguard"
+	"github.com/redcrawl/redcrawl/slave/netguard"
 )
 
 func TestMain(m *testing.M) {
