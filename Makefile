@@ -64,7 +64,7 @@ test-pi: services
 	$(GO) test -count=1 -v -timeout 10m ./slave/pi/
 
 fmt:
-	gofmt -w master slave shared internal migrations
+	gofmt -w master slave shared internal
 
 clean:
 	rm -rf $(BIN) results

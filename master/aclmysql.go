@@ -10,8 +10,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
-	"github.com/redcrawl/redcrawl/shared/store"
 )
 
 // isACLMySQL reports whether an acl command line asks for MySQL grants.

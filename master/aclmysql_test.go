@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/redcrawl/redcrawl/shared/store/storetest"
+	"github.com/redcrawl/redcrawl/master/store/storetest"
 )
 
 func TestACLMySQLUsage(t *testing.T) {

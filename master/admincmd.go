@@ -15,7 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/redcrawl/redcrawl/master/admin"
+	"github.com/redcrawl/redcrawl/master/internal/admin"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
 )

@@ -13,10 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
+	"github.com/redcrawl/redcrawl/master/store"
+	"github.com/redcrawl/redcrawl/master/store/storetest"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/store"
-	"github.com/redcrawl/redcrawl/shared/store/storetest"
 )
 
 // TestAdminCommands runs the admin commands against the real Redis and

@@ -13,11 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/frontier/frontiertest"
-	"github.com/redcrawl/redcrawl/shared/store"
 )
 
 // TestACLCrawl crawls the test site with a master and two slaves against

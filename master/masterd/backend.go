@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redcrawl/redcrawl/master/admin"
+	"github.com/redcrawl/redcrawl/master/internal/admin"
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/rules"
-	"github.com/redcrawl/redcrawl/shared/store"
 )
 
 // backend is the master's side of the admin server (admin.Backend): Redis

@@ -21,11 +21,11 @@ import (
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/store"
+	"github.com/redcrawl/redcrawl/master/store/storetest"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/store"
-	"github.com/redcrawl/redcrawl/shared/store/storetest"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 

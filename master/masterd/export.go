@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
-	"github.com/redcrawl/redcrawl/shared/store"
 )
 
 // ExportOptions select the items to export.

@@ -12,8 +12,8 @@ import (
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/store"
 )
 
 // TestShardedClusterFailover crawls a 48-host test site as one crawl of 6

@@ -17,12 +17,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
+	"github.com/redcrawl/redcrawl/master/store"
+	"github.com/redcrawl/redcrawl/master/store/storetest"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/metrics"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
-	"github.com/redcrawl/redcrawl/shared/store"
-	"github.com/redcrawl/redcrawl/shared/store/storetest"
 )
 
 // xaddEvents writes recs to the stream key as one entry, as the

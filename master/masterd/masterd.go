@@ -24,7 +24,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redcrawl/redcrawl/master/admin"
+	"github.com/redcrawl/redcrawl/master/internal/admin"
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -33,7 +34,6 @@ import (
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/secret"
-	"github.com/redcrawl/redcrawl/shared/store"
 )
 
 // Options tune a master beyond the config file.

@@ -7,12 +7,12 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/hostpolicy"
 	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/secret"
-	"github.com/redcrawl/redcrawl/shared/store"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 

@@ -6,10 +6,10 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/rules"
-	"github.com/redcrawl/redcrawl/shared/store"
 	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 

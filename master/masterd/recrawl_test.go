@@ -18,8 +18,8 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
-	"github.com/redcrawl/redcrawl/shared/store"
 )
 
 // recrawlRules extracts an item from every ordinary page of the three

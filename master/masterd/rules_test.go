@@ -13,8 +13,8 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/store"
 )
 
 const rulesV1 = `name: site

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
-	"github.com/redcrawl/redcrawl/shared/store"
+	"github.com/redcrawl/redcrawl/master/store"
 )
 
 // TestScheduledRecrawl runs a master whose crawl carries a schedule: after

@@ -42,7 +42,7 @@ type reseeder interface {
 	Reseed(ctx context.Context, name string) (int, error)
 }
 
-// runStore records fired slots (shared/store.Store).
+// runStore records fired slots (master/store.Store).
 type runStore interface {
 	ClaimRun(ctx context.Context, crawl, name, spec string, due time.Time, master string) (claimed bool, err error)
 	SetRunSeeds(ctx context.Context, crawl, name string, due time.Time, seeds int) error

@@ -15,10 +15,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
+	"github.com/redcrawl/redcrawl/master/store"
+	"github.com/redcrawl/redcrawl/master/store/storetest"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
 	"github.com/redcrawl/redcrawl/shared/rules"
-	"github.com/redcrawl/redcrawl/shared/store"
-	"github.com/redcrawl/redcrawl/shared/store/storetest"
 )
 
 // at is 2030-01-<day> hh:mm in the master's local time, in which schedules

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
-	"github.com/redcrawl/redcrawl/master/admin"
+	"github.com/redcrawl/redcrawl/master/internal/admin"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"

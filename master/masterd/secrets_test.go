@@ -27,8 +27,8 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
-	"github.com/redcrawl/redcrawl/shared/store"
 	"github.com/redcrawl/redcrawl/slave/session"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )

@@ -12,9 +12,9 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/store"
 )
 
 // BenchmarkSeedMemory seeds 100k and 1M URLs (1,000 hosts, ~70-byte URLs)

@@ -13,11 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
+	"github.com/redcrawl/redcrawl/master/store"
+	"github.com/redcrawl/redcrawl/master/store/storetest"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
-	"github.com/redcrawl/redcrawl/shared/store"
-	"github.com/redcrawl/redcrawl/shared/store/storetest"
 )
 
 // sinkFixture is one crawl's frontier on the test Redis and a migrated

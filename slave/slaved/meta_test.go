@@ -15,9 +15,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
+	"github.com/redcrawl/redcrawl/master/store"
+	"github.com/redcrawl/redcrawl/master/store/storetest"
 	"github.com/redcrawl/redcrawl/shared/events"
-	"github.com/redcrawl/redcrawl/shared/store"
-	"github.com/redcrawl/redcrawl/shared/store/storetest"
 )
 
 // TestRobotsMetaSite crawls the test site's /meta/ pages, with default

@@ -16,8 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/master/store/storetest"
 	"github.com/redcrawl/redcrawl/shared/config"
-	"github.com/redcrawl/redcrawl/shared/store/storetest"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 

@@ -21,8 +21,8 @@ import (
 	"github.com/redcrawl/redcrawl/internal/harness/slaveproc"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
-	"github.com/redcrawl/redcrawl/shared/store"
 )
 
 // Options size the demo crawl.

@@ -1,5 +1,5 @@
 // Package migrations holds redcrawl's MySQL schema as goose SQL migrations.
-// The schema is created only by applying these (shared/store.Open does it
+// The schema is created only by applying these (master/store.Open does it
 // with a goose provider); nothing else issues DDL at run time.
 //
 // Add a change as a new file NNNNN_description.sql with both a

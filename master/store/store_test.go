@@ -16,8 +16,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/redcrawl/redcrawl/master/store/storetest"
 	"github.com/redcrawl/redcrawl/shared/events"
-	"github.com/redcrawl/redcrawl/shared/store/storetest"
 )
 
 // wantTables is every table a fully migrated database has.
