@@ -1,0 +1,330 @@
+package rules
+
+// Parsers of a rule file's sections: politeness, session, render, items and
+// their fields.
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/redcrawl/redcrawl/shared/extract"
+	"go.yaml.in/yaml/v3"
+)
+
+func (p *fileParser) politeness(n *yaml.Node, pol *Politeness) {
+	for _, kv := range p.mapping(n, "politeness", politenessKeys) {
+		switch kv.key {
+		case "delay":
+			if d, ok := p.duration(kv.v); ok {
+				pol.Delay = &d
+			}
+		case "jitter":
+			if f, ok := p.number(kv.v); ok {
+				if f < 0 || f > 10 {
+					p.errorf(kv.v, "jitter %v must be between 0 and 10", f)
+				} else {
+					pol.Jitter = &f
+				}
+			}
+		case "concurrency":
+			if c, ok := p.integer(kv.v); ok {
+				if c < 1 {
+					p.errorf(kv.v, "concurrency %d must be >= 1", c)
+				} else {
+					pol.Concurrency = &c
+				}
+			}
+		}
+	}
+}
+
+func (p *fileParser) session(n *yaml.Node, s *Session) {
+	for _, kv := range p.mapping(n, "session", sessionKeys) {
+		switch kv.key {
+		case "proxies":
+			if b, ok := p.boolean(kv.v); ok {
+				s.Proxies = &b
+			}
+		case "cookies":
+			if b, ok := p.boolean(kv.v); ok {
+				s.Cookies = &b
+			}
+		case "proxy_pool":
+			if v, ok := p.str(kv.v); ok {
+				if !p.pools[v] {
+					known := make([]string, 0, len(p.pools))
+					for k := range p.pools {
+						if k != "" {
+							known = append(known, k)
+						}
+					}
+					sort.Strings(known)
+					p.errorf(kv.v, "unknown proxy pool %q (known: %s)%s", v, strings.Join(known, ", "), didYouMean(v, known))
+				} else {
+					s.ProxyPool = v
+				}
+			}
+		}
+	}
+}
+
+func (p *fileParser) render(n *yaml.Node) *Render {
+	r := &Render{Timeout: DefaultRenderTimeout}
+	before := len(p.errs)
+	for _, kv := range p.mapping(n, "render rule", renderKeys) {
+		v := kv.v
+		switch kv.key {
+		case "match":
+			r.Match, r.match = p.regexes(v)
+		case "wait_selector":
+			if s, ok := p.str(v); ok && p.css(v, s) {
+				r.WaitSelector = s
+			}
+		case "wait_network_idle":
+			r.WaitNetworkIdle, _ = p.boolean(v)
+		case "timeout":
+			if d, ok := p.duration(v); ok {
+				if d == 0 {
+					p.errorf(v, "timeout must be > 0")
+				}
+				r.Timeout = d
+			}
+		case "scroll":
+			if i, ok := p.integer(v); ok {
+				if i < 0 {
+					p.errorf(v, "scroll %d must be >= 0", i)
+				}
+				r.Scroll = i
+			}
+		case "click":
+			c := &Click{Times: 1}
+			for _, kv := range p.mapping(v, "click", clickKeys) {
+				switch kv.key {
+				case "selector":
+					if s, ok := p.str(kv.v); ok && p.css(kv.v, s) {
+						c.Selector = s
+					}
+				case "times":
+					if i, ok := p.integer(kv.v); ok {
+						if i < 1 {
+							p.errorf(kv.v, "times %d must be >= 1", i)
+						}
+						c.Times = i
+					}
+				}
+			}
+			if c.Selector == "" && v.Kind == yaml.MappingNode && len(p.errs) == before {
+				p.errorf(v, "click: missing selector")
+			}
+			r.Click = c
+		case "block":
+			for _, e := range p.seq(v) {
+				if s, ok := p.str(e); ok {
+					if !contains(blockTypes, s) {
+						p.errorf(e, "unknown resource type %q (want one of %s)%s", s, strings.Join(blockTypes, ", "), didYouMean(s, blockTypes))
+						continue
+					}
+					r.Block = append(r.Block, s)
+				}
+			}
+		case "maybe_dynamic":
+			md := &MaybeDynamic{}
+			for _, kv := range p.mapping(v, "maybe_dynamic", maybeKeys) {
+				switch kv.key {
+				case "match":
+					md.Match, md.match = p.regexes(kv.v)
+				case "min_links":
+					if i, ok := p.integer(kv.v); ok {
+						if i < 1 {
+							p.errorf(kv.v, "min_links %d must be >= 1", i)
+						}
+						md.MinLinks = i
+					}
+				}
+			}
+			if len(p.errs) == before && (len(md.Match) == 0 || md.MinLinks == 0) && v.Kind == yaml.MappingNode {
+				p.errorf(v, "maybe_dynamic needs match and min_links")
+			}
+			r.MaybeDynamic = md
+		}
+	}
+	if len(p.errs) == before && n.Kind == yaml.MappingNode && len(r.Match) == 0 && r.MaybeDynamic == nil {
+		p.errorf(n, "render rule: want match (URLs always rendered) or maybe_dynamic")
+	}
+	if len(p.errs) > before {
+		return nil
+	}
+	return r
+}
+
+// css validates a selector with cascadia (the engine of goquery and colly).
+func (p *fileParser) css(n *yaml.Node, s string) bool {
+	if _, err := extract.Compile([]extract.Field{{Name: "selector", CSS: s}}); err != nil {
+		var ce *extract.CompileError
+		if errors.As(err, &ce) {
+			err = ce.Err
+		}
+		p.errorf(n, "bad css selector: %v", err)
+		return false
+	}
+	return true
+}
+
+// item parses one item rule and compiles its fields; it returns the name
+// and its node, for duplicate errors, even when the item has errors.
+func (p *fileParser) item(n *yaml.Node) (*ItemRule, string, *yaml.Node) {
+	it, nameNode := p.itemRule(n)
+	name := ""
+	if nameNode != n && nameNode != nil && nameNode.Kind == yaml.ScalarNode {
+		name = nameNode.Value
+	}
+	return it, name, nameNode
+}
+
+func (p *fileParser) itemRule(n *yaml.Node) (*ItemRule, *yaml.Node) {
+	it := &ItemRule{}
+	before := len(p.errs)
+	nameNode := n
+	var fieldsNode *yaml.Node
+	for _, kv := range p.mapping(n, "item", itemKeys) {
+		switch kv.key {
+		case "name":
+			nameNode = kv.v
+			it.Name, _ = p.str(kv.v)
+		case "match":
+			it.Match, it.match = p.regexes(kv.v)
+		case "fields":
+			fieldsNode = kv.v
+		}
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, nil
+	}
+	if it.Name == "" && len(p.errs) == before {
+		p.errorf(nameNode, "item: missing name")
+	}
+	if fieldsNode == nil {
+		if len(p.errs) == before {
+			p.errorf(n, "item %q: missing fields", it.Name)
+		}
+		return nil, nameNode
+	}
+	// Parse each field; compile the ones without YAML errors, mapping
+	// extract's errors back to the key's node.
+	type parsed struct {
+		f    extract.Field
+		pos  map[string]*yaml.Node
+		orig int
+	}
+	var good []parsed
+	for i, fn := range p.seq(fieldsNode) {
+		fb := len(p.errs)
+		f, pos := p.field(fn)
+		if len(p.errs) == fb {
+			good = append(good, parsed{f, pos, i})
+			it.Fields = append(it.Fields, f)
+		}
+	}
+	node := func(i int, key string) (*yaml.Node, int) { return posOf(good[i].pos, key), good[i].orig }
+	if len(it.Fields) == 0 && len(p.errs) == before {
+		p.errorf(fieldsNode, "item %q: no fields", it.Name)
+	}
+	if len(p.errs) > before {
+		// Still report selector errors of the good fields.
+		fs := make([]extract.Field, len(good))
+		for i, g := range good {
+			fs[i] = g.f
+		}
+		_, err := extract.Compile(fs)
+		p.compileErrors(err, node)
+		return nil, nameNode
+	}
+	ex, err := extract.Compile(it.Fields)
+	if err != nil {
+		p.compileErrors(err, node)
+		return nil, nameNode
+	}
+	it.Extractor = ex
+	return it, nameNode
+}
+
+// compileErrors reports extract.Compile's errors at their keys' nodes;
+// node maps a compiled field index to its node and index in the file.
+func (p *fileParser) compileErrors(err error, node func(i int, key string) (*yaml.Node, int)) {
+	if err == nil {
+		return
+	}
+	var list []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	} else {
+		list = []error{err}
+	}
+	for _, e := range list {
+		var ce *extract.CompileError
+		if errors.As(e, &ce) {
+			n, orig := node(ce.Index, ce.Key)
+			c := *ce
+			c.Index = orig
+			p.errorf(n, "%v", &c)
+		} else {
+			p.errorf(nil, "%v", e)
+		}
+	}
+}
+
+// field parses one extract.Field; pos maps each key (and "transform[i]")
+// to its node, "" to the field's mapping.
+func (p *fileParser) field(n *yaml.Node) (extract.Field, map[string]*yaml.Node) {
+	var f extract.Field
+	pos := map[string]*yaml.Node{"": n}
+	for _, kv := range p.mapping(n, "field", fieldKeys) {
+		v := kv.v
+		pos[kv.key] = v
+		switch kv.key {
+		case "name":
+			pos["name"] = v
+			f.Name, _ = p.str(v)
+		case "css", "xpath", "regex", "json":
+			s, ok := p.str(v)
+			if !ok {
+				break
+			}
+			if s == "" {
+				p.errorf(v, "%s: empty", kv.key)
+				break
+			}
+			switch kv.key {
+			case "css":
+				f.CSS = s
+			case "xpath":
+				f.XPath = s
+			case "regex":
+				f.Regex = s
+			case "json":
+				f.JSON = s
+			}
+		case "attr":
+			f.Attr, _ = p.str(v)
+		case "list":
+			f.List, _ = p.boolean(v)
+		case "required":
+			f.Required, _ = p.boolean(v)
+		case "type":
+			f.Type, _ = p.str(v)
+		case "transform":
+			for _, tn := range p.seq(v) {
+				var t extract.Transform
+				if err := t.UnmarshalYAML(tn); err != nil {
+					p.errorf(tn, "%v", err)
+					continue
+				}
+				pos[fmt.Sprintf("transform[%d]", len(f.Transform))] = tn
+				f.Transform = append(f.Transform, t)
+			}
+		}
+	}
+	return f, pos
+}
