@@ -1,0 +1,240 @@
+package slaved
+
+// Claiming: as many tasks as there are free workers, and the waits between
+// claims (for acks to land, for the master's wake-up, for pages done).
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/retry"
+)
+
+// claimLoop claims as many tasks as there are free workers and starts a
+// fetch for each, until ctx is cancelled.
+func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, acks *batcher[frontier.Completion]) {
+	conc := s.cfg.Slave.Concurrency
+	free := make(chan struct{}, conc)
+	for range conc {
+		free <- struct{}{}
+	}
+	fail := 0
+	// acks go with the claims (CompleteClaim) when the frontier can
+	cc, _ := s.front.(frontier.CompleteClaimer)
+	for ctx.Err() == nil {
+		// wait for at least one free worker
+		select {
+		case <-ctx.Done():
+			return
+		case <-free:
+		}
+		n := 1 + takeFree(free, conc-1)
+		if n < max(2, conc/4) {
+			if cc != nil {
+				// few workers are free: give others a moment to finish,
+				// so that one script acks and claims for several
+				retry.Sleep(ctx, claimGather)
+			} else {
+				// their pages' host slots open in Redis only when their
+				// acks land: wait for the next ack (at most claimGather)
+				drainSignal(s.acked)
+				s.wait(ctx, claimGather, nil)
+			}
+			n += takeFree(free, conc-n)
+		}
+		claimStart := time.Now()
+		res, err := s.claim(ctx, cc, acks, n)
+		s.met.ObserveClaim(time.Since(claimStart))
+		leases, wait, busy := res.Leases, res.Wait, res.Busy
+		s.met.Claimed(len(leases))
+		if err != nil {
+			for range n {
+				free <- struct{}{}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			fail++
+			s.rl.Log(ctx, levelWarn, "claim", "claim failed; pausing", "err", err)
+			retry.Sleep(ctx, retry.Backoff(fail))
+			continue
+		}
+		if fail > 0 {
+			s.log.Info("claiming again", "after_failures", fail)
+			s.rl.Reset("claim")
+			fail = 0
+		}
+		if res.RulesVersion != "" {
+			s.rulesSeen(res.RulesVersion)
+		}
+		for range n - len(leases) {
+			free <- struct{}{}
+		}
+		if s.dns != nil && len(leases) > 1 {
+			// resolve the other tasks' hosts while the first ones fetch
+			hosts := make([]string, 0, len(leases))
+			for _, l := range leases {
+				if u, err := url.Parse(l.URL); err == nil {
+					hosts = append(hosts, u.Hostname())
+				}
+			}
+			s.dns.Prefetch(hosts)
+		}
+		for _, l := range leases {
+			s.track(l, true)
+			pool.Add(1)
+			go func() {
+				defer pool.Done()
+				defer func() { free <- struct{}{} }()
+				c := s.process(fetchCtx, l)
+				if c.Outcome == frontier.Done || c.Outcome == frontier.Fail {
+					s.pages.Add(1)
+					s.met.Page(c.Outcome == frontier.Done)
+				}
+				acks.add(c)
+			}()
+		}
+		if len(leases) == 0 || (len(leases) < n && wait != 0) {
+			// nothing (more) ready: the claim took every host it could, so
+			// claiming again at once would find none (an empty script
+			// call); sleep until the earliest host's time, spread a little
+			// so slaves do not all wake at once
+			d := s.cfg.Slave.IdlePoll
+			if wait >= 0 && wait < d {
+				d = wait
+			}
+			if busy {
+				// every host with queued work is at its concurrency, or
+				// requests are in flight whose acks bring links: a slot
+				// frees, or work comes, when any slave's lease ends, about
+				// one fetch time from now; look again after half of one
+				// (busyPollFirst before this slave has timed a fetch)
+				half := time.Duration(s.fetchAvg.Load() / 2)
+				if half <= 0 {
+					half = busyPollFirst
+				}
+				d = min(d, max(2*time.Millisecond, half))
+			}
+			d += time.Duration(rand.Int64N(int64(d)/4 + int64(time.Millisecond)))
+			if cc != nil {
+				// ... or until one of this slave's pages is done: its ack
+				// goes with the next claim (one script for both)
+				s.wait(ctx, d, s.done)
+			} else {
+				// ... or until one of this slave's acks frees a host slot
+				s.wait(ctx, d, nil)
+			}
+		}
+	}
+}
+
+// claim leases up to n tasks. With cc, the finished pages' completions
+// waiting for the acker go with the claim: the host slots they free are
+// this slave's to claim in the same script, before another slave's claim
+// finds them, and one script serves both; on an error they go back to the
+// acker.
+func (s *Slave) claim(ctx context.Context, cc frontier.CompleteClaimer, acks *batcher[frontier.Completion], n int) (frontier.ClaimResult, error) {
+	opts := frontier.ClaimOptions{Render: s.canRender.Load()}
+	var cs []frontier.Completion
+	if cc != nil {
+		cs = acks.take(maxAckBatch)
+	}
+	if len(cs) == 0 {
+		return s.front.ClaimWaitOpts(ctx, s.id, n, opts)
+	}
+	start := time.Now()
+	// not cut short by a shutdown: the acks would be sent twice
+	acked, res, err := cc.CompleteClaim(context.WithoutCancel(ctx), s.id, cs, n, opts)
+	if err != nil {
+		acks.putBack(cs)
+		return res, err
+	}
+	s.met.ObserveAck(time.Since(start))
+	s.acksDone(cs, acked)
+	return res, nil
+}
+
+// busyPollFirst is how soon a slave looks again when work may come from
+// leases in flight (ClaimResult.Busy) before it has timed a fetch of its own.
+const busyPollFirst = 20 * time.Millisecond
+
+// claimGather bounds how long the claim loop waits, when few workers are
+// free, for more to finish (acks and claim in one script) or, with a
+// frontier that cannot do both at once, for the next ack (claimLoop).
+const claimGather = time.Millisecond
+
+// busyGather bounds how long a claim loop that found no free host slot
+// gathers its pages' acks before it acks and claims (wait); the acker
+// holds a small batch longer (ackHold), so the claim carries them.
+const busyGather = 10 * time.Millisecond
+
+// takeFree takes up to n more tokens from free without waiting and returns
+// how many it took.
+func takeFree(free chan struct{}, n int) int {
+	for k := range n {
+		select {
+		case <-free:
+		default:
+			return k
+		}
+	}
+	return n
+}
+
+// wakeAll makes the next claim ask every shard (frontier.Redis.WakeAll).
+func (s *Slave) wakeAll() {
+	if w, ok := s.front.(interface{ WakeAll() }); ok {
+		w.WakeAll()
+	}
+}
+
+// signal sets a signal channel of capacity one, if not set already.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits up to d for one of this slave's acks to land (s.acked), for
+// the master to announce queued work (s.wake), for done (nil: never), or
+// for ctx to end. The claim loop passes s.done, signalled when one of its
+// pages is done (its completion queued), when its acks go with its claims:
+// a page done ends the wait after a gather time, a quarter of the average
+// fetch (busyGather bounds it), so that the claim that follows acks the
+// pages done meanwhile too: while every host with work is at its
+// concurrency, only acks free slots, and one script per gather time acks
+// and claims them, instead of a complete script per ack batch and claims
+// that find nothing.
+func (s *Slave) wait(ctx context.Context, d time.Duration, done <-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+		return
+	case <-s.acked:
+		return
+	case <-s.wake:
+		// work was announced: the next claim asks every shard, also one
+		// that a claim under way at the announcement marked quiet
+		s.wakeAll()
+		return
+	case <-done:
+	}
+	g := min(max(claimGather, time.Duration(s.fetchAvg.Load()/4)), busyGather)
+	retry.Sleep(ctx, g)
+}
+
+// drainSignal empties a signal channel of capacity one.
+func drainSignal(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+	}
+}

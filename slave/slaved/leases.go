@@ -1,0 +1,72 @@
+package slaved
+
+// The leases a slave holds: tracked while their fetches run, and extended
+// before they expire.
+
+import (
+	"context"
+	"time"
+
+	"github.com/redcrawl/redcrawl/shared/frontier"
+)
+
+func (s *Slave) track(l frontier.Lease, add bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		s.leases[l.URL] = l
+	} else {
+		delete(s.leases, l.URL)
+	}
+	s.met.SetInFlight(len(s.leases))
+}
+
+func (s *Slave) inFlight() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.leases))
+}
+
+func (s *Slave) held() []frontier.Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]frontier.Lease, 0, len(s.leases))
+	for _, l := range s.leases {
+		out = append(out, l)
+	}
+	return out
+}
+
+// extender pushes the deadlines of leases held for more than a third of
+// the lease duration, so long fetches are not taken back.
+func (s *Slave) extender(ctx context.Context) {
+	every := s.cfg.Lease.Duration / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var old []frontier.Lease
+		for _, l := range s.held() {
+			if time.Since(l.LeasedAt) > every {
+				old = append(old, l)
+			}
+		}
+		if len(old) == 0 {
+			continue
+		}
+		held, err := s.front.Extend(ctx, s.id, old)
+		if err != nil {
+			s.rl.Log(ctx, levelWarn, "extend", "extend leases", "err", err)
+			continue
+		}
+		for i, ok := range held {
+			if !ok {
+				s.log.Debug("lease lost while fetching", "url", old[i].URL)
+			}
+		}
+	}
+}
