@@ -4,13 +4,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"strings"
 
+	"github.com/redcrawl/redcrawl/shared/cli"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
@@ -31,9 +31,7 @@ func aclCmd(args []string, stdout, stderr io.Writer) int {
 	if isACLMySQL(args) {
 		return runACLMySQL(args, stdout, stderr)
 	}
-	fs := flag.NewFlagSet("master acl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, aclUsage) }
+	fs := cli.New("master acl", aclUsage, stdout, stderr)
 	cfgPath := fs.String("config", "", "config file: its crawl.name when --crawl is not given")
 	crawl := fs.String("crawl", "", "crawl name")
 	role := fs.String("role", frontier.RoleSlave, "slave, master or admin")
@@ -41,8 +39,8 @@ func aclCmd(args []string, stdout, stderr io.Writer) int {
 	user := fs.String("user", "", "Redis user name (default redcrawl-slave-ID, redcrawl-master-CRAWL, redcrawl-admin-CRAWL)")
 	pwFile := fs.String("password-file", "", "file holding the user's password (created with a random one when missing)")
 	format := fs.String("format", "aclfile", "aclfile or setuser")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "master acl: unexpected arguments %q\n%s", fs.Args(), aclUsage)

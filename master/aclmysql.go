@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +9,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/redcrawl/redcrawl/master/store"
+	"github.com/redcrawl/redcrawl/shared/cli"
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
@@ -30,16 +29,11 @@ func isACLMySQL(args []string) bool {
 // of mysql.dsn (a root user becomes "redcrawl") and the user of
 // mysql.migrate_dsn.
 func runACLMySQL(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("master acl --mysql", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: master acl --mysql [--config config.yaml] [--user U] [--host H] [--database D]\n"+
-			"                       [--migrate-user M] [--password-file F] [--migrate-password-file F]\n\n"+
-			"Prints CREATE USER and GRANT statements for a runtime user (row privileges on the crawl\n"+
-			"tables, no DDL: mysql.dsn) and a migration user (DDL on the crawl database:\n"+
-			"mysql.migrate_dsn). Run them as a MySQL administrator.\n\n")
-		fs.PrintDefaults()
-	}
+	fs := cli.New("master acl --mysql", "usage: master acl --mysql [--config config.yaml] [--user U] [--host H] [--database D]\n"+
+		"                       [--migrate-user M] [--password-file F] [--migrate-password-file F]\n\n"+
+		"Prints CREATE USER and GRANT statements for a runtime user (row privileges on the crawl\n"+
+		"tables, no DDL: mysql.dsn) and a migration user (DDL on the crawl database:\n"+
+		"mysql.migrate_dsn). Run them as a MySQL administrator.\n", stdout, stderr)
 	fs.Bool("mysql", true, "print MySQL/MariaDB grants")
 	cfgPath := fs.String("config", "config.yaml", "config file (for the defaults of the names)")
 	user := fs.String("user", "", "runtime user (default: mysql.dsn's user, or redcrawl when that is root)")
@@ -48,11 +42,8 @@ func runACLMySQL(args []string, stdout, stderr io.Writer) int {
 	migrateUser := fs.String("migrate-user", "", "migration user (default: mysql.migrate_dsn's user; none when unset)")
 	pwFile := fs.String("password-file", "", "file holding the runtime user's password (default: a placeholder)")
 	migratePWFile := fs.String("migrate-password-file", "", "file holding the migration user's password")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "master acl --mysql: unexpected arguments %q\n", fs.Args())
@@ -60,7 +51,7 @@ func runACLMySQL(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
-		if _, statErr := os.Stat(*cfgPath); statErr == nil || flagSet(fs, "config") {
+		if _, statErr := os.Stat(*cfgPath); statErr == nil || fs.Given("config") {
 			fmt.Fprintf(stderr, "master: %v\n", err)
 			return config.ExitCode(err)
 		}

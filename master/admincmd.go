@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/master/internal/admin"
 	"github.com/redcrawl/redcrawl/master/masterd"
-	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/cli"
 )
 
 // adminCommands are the admin's commands: reads of the logs and live
@@ -36,10 +35,8 @@ var adminCommands = map[string]string{
 
 // adminCmd runs one admin command; it returns the exit status.
 func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("master "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "config.yaml", "config file")
-	crawl := fs.String("crawl", "", "crawl name (overrides crawl.name)")
+	fs := cli.New("master "+cmd, "usage: master "+cmd+" [flags]\n\n"+adminCommands[cmd]+"\n", stdout, stderr)
+	cfgPath, crawl := configFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	var (
 		since, until             *time.Duration
@@ -66,11 +63,8 @@ func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.
 	case "retire-proxy":
 		proxy = fs.String("proxy", "", "proxy URL, credentials redacted as listed")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "master %s: unexpected arguments %q\n", cmd, fs.Args())
@@ -94,14 +88,9 @@ func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.
 	case cmd == "retire-proxy" && *proxy == "":
 		return usageErr("--proxy is required")
 	}
-	cfg, err := config.Load(*cfgPath)
-	if err == nil && *crawl != "" {
-		cfg.Crawl.Name = *crawl
-		err = cfg.Validate()
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "master: %v\n", err)
-		return config.ExitCode(err)
+	cfg, code := loadConfig(*cfgPath, *crawl, stderr)
+	if cfg == nil {
+		return code
 	}
 	slog.SetDefault(cfg.NewLogger(stderr))
 	b, closeFn, err := masterd.OpenBackend(ctx, cfg)

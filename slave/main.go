@@ -1,6 +1,6 @@
 // Command slave joins a redcrawl crawl and fetches its pages.
 //
-//	slave run [--config config.yaml] [--id ID] [--concurrency N]
+//	slave run [--config config.yaml] [--crawl NAME] [--id ID] [--concurrency N]
 //
 // SIGINT or SIGTERM is a graceful leave: the slave stops claiming,
 // finishes its fetches within slave.shutdown_timeout, gives back the rest
@@ -10,8 +10,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,44 +18,56 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/redcrawl/redcrawl/shared/cli"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
-const usage = `usage: slave run [--config config.yaml] [--id ID] [--concurrency N]
+// runUsage is slave run's usage, above its flags.
+const runUsage = `usage: slave run [--config config.yaml] [--crawl NAME] [--id ID] [--concurrency N]
+
+Join the crawl and fetch its pages until SIGINT or SIGTERM (a graceful
+leave: finish the fetches within slave.shutdown_timeout, give back the
+rest) or the admin's drain.
+`
+
+const usage = runUsage + `
+Run "slave run -h" for its flags.
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "run" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(stderr, usage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
+			fmt.Fprint(stdout, usage)
 			return 0
 		}
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	fs := flag.NewFlagSet("slave run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.New("slave run", runUsage, stdout, stderr)
 	cfgPath := fs.String("config", "config.yaml", "config file")
+	crawl := fs.String("crawl", "", "crawl name (overrides crawl.name)")
 	id := fs.String("id", "", "slave id (default host-pid-random)")
 	conc := fs.Int("concurrency", 0, "fetches in flight (overrides slave.concurrency)")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := fs.Parse(args[1:]); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "slave run: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
 	cfg, err := config.Load(*cfgPath)
-	if err == nil && *conc != 0 {
-		cfg.Slave.Concurrency = *conc
+	if err == nil && (*conc != 0 || *crawl != "") {
+		if *conc != 0 {
+			cfg.Slave.Concurrency = *conc
+		}
+		if *crawl != "" {
+			cfg.Crawl.Name = *crawl
+		}
 		err = cfg.Validate()
 	}
 	if err != nil {

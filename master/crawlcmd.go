@@ -1,0 +1,296 @@
+package main
+
+// The commands that run and read a crawl: run, seed, status, export,
+// migrate and rules check.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/shared/cli"
+	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/rules"
+)
+
+func runCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	f := cli.New("master run", `usage: master run [--config config.yaml] [--crawl NAME] [--exit-when-done]
+
+Supervise the crawl: migrations, lost tasks, slaves, events to MySQL.
+`, stdout, stderr)
+	cfgPath, crawl := configFlags(f)
+	exitWhenDone := f.Bool("exit-when-done", false, "exit 0 once the crawl is finished")
+	cfg, log, code := setup(f, args, cfgPath, crawl, stderr)
+	if cfg == nil {
+		return code
+	}
+	if f.NArg() > 0 {
+		fmt.Fprintf(stderr, "master run: unexpected arguments %q\n", f.Args())
+		return 2
+	}
+	if err := masterd.New(cfg, masterd.Options{ExitWhenDone: *exitWhenDone, Logger: log}).Run(ctx); err != nil {
+		log.Error("master failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func migrateCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	f := cli.New("master migrate", `usage: master migrate [--config config.yaml]
+
+Create the database if missing and apply the migrations (as
+mysql.migrate_dsn's user when set, else mysql.dsn's).
+`, stdout, stderr)
+	cfgPath := f.String("config", "config.yaml", "config file")
+	cfg, _, code := setup(f, args, cfgPath, nil, stderr)
+	if cfg == nil {
+		return code
+	}
+	if f.NArg() > 0 {
+		fmt.Fprintf(stderr, "master migrate: unexpected arguments %q\n", f.Args())
+		return 2
+	}
+	if err := masterd.Migrate(ctx, cfg); err != nil {
+		fmt.Fprintf(stderr, "master migrate: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "migrations applied")
+	return 0
+}
+
+func seedCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	f := cli.New("master seed", `usage: master seed [--config config.yaml] [--crawl NAME] URL... | --file FILE | --recrawl
+
+Add seed URLs (arguments, or --file FILE with one URL a line, - for stdin),
+recorded in MySQL, then enqueued (README: Recorded seeds); --recrawl: fetch
+every recorded page again now, conditionally (README: Incremental recrawls).
+`, stdout, stderr)
+	cfgPath, crawl := configFlags(f)
+	file := f.String("file", "", "read URLs from FILE, one a line (- for stdin)")
+	recrawlFlag := f.Bool("recrawl", false, "start a recrawl now: every recorded page again, with conditional requests")
+	cfg, _, code := setup(f, args, cfgPath, crawl, stderr)
+	if cfg == nil {
+		return code
+	}
+	if *recrawlFlag {
+		if f.NArg() > 0 || *file != "" {
+			fmt.Fprintln(stderr, "master seed: --recrawl takes no URLs (it enqueues the recorded pages and seeds)")
+			return 2
+		}
+		n, err := masterd.Recrawl(ctx, cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "master seed --recrawl: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "crawl %s: recrawl started, %d pages enqueued\n", cfg.Crawl.Name, n)
+		return 0
+	}
+	urls := f.Args()
+	if *file != "" {
+		more, err := readLines(*file, stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "master seed: %v\n", err)
+			return 2
+		}
+		urls = append(urls, more...)
+	}
+	if len(urls) == 0 {
+		fmt.Fprintln(stderr, "master seed: no URLs (give them as arguments or with --file)")
+		return 2
+	}
+	res, err := masterd.Seed(ctx, cfg, urls)
+	for _, r := range res.Rejected {
+		fmt.Fprintf(stderr, "rejected %s\n", printable(r))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "master seed: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "crawl %s: %d added, %d already seen, %d rejected\n", cfg.Crawl.Name, res.Added, res.Seen, len(res.Rejected))
+	if res.Added+res.Seen == 0 && len(res.Rejected) > 0 {
+		return 2
+	}
+	return 0
+}
+
+func statusCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	f := cli.New("master status", `usage: master status [--config config.yaml] [--crawl NAME] [--json]
+
+Show the crawl's counters.
+`, stdout, stderr)
+	cfgPath, crawl := configFlags(f)
+	asJSON := f.Bool("json", false, "print JSON")
+	cfg, _, code := setup(f, args, cfgPath, crawl, stderr)
+	if cfg == nil {
+		return code
+	}
+	st, err := masterd.Status(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "master status: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(st)
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	rv := st.RulesVersion
+	if rv == "" {
+		rv = "none"
+	}
+	shards := "1"
+	if n := len(st.Shards); n > 1 {
+		var parts []string
+		for _, s := range st.Shards {
+			parts = append(parts, fmt.Sprintf("%d: %d queued, %d in flight", s.Shard, s.Queued, s.InFlight))
+		}
+		shards = fmt.Sprintf("%d (%s)", n, strings.Join(parts, "; "))
+	}
+	fmt.Fprintf(tw, "crawl\t%s\nqueued\t%d (render %d)\nin flight\t%d\nretry\t%d\ndone\t%d\nfailed\t%d\nseen\t%d\nlost\t%d\nduplicates\t%d\ntrap links dropped\t%d\nslaves alive\t%d (render-capable %d)\npages/s\t%.1f\nrules version\t%s\npaused\t%v\nfinished\t%v\n",
+		st.Crawl, st.Queued, st.RenderQueued, st.InFlight, st.Retry, st.Done, st.Failed, st.Seen, st.Lost, st.Duplicates,
+		st.TrapDropped, st.SlavesAlive, st.RenderSlaves, st.PagesPerSec, rv, st.Paused, st.Finished)
+	fmt.Fprintf(tw, "shards\t%s\n", shards)
+	if only, due := st.OnlyRetries(time.Now()); only {
+		fmt.Fprintf(tw, "waiting\tonly on %d retries; the next is due in %s\n", st.Retry, due.Round(100*time.Millisecond))
+	} else if st.Retry > 0 && st.NextRetryAt > 0 {
+		fmt.Fprintf(tw, "next retry\tdue in %s\n", max(time.Until(time.UnixMilli(st.NextRetryAt)), 0).Round(100*time.Millisecond))
+	}
+	switch {
+	case st.Recrawl != nil:
+		r := st.Recrawl
+		fmt.Fprintf(tw, "recrawl\trun %d since %s: %d unchanged, %d changed, %d new\n",
+			r.Run, r.Started.Format(time.RFC3339), r.Unchanged, r.Changed, r.New)
+	case st.RecrawlError != "":
+		fmt.Fprintf(tw, "recrawl\trun %d: counts unavailable (%s)\n", st.RecrawlRun, st.RecrawlError)
+	}
+	tw.Flush()
+	return 0
+}
+
+func exportCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	f := cli.New("master export", `usage: master export [--config config.yaml] --crawl NAME [--rule R] [--item I] --format jsonl|csv [--out FILE]
+
+Stream extracted items out of MySQL.
+`, stdout, stderr)
+	cfgPath, crawl := configFlags(f)
+	rule := f.String("rule", "", "only items of this rule set")
+	item := f.String("item", "", "only items of this item rule")
+	format := f.String("format", "jsonl", "jsonl or csv")
+	out := f.String("out", "", "write to FILE instead of stdout")
+	cfg, _, code := setup(f, args, cfgPath, crawl, stderr)
+	if cfg == nil {
+		return code
+	}
+	if *crawl == "" {
+		fmt.Fprintln(stderr, "master export: --crawl is required")
+		return 2
+	}
+	if *format != "jsonl" && *format != "csv" {
+		fmt.Fprintf(stderr, "master export: --format %q must be jsonl or csv\n", *format)
+		return 2
+	}
+	w := stdout
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			fmt.Fprintf(stderr, "master export: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		w = f
+	}
+	n, err := masterd.Export(ctx, cfg, masterd.ExportOptions{Crawl: cfg.Crawl.Name, Rule: *rule, Item: *item,
+		Format: *format}, w)
+	if err != nil {
+		fmt.Fprintf(stderr, "master export: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "exported %d items\n", n)
+	return 0
+}
+
+func rulesCmd(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	const synopsis = "usage: master rules check [--config config.yaml] [DIR]\n"
+	if len(args) == 0 || args[0] != "check" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprint(stdout, synopsis)
+			return 0
+		}
+		fmt.Fprint(stderr, synopsis)
+		return 2
+	}
+	f := cli.New("master rules check", synopsis+`
+Validate the rule files of DIR (default rules.dir) without running
+anything: exit 2 with every error as file:line:col.
+`, stdout, stderr)
+	cfgPath := f.String("config", "config.yaml", "config file (for rules.dir and the proxy pool names)")
+	if code, ok := f.Parse(args[1:]); !ok {
+		return code
+	}
+	return rulesCheck(*cfgPath, f.Args(), stdout, stderr)
+}
+
+// rulesCheck validates a rule directory: exit 0 when valid, 2 with every
+// error (file:line: message) otherwise.
+func rulesCheck(cfgPath string, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 1 {
+		fmt.Fprintf(stderr, "master rules check: one directory at most, got %q\n", args)
+		return 2
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		if _, statErr := os.Stat(cfgPath); statErr != nil && len(args) == 1 {
+			def := config.Default() // checking a directory needs no config file
+			cfg, err = &def, nil
+		} else {
+			fmt.Fprintf(stderr, "master: %v\n", err)
+			return config.ExitCode(err)
+		}
+	}
+	dir := cfg.Rules.Dir
+	if len(args) == 1 {
+		dir = args[0]
+	}
+	if dir == "" {
+		fmt.Fprintln(stderr, "master rules check: no directory (rules.dir is empty)")
+		return 2
+	}
+	set, err := rules.LoadDir(dir, rules.LoadOptions{ProxyPools: cfg.ProxyPoolNames()})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	fmt.Fprintf(stdout, "%s: %d files, %d rule sets, version %s\n", dir, len(set.Files), len(set.Sets), set.Version)
+	return 0
+}
+
+func readLines(path string, stdin io.Reader) ([]string, error) {
+	var r io.Reader = stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("read seeds: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	var out []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read seeds from %s: %w", path, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,117 @@
+package main
+
+// The commands that crawl a synthetic site with their own slaves, which
+// are processes of the slave binary: demo and bench.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
+	"github.com/redcrawl/redcrawl/internal/harness/demo"
+	"github.com/redcrawl/redcrawl/internal/harness/slaveproc"
+	"github.com/redcrawl/redcrawl/shared/cli"
+)
+
+// slaveBinaryFlag adds --slave-binary.
+func slaveBinaryFlag(f *cli.Flags) *string {
+	return f.String("slave-binary", "", "the slave binary the slaves are processes of (default: the slave beside this master)")
+}
+
+// slaveBinaryOf is the slave binary of --slave-binary, by default the one
+// beside this master.
+func slaveBinaryOf(flagValue string) (string, error) {
+	if flagValue == "" {
+		return slaveproc.Binary()
+	}
+	if _, err := os.Stat(flagValue); err != nil {
+		return "", fmt.Errorf("--slave-binary: %w", err)
+	}
+	return flagValue, nil
+}
+
+func demoCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	f := cli.New("master demo", `usage: master demo [--config config.yaml] [--hosts N] [--pages N] [--slaves N] [--slave-binary bin/slave]
+
+Crawl a built-in demo site on loopback (127.0.0.2…) with a master in this
+process and slaves that are processes of the slave binary, against the
+configured Redis and MySQL, then summarize.
+`, stdout, stderr)
+	cfgPath := f.String("config", "config.yaml", "config file")
+	hosts := f.Int("hosts", 5, "number of demo hosts on 127.0.0.x")
+	pages := f.Int("pages", 60, "pages per host")
+	slaves := f.Int("slaves", 2, "number of slaves")
+	slaveBinary := slaveBinaryFlag(f)
+	cfg, log, code := setup(f, args, cfgPath, nil, stderr)
+	if cfg == nil {
+		return code
+	}
+	bin, err := slaveBinaryOf(*slaveBinary)
+	if err != nil {
+		fmt.Fprintf(stderr, "master demo: %v\n", err)
+		return 2
+	}
+	opt := demo.Options{Hosts: *hosts, PagesPerHost: *pages, Slaves: *slaves, SlaveBinary: bin,
+		Logger: log, Out: stdout, SlaveOutput: stderr}
+	if err := demo.Run(ctx, cfg, opt); err != nil {
+		fmt.Fprintf(stderr, "master demo: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func benchCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	f := cli.New("master bench", `usage: master bench [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results] [flags]
+
+Crawl a synthetic site on loopback with 1, 2 and 4 slaves (processes of
+the slave binary) and with plain colly; write a Markdown table and an SVG
+chart under --out.
+`, stdout, stderr)
+	cfgPath := f.String("config", "config.yaml", "config file")
+	hosts := f.Int("hosts", 20, "number of site hosts on 127.0.0.x")
+	pages := f.Int("pages", 1000, "pages per host")
+	out := f.String("out", "results", "results directory")
+	slaveCounts := f.String("slave-counts", "1,2,4", "slave counts to run")
+	slaveBinary := slaveBinaryFlag(f)
+	linksPerPage := f.Int("links", 8, "links per page")
+	pageBytes := f.Int("page-bytes", 15000, "page size")
+	conc := f.Int("concurrency", 64, "fetches in flight per slave (and colly's total)")
+	hostConc := f.Int("host-concurrency", 4, "requests in flight per host, both crawlers")
+	latency := f.Duration("latency", 0, "the site's delay before answering each request")
+	rounds := f.Int("rounds", 1, "repeat colly and every slave count this many times; report the median round")
+	cfg, log, code := setup(f, args, cfgPath, nil, stderr)
+	if cfg == nil {
+		return code
+	}
+	var counts []int
+	for _, s := range strings.Split(*slaveCounts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "master bench: --slave-counts %q: want numbers like 1,2,4\n", *slaveCounts)
+			return 2
+		}
+		counts = append(counts, n)
+	}
+	dir := *out
+	if dir == "" {
+		dir = "results"
+	}
+	bin, err := slaveBinaryOf(*slaveBinary)
+	if err != nil {
+		fmt.Fprintf(stderr, "master bench: %v\n", err)
+		return 2
+	}
+	rep, err := benchsuite.Run(ctx, benchsuite.Options{Hosts: *hosts, PagesPerHost: *pages, PageBytes: *pageBytes,
+		LinksPerPage: *linksPerPage, Slaves: counts, Concurrency: *conc, HostConcurrency: *hostConc,
+		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, Logger: log, Out: stdout})
+	if err != nil {
+		fmt.Fprintf(stderr, "master bench: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, rep.Markdown())
+	return 0
+}
