@@ -234,7 +234,6 @@ func sampleNode(ctx context.Context, nd *redisNode) (nodeSample, error) {
 	return s, nil
 }
 
-
 // ---- the crawls ----
 
 type clusterCrawlParams struct {

@@ -30,7 +30,8 @@ local function claim_tasks(slave, maxn, render, now)
   for _, m in ipairs(due) do
     redis.call('ZREM', K_RETRY, m)
     local host, prio, task = string.match(m, '^([^\t]*)\t([^\t]*)\t(.*)$')
-    push(host, prio, task, false)
+    -- a member no function wrote (a slave's raw ZADD) is dropped
+    if host and tonumber(prio) and task_url(task) then push(host, prio, task, false) else stat('refused', 1) end
   end
   --[[mark:k_retries]]
 
@@ -173,30 +174,36 @@ local function claim_tasks(slave, maxn, render, now)
         --[[mark:k_pop]]
         for _, task in ipairs(got) do
           local url = task_url(task)
-          if seq then
-            seq = seq + 1
+          if not url then
+            -- a task no function queued (a slave's raw push, never
+            -- counted in queued): dropped
+            stat('refused', 1)
           else
-            seq = redis.call('HINCRBY', K_META, 'leaseseq', 1)
-            seq_first = seq
+            stat('queued', -1)
+            if r then stat('rqueued', -1) end
+            if seq then
+              seq = seq + 1
+            else
+              seq = redis.call('HINCRBY', K_META, 'leaseseq', 1)
+              seq_first = seq
+            end
+            local token = seq
+            infl = hincr(K_HINFL, host, 1)
+            lease_z[#lease_z + 1] = deadline_s
+            lease_z[#lease_z + 1] = url
+            lease_h[#lease_h + 1] = url
+            lease_h[#lease_h + 1] = lease_pre .. string.format('%d', token) .. lease_mid .. host .. '\t' .. prio .. '\t' .. task
+            out[#out + 1] = host
+            out[#out + 1] = prio
+            out[#out + 1] = task
+            out[#out + 1] = token
+            out[#out + 1] = now
+            out[#out + 1] = now + lease_ms
+            out[#out + 1] = ''
+            vals.at[#vals.at + 1] = #out
+            vals.url[#vals.url + 1] = url
+            n = n + 1
           end
-          local token = seq
-          stat('queued', -1)
-          if r then stat('rqueued', -1) end
-          infl = hincr(K_HINFL, host, 1)
-          lease_z[#lease_z + 1] = deadline_s
-          lease_z[#lease_z + 1] = url
-          lease_h[#lease_h + 1] = url
-          lease_h[#lease_h + 1] = lease_pre .. string.format('%d', token) .. lease_mid .. host .. '\t' .. prio .. '\t' .. task
-          out[#out + 1] = host
-          out[#out + 1] = prio
-          out[#out + 1] = task
-          out[#out + 1] = token
-          out[#out + 1] = now
-          out[#out + 1] = now + lease_ms
-          out[#out + 1] = ''
-          vals.at[#vals.at + 1] = #out
-          vals.url[#vals.url + 1] = url
-          n = n + 1
           take = take - 1
         end
         --[[mark:k_lease_each]]

@@ -141,7 +141,7 @@ local function complete_leases(slave, n, now, counts)
     i = links_at + TUPLE * nlinks
 
     local d = lease_data[c]
-    if ended[url] then d = false end
+    if ended[url] or (d and not d[6]) then d = false end
     local held = false
     if d then
       held = d[1] == slave and d[2] == token

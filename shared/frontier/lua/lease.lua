@@ -13,6 +13,11 @@ local function lose(zkey, hkey, url, data, reason, now)
   local slave, leased_at, host, prio, task = d[1], tonumber(d[3]), d[4], d[5], d[6]
   redis.call('ZREM', zkey, url)
   redis.call('HDEL', hkey, url)
+  if not task or not tonumber(prio) then
+    -- lease data no function wrote (a slave's raw HSET): dropped
+    stat('refused', 1)
+    return
+  end
   host_done(host)
   local cur = host_next(host)
   local hd = host_delay(host)

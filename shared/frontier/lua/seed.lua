@@ -122,14 +122,19 @@ register('requeue_failed', function()
   arg_count(2)
   local limit = int(2, 1, LIMITS.batch, 'limit')
   local n = 0
-  while n < limit do
+  for _ = 1, limit do
     local e = redis.call('LPOP', K.FAILED)
     if not e then break end
     local f = splitn(e, 4)
     local host, prio, task = f[2], f[3], f[4]
-    local t = splitn(task, 4)
-    push(host, prio, t[1] .. '\t' .. t[2] .. '\t0\t' .. t[4], false)
-    n = n + 1
+    local t = task and splitn(task, 4)
+    if t and t[4] and tonumber(prio) then
+      push(host, prio, t[1] .. '\t' .. t[2] .. '\t0\t' .. t[4], false)
+      n = n + 1
+    else
+      -- an entry no function wrote (a slave's raw RPUSH): dropped
+      stat('refused', 1)
+    end
   end
   if n > 0 then
     stat('failed', -n)
