@@ -102,6 +102,7 @@ end)
 -- ARGV: prefix, limit (1 to LIMITS.recover).
 -- Returns: the number of leases taken back.
 register('recover_expired', function()
+  master_only()
   arg_count(2)
   local limit = int(2, 1, LIMITS.recover, 'limit')
   local now = now_ms()
@@ -122,6 +123,7 @@ end)
 -- record the death or leave here).
 -- Returns: the number of leases taken back.
 register('retire', function()
+  master_only()
   arg_count(5)
   local slave = check_slave(ARGV[2])
   local kind, detail, record = ARGV[3], str(4, LIMITS.reason, 'detail'), flag(5, 'record')

@@ -19,6 +19,7 @@ end
 -- host, scope_host, prio, task, qvar).
 -- Returns: the number of seeds enqueued.
 register('seed', function()
+  master_only()
   local n, np = int(2, 0, LIMITS.batch, 'n'), int(3, 0, LIMITS.batch, 'np')
   arg_count(3 + 4 * np + TUPLE * n)
   check_policies(4, np)
@@ -61,6 +62,7 @@ end)
 -- seed), then n × tuple, then n × validators ('' for none).
 -- Returns: the number of tasks enqueued.
 register('reseed', function()
+  master_only()
   local n, np = int(2, 0, LIMITS.batch, 'n'), int(3, 0, LIMITS.batch, 'np')
   arg_count(3 + 4 * np + (TUPLE + 1) * n)
   check_policies(4, np)
@@ -119,6 +121,7 @@ end)
 -- ARGV: prefix, limit (1 to LIMITS.batch).
 -- Returns: the number of tasks requeued.
 register('requeue_failed', function()
+  master_only()
   arg_count(2)
   local limit = int(2, 1, LIMITS.batch, 'limit')
   local n = 0
