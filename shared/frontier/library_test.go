@@ -212,3 +212,84 @@ func TestLibraryCluster(t *testing.T) {
 		t.Fatalf("slave after the library was loaded again: %d leases, %v", len(ls), err)
 	}
 }
+
+// TestUpgradeFromScripts: a crawl created by a version that ran EVAL
+// scripts (no functions library on the Redis, no settings key, no lib in
+// meta; its queues, leases and dedup as they were) goes on once a master
+// of this version opens it: the slaves wait for the library with a clear
+// error until then, and the work queued and leased before is all done.
+func TestUpgradeFromScripts(t *testing.T) {
+	srv := testutil.StartRedis(t, nil)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	opt := Options{Crawl: "upgrade", HostConcurrency: 2}
+	master, err := NewRedis(ctx, rdb, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seeds []Task
+	for i := range 6 {
+		seeds = append(seeds, Task{URL: fmt.Sprintf("http://h%d.test/", i%3) + strconv.Itoa(i), Host: fmt.Sprintf("h%d.test", i%3),
+			ScopeHost: fmt.Sprintf("h%d.test", i%3)})
+	}
+	if _, err := master.Seed(ctx, seeds); err != nil {
+		t.Fatal(err)
+	}
+	held, err := master.Claim(ctx, "s1", 2)
+	if err != nil || len(held) != 2 {
+		t.Fatalf("claim: %d, %v", len(held), err)
+	}
+	// what the older version left: no library, no settings, no lib field
+	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	k := master.Keys()
+	if err := rdb.Del(ctx, k.Settings).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HDel(ctx, k.Meta, metaLibrary).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	slaveOpt := opt
+	slaveOpt.Slave = "s1"
+	if _, err := NewRedis(ctx, rdb, slaveOpt); !errors.Is(err, ErrNoLibrary) {
+		t.Fatalf("slave before the master: %v, want the library missing", err)
+	}
+	if _, err := NewRedis(ctx, rdb, opt); err != nil {
+		t.Fatalf("master of this version on the older crawl: %v", err)
+	}
+	slave, err := NewRedis(ctx, rdb, slaveOpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the leases held before the upgrade are acked; the rest is claimed
+	var done []string
+	cs := []Completion{}
+	for _, l := range held {
+		cs = append(cs, Completion{Lease: l, Outcome: Done})
+		done = append(done, l.URL)
+	}
+	if acked, err := slave.Complete(ctx, "s1", cs); err != nil || !acked[0] || !acked[1] {
+		t.Fatalf("ack of leases from before the upgrade: %v, %v", acked, err)
+	}
+	for range 20 {
+		ls, err := slave.Claim(ctx, "s1", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) == 0 {
+			break
+		}
+		for _, l := range ls {
+			done = append(done, l.URL)
+			if _, err := slave.Complete(ctx, "s1", []Completion{{Lease: l, Outcome: Done}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(done) != len(seeds) {
+		t.Errorf("done %d of %d: %v", len(done), len(seeds), done)
+	}
+}
