@@ -158,12 +158,12 @@ func TestFunctionsRefuse(t *testing.T) {
 		args []any    // after the prefix
 		want string   // in the error
 	}{
-		{"claim: max over the cap", "claim", nil, []any{"s1", maxClaim + 1, 1, 0}, "max must be a whole number in [1, 1000]"},
-		{"claim: max not a number", "claim", nil, []any{"s1", "ten", 1, 0}, "max must be"},
-		{"claim: render not a flag", "claim", nil, []any{"s1", 1, 1, "yes"}, "render must be 0 or 1"},
-		{"claim: too few arguments", "claim", nil, []any{"s1", 1}, "want 5 arguments, got 3"},
-		{"claim: a slave id with a glob", "claim", nil, []any{"s*", 1, 1, 0}, "not a slave id"},
-		{"claim: another crawl's prefix", "claim", []string{other.Keys().Meta}, []any{"s1", 1, 1, 0}, "meta key"},
+		{"claim: max over the cap", "claim", nil, []any{"s1", maxClaim + 1, 1, 0, 0}, "max must be a whole number in [1, 1000]"},
+		{"claim: max not a number", "claim", nil, []any{"s1", "ten", 1, 0, 0}, "max must be"},
+		{"claim: render not a flag", "claim", nil, []any{"s1", 1, 1, "yes", 0}, "render must be 0 or 1"},
+		{"claim: too few arguments", "claim", nil, []any{"s1", 1}, "want 6 arguments, got 3"},
+		{"claim: a slave id with a glob", "claim", nil, []any{"s*", 1, 1, 0, 0}, "not a slave id"},
+		{"claim: another crawl's prefix", "claim", []string{other.Keys().Meta}, []any{"s1", 1, 1, 0, 0}, "meta key"},
 		{"complete: n past the completions", "complete", nil, completionArgs(t, f, l, nil, set(2, 2)), "completion 2 runs past"},
 		{"complete: unknown outcome", "complete", nil, completionArgs(t, f, l, nil, set(5, "steal")), "unknown outcome"},
 		{"complete: unknown event type", "complete", nil, completionArgs(t, f, l, nil, set(16, "item; DROP")), "unknown event type"},
@@ -174,7 +174,7 @@ func TestFunctionsRefuse(t *testing.T) {
 		{"complete: arguments after the last", "complete", nil, completionArgs(t, f, l, nil, func(a []any) []any { return append(a, "x") }), "arguments follow"},
 		{"complete: more completions than the cap", "complete", nil, completionArgs(t, f, l, nil, set(2, maxCompletions+1)), "n must be"},
 		{"complete: malformed content hash", "complete", nil, completionArgs(t, f, l, nil, set(10, "abc")), "malformed content hash"},
-		{"complete_claim: max over the cap", "complete_claim", nil, completionArgs(t, f, l, nil, func(a []any) []any { return append(a, maxClaim+1, 0) }), "max must be"},
+		{"complete_claim: max over the cap", "complete_claim", nil, completionArgs(t, f, l, nil, func(a []any) []any { return append(a, maxClaim+1, 0, 0) }), "max must be"},
 		{"extend: count and pairs disagree", "extend", nil, []any{"s1", 2, l.URL, l.Token}, "want 7 arguments"},
 		{"heartbeat: not JSON", "heartbeat", nil, []any{"s1", "{not json", "box"}, "not a JSON object"},
 		{"heartbeat: over the cap", "heartbeat", nil, []any{"s1", `{"x":"` + strings.Repeat("y", maxHeartbeatBytes) + `"}`, "box"}, "longer than"},
@@ -321,8 +321,8 @@ func FuzzFunctionArgs(f *testing.F) {
 		f.Fatal(err)
 	}
 	add("complete", cargs...)
-	add("complete_claim", append(cargs, 2, 1)...)
-	add("claim", "s1", 3, 7, 1)
+	add("complete_claim", append(cargs, 2, 1, 0)...)
+	add("claim", "s1", 3, 7, 1, 0)
 	add("extend", "s1", 1, l.URL, l.Token)
 	add("links", append([]any{"s1", 1, 1, "a.test", "10", "0.5", "2"}, front.appendTuples(nil, []Task{link})...)...)
 	add("heartbeat", "s1", `{"slave":"s1","host":"box"}`, "box")
@@ -425,5 +425,34 @@ func TestFunctionsSurviveRawWrites(t *testing.T) {
 		t.Fatal(err)
 	} else if st, _ := f.Stats(ctx); st.Queued != 0 || st.InFlight != 0 {
 		t.Errorf("after the raw writes were dropped: %d queued, %d in flight (finished %v)", st.Queued, st.InFlight, done)
+	}
+}
+
+// TestClaimMaxHeld: a claim with MaxHeld (the work API's per-token cap)
+// leases no more than keeps the slave within it, and answers busy at the
+// cap; an ack frees room in the same call.
+func TestClaimMaxHeld(t *testing.T) {
+	rdb := checkRedis(t)
+	ctx := context.Background()
+	f, l := checkCrawl(t, rdb, func(o *Options) { o.AllowHosts = nil })
+	var seeds []Task
+	for i := range 5 {
+		seeds = append(seeds, checkTask(fmt.Sprintf("http://h%d.test/", i), 0))
+	}
+	if _, err := f.Seed(ctx, seeds); err != nil {
+		t.Fatal(err)
+	}
+	opts := ClaimOptions{MaxHeld: 3}
+	res, err := f.ClaimWaitOpts(ctx, "s1", 10, opts)
+	if err != nil || len(res.Leases) != 2 {
+		t.Fatalf("claim holding 1 of 3: %d leases, %v", len(res.Leases), err)
+	}
+	res, err = f.ClaimWaitOpts(ctx, "s1", 10, opts)
+	if err != nil || len(res.Leases) != 0 || !res.Busy {
+		t.Fatalf("claim at the cap: %d leases, busy %v, %v", len(res.Leases), res.Busy, err)
+	}
+	acked, res, err := f.CompleteClaim(ctx, "s1", []Completion{{Lease: l, Outcome: Done}}, 10, opts)
+	if err != nil || !acked[0] || len(res.Leases) != 1 {
+		t.Fatalf("ack and claim at the cap: %v, %d leases, %v", acked, len(res.Leases), err)
 	}
 }

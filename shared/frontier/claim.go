@@ -12,6 +12,18 @@ type ClaimOptions struct {
 	// Render: the slave can render (headless browser), so it gets render
 	// tasks (Task.Render) too; without it, never.
 	Render bool
+	// MaxHeld, when positive, caps the leases the slave holds on a shard
+	// once the claim is done (the work API's per-token limit); a slave
+	// at the cap gets no lease and a busy answer.
+	MaxHeld int
+}
+
+// maxHeld is MaxHeld as the functions take it: 0 for none.
+func (o ClaimOptions) maxHeld() int {
+	if o.MaxHeld < 0 {
+		return 0
+	}
+	return o.MaxHeld
 }
 
 // ClaimResult is what ClaimWaitOpts returns.
@@ -55,7 +67,7 @@ func (f *shard) ClaimWaitOpts(ctx context.Context, slave string, max int, opts C
 	if max <= 0 {
 		return ClaimResult{}, nil
 	}
-	arr, err := f.callSlice(ctx, "claim", slave, min(max, maxClaim), seed(), boolArg(opts.Render))
+	arr, err := f.callSlice(ctx, "claim", slave, min(max, maxClaim), seed(), boolArg(opts.Render), opts.maxHeld())
 	if err != nil {
 		return ClaimResult{}, wrap("claim", err)
 	}

@@ -266,11 +266,28 @@ local function claim_tasks(slave, maxn, render, now)
   return out
 end
 
+-- held_cap caps a claim of maxn leases at what keeps the slave within
+-- max_held leases on this shard (0: no cap): the work API's limit on what
+-- one slave's token may hold
+local function held_cap(slave, maxn, max_held)
+  if max_held <= 0 then return maxn end
+  return math.min(maxn, max_held - redis.call('ZCARD', k_slease(slave)))
+end
+
+-- at_cap is a claim's result when the slave holds all it may: no lease,
+-- and the busy hint (a lease it ends frees room)
+local function at_cap()
+  finish()
+  return {-2, redis.call('HGET', K.RULES, 'version') or ''}
+end
+
 -- claim: lease up to max tasks for a slave (claim_tasks).
 --
 -- KEYS: the meta key.
 -- ARGV: prefix, slave, max (1 to LIMITS.claim), seed (math.randomseed),
--- render (0 or 1: the slave can render; it gets render tasks too).
+-- render (0 or 1: the slave can render; it gets render tasks too),
+-- max_held (the most leases the slave may hold on this shard once the
+-- claim is done; 0: no cap).
 -- Returns: a flat array, 7 entries per lease:
 --
 --   host, prio, task, token, leased_at_ms, deadline_ms, validators
@@ -288,12 +305,15 @@ end
 -- of one second.
 -- Errors: NOPERM when the caller's Redis user is not the slave's.
 register('claim', function()
-  arg_count(5)
+  arg_count(6)
   local slave = check_slave(ARGV[2])
   local maxn = int(3, 1, LIMITS.claim, 'max')
   local seed = int(4, 0, 2147483647, 'seed')
   local render = flag(5, 'render')
+  local max_held = int(6, 0, 1000000, 'max_held')
   check_own(slave)
+  maxn = held_cap(slave, maxn, max_held)
+  if maxn <= 0 then return at_cap() end
   math.randomseed(seed)
   return claim_tasks(slave, maxn, render, now_ms())
 end)
