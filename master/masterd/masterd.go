@@ -143,7 +143,8 @@ func (m *Master) Run(ctx context.Context) error {
 		}
 	}
 
-	comps := []interface{ run(context.Context) }{own, rec, mon, fin}
+	lib := &librarian{rdb: m.rdb, every: libraryCheck, log: m.log, rl: m.rl}
+	comps := []interface{ run(context.Context) }{own, rec, mon, fin, lib}
 	var rw *rulesWatcher
 	if m.cfg.Rules.Dir != "" {
 		rw = &rulesWatcher{dir: m.cfg.Rules.Dir, every: m.cfg.Rules.Poll, crawl: m.cfg.Crawl.Name,

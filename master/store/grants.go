@@ -13,7 +13,8 @@ import (
 // store issues outside migrations is an INSERT (IGNORE) into the event
 // tables and seeds, an INSERT ... ON DUPLICATE KEY UPDATE into items and
 // page_validators, an INSERT
-// IGNORE and an UPDATE of schedule_runs, and SELECTs. Nothing is ever
+// IGNORE and an UPDATE of schedule_runs, an INSERT and an UPDATE (revoke)
+// of api_tokens, and SELECTs. Nothing is ever
 // deleted, and no DDL runs outside migrations. goose_db_version is only
 // read: a master without mysql.migrate_dsn checks that the schema is
 // current (goose finds nothing to apply) before it starts. GET_LOCK, which
@@ -33,6 +34,7 @@ var RuntimePrivileges = map[string][]string{
 	"schedule_runs":    {"SELECT", "INSERT", "UPDATE"},
 	"page_validators":  {"SELECT", "INSERT", "UPDATE"},
 	"seeds":            {"SELECT", "INSERT"},
+	"api_tokens":       {"SELECT", "INSERT", "UPDATE"},
 	"goose_db_version": {"SELECT"},
 }
 

@@ -30,6 +30,7 @@ func TestMySQLGrantsText(t *testing.T) {
 			want: Grants{
 				Users: []string{"CREATE USER IF NOT EXISTS 'redcrawl'@'%' IDENTIFIED BY 'CHANGE-ME'"},
 				Runtime: []string{
+					"GRANT SELECT, INSERT, UPDATE ON `crawler`.`api_tokens` TO 'redcrawl'@'%'",
 					"GRANT SELECT, INSERT ON `crawler`.`duplicates` TO 'redcrawl'@'%'",
 					"GRANT SELECT, INSERT ON `crawler`.`exceptions` TO 'redcrawl'@'%'",
 					"GRANT SELECT ON `crawler`.`goose_db_version` TO 'redcrawl'@'%'",

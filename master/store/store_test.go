@@ -21,7 +21,7 @@ import (
 )
 
 // wantTables is every table a fully migrated database has.
-var wantTables = []string{"duplicates", "exceptions", "goose_db_version", "heartbeats", "items", "lost_tasks",
+var wantTables = []string{"api_tokens", "duplicates", "exceptions", "goose_db_version", "heartbeats", "items", "lost_tasks",
 	"page_validators", "pages", "proxy_events", "schedule_runs", "seeds", "slave_events"}
 
 // open returns a migrated store on a fresh database.
@@ -1039,6 +1039,7 @@ func TestColumnLimits(t *testing.T) {
 		{"pages", "handler"}: maxHandler, {"pages", "checksum"}: maxChecksum,
 		{"proxy_events", "slave_id"}: maxSlave, {"proxy_events", "proxy"}: maxProxy,
 		{"proxy_events", "state"}: maxProxyState, {"proxy_events", "reason"}: maxTextBytes,
+		{"api_tokens", "crawl"}: maxCrawl, {"api_tokens", "slave_id"}: maxSlave, {"api_tokens", "token_hash"}: 32,
 		{"duplicates", "url"}: maxURL, {"duplicates", "url_hash"}: 8, {"duplicates", "first_url"}: maxURL,
 		{"duplicates", "content_hash"}: maxChecksum, {"duplicates", "slave_id"}: maxSlave,
 		{"items", "rule"}: maxRule, {"items", "item"}: maxRule, {"items", "url"}: maxURL, {"items", "url_hash"}: 8,

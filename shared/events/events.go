@@ -22,6 +22,15 @@ const (
 	TypeItem      Type = "item"
 )
 
+// KnownType reports whether t is one of the record types above.
+func KnownType(t Type) bool {
+	switch t {
+	case TypePage, TypeException, TypeSlave, TypeHeartbeat, TypeLost, TypeProxy, TypeDuplicate, TypeItem:
+		return true
+	}
+	return false
+}
+
 // Stream entry field names.
 const (
 	FieldType = "type"
@@ -57,6 +66,16 @@ const (
 // The exception is stored for the stream's crawl and slave in its place;
 // its message names the field that disagreed.
 const KindForgedEvent = "forged_event"
+
+// KindAPILimit records a slave of the work API over one of its token's
+// limits (requests a second, body size, links a completion, leases held):
+// slowed or refused; the message says which.
+const KindAPILimit = "api_limit"
+
+// KindInvalidInput records what the frontier's functions refused from a
+// caller: a link or a seed out of form (a host that is not its URL's, a
+// task string of another form); the message says what.
+const KindInvalidInput = "invalid_input"
 
 // KindSitemap is a problem with a sitemap (README "Sitemaps"): over the
 // 50,000-URL or 50 MB limit, not parsable, nested too deep, or listing

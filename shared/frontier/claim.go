@@ -12,6 +12,18 @@ type ClaimOptions struct {
 	// Render: the slave can render (headless browser), so it gets render
 	// tasks (Task.Render) too; without it, never.
 	Render bool
+	// MaxHeld, when positive, caps the leases the slave holds on a shard
+	// once the claim is done (the work API's per-token limit); a slave
+	// at the cap gets no lease and a busy answer.
+	MaxHeld int
+}
+
+// maxHeld is MaxHeld as the functions take it: 0 for none.
+func (o ClaimOptions) maxHeld() int {
+	if o.MaxHeld < 0 {
+		return 0
+	}
+	return o.MaxHeld
 }
 
 // ClaimResult is what ClaimWaitOpts returns.
@@ -55,7 +67,7 @@ func (f *shard) ClaimWaitOpts(ctx context.Context, slave string, max int, opts C
 	if max <= 0 {
 		return ClaimResult{}, nil
 	}
-	arr, err := f.callSlice(ctx, "claim", slave, min(max, maxClaim), seed(), boolArg(opts.Render))
+	arr, err := f.callSlice(ctx, "claim", slave, min(max, maxClaim), seed(), boolArg(opts.Render), opts.maxHeld())
 	if err != nil {
 		return ClaimResult{}, wrap("claim", err)
 	}
@@ -69,10 +81,42 @@ func (f *shard) ClaimWaitOpts(ctx context.Context, slave string, max int, opts C
 // leaseFields is the number of the function claim's results per lease.
 const leaseFields = 7
 
+// leaseOf reads one lease of the function claim's result.
+func (f *shard) leaseOf(slave string, v []any) (Lease, error) {
+	host, _ := v[0].(string)
+	var prio int64
+	var importance float64
+	if f.pq() {
+		ps, _ := v[1].(string)
+		score, err := strconv.ParseFloat(ps, 64)
+		if err != nil {
+			return Lease{}, fmt.Errorf("score: %w", err)
+		}
+		importance = -score
+	} else if p, err := toInt(v[1]); err != nil {
+		return Lease{}, fmt.Errorf("priority: %w", err)
+	} else {
+		prio = p
+	}
+	task, _ := v[2].(string)
+	t, err := parseTask(host, prio, task)
+	if err != nil {
+		return Lease{}, err
+	}
+	token, _ := toInt(v[3])
+	at, _ := toInt(v[4])
+	dl, _ := toInt(v[5])
+	if val, _ := v[6].(string); val != "" {
+		t.Revisit = decodeValidators(val)
+	}
+	return Lease{Task: t, Slave: slave, Token: token, LeasedAt: time.UnixMilli(at), Deadline: time.UnixMilli(dl),
+		Importance: importance, Shard: f.index}, nil
+}
+
 // claimResult reads the function claim's result (claim.lua).
 func (f *shard) claimResult(slave string, arr []any) (ClaimResult, error) {
 	if len(arr) < 2 || len(arr)%leaseFields != 2 {
-		return ClaimResult{}, fmt.Errorf("script returned %d values", len(arr))
+		return ClaimResult{}, fmt.Errorf("%d values", len(arr))
 	}
 	version, _ := arr[len(arr)-1].(string)
 	hint, _ := toInt(arr[len(arr)-2])
@@ -84,34 +128,14 @@ func (f *shard) claimResult(slave string, arr []any) (ClaimResult, error) {
 	arr = arr[:len(arr)-2]
 	leases := make([]Lease, 0, len(arr)/leaseFields)
 	for i := 0; i < len(arr); i += leaseFields {
-		host, _ := arr[i].(string)
-		var prio int64
-		var importance float64
-		if f.pq() {
-			ps, _ := arr[i+1].(string)
-			score, err := strconv.ParseFloat(ps, 64)
-			if err != nil {
-				return ClaimResult{}, fmt.Errorf("score: %w", err)
-			}
-			importance = -score
-		} else if p, err := toInt(arr[i+1]); err != nil {
-			return ClaimResult{}, fmt.Errorf("priority: %w", err)
-		} else {
-			prio = p
-		}
-		task, _ := arr[i+2].(string)
-		t, err := parseTask(host, prio, task)
+		l, err := f.leaseOf(slave, arr[i:i+leaseFields])
 		if err != nil {
-			return ClaimResult{}, err
+			// a task no function queued (a slave's raw push): left to
+			// expire, and failed after its attempts, rather than failing
+			// the claim of every lease beside it
+			continue
 		}
-		token, _ := toInt(arr[i+3])
-		at, _ := toInt(arr[i+4])
-		dl, _ := toInt(arr[i+5])
-		if v, _ := arr[i+6].(string); v != "" {
-			t.Revisit = decodeValidators(v)
-		}
-		leases = append(leases, Lease{Task: t, Slave: slave, Token: token,
-			LeasedAt: time.UnixMilli(at), Deadline: time.UnixMilli(dl), Importance: importance, Shard: f.index})
+		leases = append(leases, l)
 	}
 	return ClaimResult{Leases: leases, Wait: wait, Busy: busy, RulesVersion: version}, nil
 }

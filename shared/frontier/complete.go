@@ -143,7 +143,7 @@ func (f *shard) CompleteClaim(ctx context.Context, slave string, cs []Completion
 	if err != nil {
 		return head, ClaimResult{}, err
 	}
-	args = append(args, min(max, maxClaim), boolArg(opts.Render))
+	args = append(args, min(max, maxClaim), boolArg(opts.Render), opts.maxHeld())
 	arr, err := f.callSlice(ctx, "complete_claim", args...)
 	if err != nil {
 		return head, ClaimResult{}, wrap("complete and claim", err)

@@ -193,8 +193,12 @@ func profiled(src string) string {
 var profileLib = newLibrary(lib.name+"_profile", "rc"+strconv.Itoa(LibraryVersion)+"p_", profiled)
 
 // ProfileScripts makes f call the instrumented claim, complete and
-// complete_claim.
+// complete_claim (loading the instrumented library, whose code an earlier
+// build may have left under its name).
 func (f *Redis) ProfileScripts() {
+	if err := loadLibrary(context.Background(), f.rdb, profileLib); err != nil {
+		panic(err)
+	}
 	for _, s := range f.shards {
 		s.libFor = func(name string) *library {
 			if name == "claim" || name == "complete" || name == "complete_claim" {
@@ -275,7 +279,7 @@ func (f *Redis) ArgsOnlyUs(ctx context.Context, slave string, cs []Completion, m
 	if err != nil {
 		return 0, err
 	}
-	args = append(args, max, boolArg(false))
+	args = append(args, max, boolArg(false), 0)
 	if err := loadLibrary(ctx, f.rdb, noopLib); err != nil {
 		return 0, err
 	}

@@ -20,12 +20,20 @@ var _ Publisher = (*Redis)(nil)
 // one pipelined round trip, in order: a slave's own stream
 // (Options.Slave), else the crawl's.
 func (f *shard) Publish(ctx context.Context, evs []Event) error {
+	return f.PublishAs(ctx, f.opt.Slave, evs)
+}
+
+// PublishAs appends events to a slave's own stream (the crawl's for ""),
+// as Publish does for this frontier's slave: the work API's master writes
+// a slave's events where the slave would have, so the sink takes them
+// for that slave's and checks them against it.
+func (f *shard) PublishAs(ctx context.Context, slave string, evs []Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
 	key := f.keys.Events
-	if f.opt.Slave != "" {
-		key = f.keys.SlaveEvents(f.opt.Slave)
+	if slave != "" {
+		key = f.keys.SlaveEvents(slave)
 	}
 	pipe := f.rdb.Pipeline()
 	for _, e := range evs {

@@ -100,3 +100,20 @@ func settingsDiff(have, want string) []string {
 	}
 	return out
 }
+
+// SettingsDiffer names the settings in which this slave's options differ
+// from the crawl's, which its master wrote and the functions use (nil for
+// a master, which writes its own).
+func (f *Redis) SettingsDiffer() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range f.shards {
+		for _, name := range s.differ {
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}

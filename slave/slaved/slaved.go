@@ -246,6 +246,10 @@ func (s *Slave) Run(ctx context.Context) error {
 		if err != nil {
 			return nil // cancelled before Redis came up: nothing to leave
 		}
+		if d := f.SettingsDiffer(); len(d) > 0 {
+			s.log.Warn("this slave's config differs from the crawl's settings, which its master wrote; the crawl's apply",
+				"settings", strings.Join(d, ","))
+		}
 		s.front = f
 	}
 	stopMetrics := s.serveMetrics(context.WithoutCancel(ctx))

@@ -149,7 +149,8 @@ func exceptionKinds() []string {
 		events.KindParse, events.KindRedirect, events.KindBlocked, events.KindFailed,
 		events.KindTrap, events.KindProxy, events.KindCharset, events.KindExtract,
 		events.KindRules, events.KindHook, events.KindItemPipeline, events.KindRender, events.KindRenderTimeout,
-		events.KindRenderCrash, events.KindRenderNavigation, events.KindSitemap, events.KindForgedEvent, events.KindOther,
+		events.KindRenderCrash, events.KindRenderNavigation, events.KindSitemap, events.KindForgedEvent, events.KindAPILimit,
+		events.KindInvalidInput, events.KindOther,
 	}
 }
 

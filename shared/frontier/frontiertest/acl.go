@@ -31,8 +31,18 @@ func ACLPassword(user string) string { return "pw-of-" + user }
 // StartACLRedis starts an ACLRedis for a crawl and its slaves.
 func StartACLRedis(t testing.TB, crawl string, slaves ...string) *ACLRedis {
 	t.Helper()
+	s := StartACLRedisCrawls(t, map[string][]string{crawl: slaves})
+	s.Crawl = crawl
+	return s
+}
+
+// StartACLRedisCrawls starts an ACLRedis serving several crawls, each with
+// its master, admin and slaves (slave ids distinct across the crawls); its
+// Crawl is "": connect with CrawlURL and CrawlClient.
+func StartACLRedisCrawls(t testing.TB, crawls map[string][]string) *ACLRedis {
+	t.Helper()
 	lines := []string{"user default off", "user root on >root-pw ~* &* +@all"}
-	add := func(role, slave string) {
+	add := func(crawl, role, slave string) {
 		rules, err := frontier.ACLRules(crawl, role, slave)
 		if err != nil {
 			t.Fatal(err)
@@ -40,10 +50,12 @@ func StartACLRedis(t testing.TB, crawl string, slaves ...string) *ACLRedis {
 		user := frontier.ACLUserName(crawl, role, slave)
 		lines = append(lines, frontier.ACLFileLine(user, frontier.WithPassword(rules, ACLPassword(user))))
 	}
-	add(frontier.RoleMaster, "")
-	add(frontier.RoleAdmin, "")
-	for _, s := range slaves {
-		add(frontier.RoleSlave, s)
+	for crawl, slaves := range crawls {
+		add(crawl, frontier.RoleMaster, "")
+		add(crawl, frontier.RoleAdmin, "")
+		for _, s := range slaves {
+			add(crawl, frontier.RoleSlave, s)
+		}
 	}
 	aclFile := filepath.Join(t.TempDir(), "users.acl")
 	if err := os.WriteFile(aclFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
@@ -56,20 +68,29 @@ func StartACLRedis(t testing.TB, crawl string, slaves ...string) *ACLRedis {
 	}, "--aclfile", aclFile)
 	root := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "root", Password: "root-pw"})
 	t.Cleanup(func() { root.Close() })
-	return &ACLRedis{RedisServer: srv, Crawl: crawl, Root: root}
+	return &ACLRedis{RedisServer: srv, Root: root}
 }
 
-// URL is the redis:// URL of a role's user (slave: the slave's).
-func (s *ACLRedis) URL(role, slave string) string {
-	user := frontier.ACLUserName(s.Crawl, role, slave)
+// URL is the redis:// URL of a role's user of the crawl (slave: the
+// slave's).
+func (s *ACLRedis) URL(role, slave string) string { return s.CrawlURL(s.Crawl, role, slave) }
+
+// CrawlURL is the redis:// URL of a role's user of a crawl.
+func (s *ACLRedis) CrawlURL(crawl, role, slave string) string {
+	user := frontier.ACLUserName(crawl, role, slave)
 	u := url.URL{Scheme: "redis", User: url.UserPassword(user, ACLPassword(user)), Host: s.Addr, Path: "/0"}
 	return u.String()
 }
 
-// Client connects as a role's user.
+// Client connects as a role's user of the crawl.
 func (s *ACLRedis) Client(t testing.TB, role, slave string) *redis.Client {
+	return s.CrawlClient(t, s.Crawl, role, slave)
+}
+
+// CrawlClient connects as a role's user of a crawl.
+func (s *ACLRedis) CrawlClient(t testing.TB, crawl, role, slave string) *redis.Client {
 	t.Helper()
-	user := frontier.ACLUserName(s.Crawl, role, slave)
+	user := frontier.ACLUserName(crawl, role, slave)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, Username: user, Password: ACLPassword(user), MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
 	return c

@@ -64,6 +64,7 @@ end, {settings = false})
 -- ARGV: prefix, master, ttl_ms, want (1: keep or take, 0: give back).
 -- Returns: 1 when the master owns the shard after the call, else 0.
 register('own', function()
+  master_only()
   arg_count(4)
   local master, ttl, want = str(2, 256, 'master'), int(3, 0, 86400000, 'ttl_ms'), flag(4, 'want')
   local cur = redis.call('GET', K.OWNER)
@@ -89,6 +90,7 @@ end, {settings = false})
 -- ARGV: prefix, master, stale_ms.
 -- Returns: the number of masters alive.
 register('masters', function()
+  master_only()
   arg_count(3)
   local master, stale = str(2, 256, 'master'), int(3, 0, 86400000, 'stale_ms')
   local now = now_ms()
@@ -106,6 +108,7 @@ end, {settings = false})
 -- ARGV: prefix, slave.
 -- Returns: 1 when dropped, else 0.
 register('drop_stream', function()
+  master_only()
   arg_count(2)
   local slave = check_slave(ARGV[2])
   if redis.call('ZSCORE', K_SLAVES, slave) then return 0 end

@@ -230,6 +230,17 @@ local function check_own(s)
   SLAVE = true
 end
 
+-- master_only fails the call before it writes anything unless the calling
+-- Redis user is a master's (or an admin's): only they may write the
+-- finish marks. A slave's user that calls a master's function would
+-- otherwise run it until its first command the user may not, and leave
+-- its first writes behind.
+local function master_only()
+  if not redis.acl_check_cmd('HSET', K.FINISH, 'u', 'v') then
+    error({err = 'NOPERM only a master\'s Redis user may call this function'}, 0)
+  end
+end
+
 -- arg_count checks that the call has exactly n arguments
 local function arg_count(n)
   if #ARGV ~= n then fail('want ' .. n .. ' arguments, got ' .. #ARGV) end

@@ -30,7 +30,8 @@ local function claim_tasks(slave, maxn, render, now)
   for _, m in ipairs(due) do
     redis.call('ZREM', K_RETRY, m)
     local host, prio, task = string.match(m, '^([^\t]*)\t([^\t]*)\t(.*)$')
-    push(host, prio, task, false)
+    -- a member no function wrote (a slave's raw ZADD) is dropped
+    if host and tonumber(prio) and task_url(task) then push(host, prio, task, false) else stat('refused', 1) end
   end
   --[[mark:k_retries]]
 
@@ -173,30 +174,36 @@ local function claim_tasks(slave, maxn, render, now)
         --[[mark:k_pop]]
         for _, task in ipairs(got) do
           local url = task_url(task)
-          if seq then
-            seq = seq + 1
+          if not url then
+            -- a task no function queued (a slave's raw push, never
+            -- counted in queued): dropped
+            stat('refused', 1)
           else
-            seq = redis.call('HINCRBY', K_META, 'leaseseq', 1)
-            seq_first = seq
+            stat('queued', -1)
+            if r then stat('rqueued', -1) end
+            if seq then
+              seq = seq + 1
+            else
+              seq = redis.call('HINCRBY', K_META, 'leaseseq', 1)
+              seq_first = seq
+            end
+            local token = seq
+            infl = hincr(K_HINFL, host, 1)
+            lease_z[#lease_z + 1] = deadline_s
+            lease_z[#lease_z + 1] = url
+            lease_h[#lease_h + 1] = url
+            lease_h[#lease_h + 1] = lease_pre .. string.format('%d', token) .. lease_mid .. host .. '\t' .. prio .. '\t' .. task
+            out[#out + 1] = host
+            out[#out + 1] = prio
+            out[#out + 1] = task
+            out[#out + 1] = token
+            out[#out + 1] = now
+            out[#out + 1] = now + lease_ms
+            out[#out + 1] = ''
+            vals.at[#vals.at + 1] = #out
+            vals.url[#vals.url + 1] = url
+            n = n + 1
           end
-          local token = seq
-          stat('queued', -1)
-          if r then stat('rqueued', -1) end
-          infl = hincr(K_HINFL, host, 1)
-          lease_z[#lease_z + 1] = deadline_s
-          lease_z[#lease_z + 1] = url
-          lease_h[#lease_h + 1] = url
-          lease_h[#lease_h + 1] = lease_pre .. string.format('%d', token) .. lease_mid .. host .. '\t' .. prio .. '\t' .. task
-          out[#out + 1] = host
-          out[#out + 1] = prio
-          out[#out + 1] = task
-          out[#out + 1] = token
-          out[#out + 1] = now
-          out[#out + 1] = now + lease_ms
-          out[#out + 1] = ''
-          vals.at[#vals.at + 1] = #out
-          vals.url[#vals.url + 1] = url
-          n = n + 1
           take = take - 1
         end
         --[[mark:k_lease_each]]
@@ -259,11 +266,28 @@ local function claim_tasks(slave, maxn, render, now)
   return out
 end
 
+-- held_cap caps a claim of maxn leases at what keeps the slave within
+-- max_held leases on this shard (0: no cap): the work API's limit on what
+-- one slave's token may hold
+local function held_cap(slave, maxn, max_held)
+  if max_held <= 0 then return maxn end
+  return math.min(maxn, max_held - redis.call('ZCARD', k_slease(slave)))
+end
+
+-- at_cap is a claim's result when the slave holds all it may: no lease,
+-- and the busy hint (a lease it ends frees room)
+local function at_cap()
+  finish()
+  return {-2, redis.call('HGET', K.RULES, 'version') or ''}
+end
+
 -- claim: lease up to max tasks for a slave (claim_tasks).
 --
 -- KEYS: the meta key.
 -- ARGV: prefix, slave, max (1 to LIMITS.claim), seed (math.randomseed),
--- render (0 or 1: the slave can render; it gets render tasks too).
+-- render (0 or 1: the slave can render; it gets render tasks too),
+-- max_held (the most leases the slave may hold on this shard once the
+-- claim is done; 0: no cap).
 -- Returns: a flat array, 7 entries per lease:
 --
 --   host, prio, task, token, leased_at_ms, deadline_ms, validators
@@ -281,12 +305,15 @@ end
 -- of one second.
 -- Errors: NOPERM when the caller's Redis user is not the slave's.
 register('claim', function()
-  arg_count(5)
+  arg_count(6)
   local slave = check_slave(ARGV[2])
   local maxn = int(3, 1, LIMITS.claim, 'max')
   local seed = int(4, 0, 2147483647, 'seed')
   local render = flag(5, 'render')
+  local max_held = int(6, 0, 1000000, 'max_held')
   check_own(slave)
+  maxn = held_cap(slave, maxn, max_held)
+  if maxn <= 0 then return at_cap() end
   math.randomseed(seed)
   return claim_tasks(slave, maxn, render, now_ms())
 end)

@@ -141,7 +141,7 @@ local function complete_leases(slave, n, now, counts)
     i = links_at + TUPLE * nlinks
 
     local d = lease_data[c]
-    if ended[url] then d = false end
+    if ended[url] or (d and not d[6]) then d = false end
     local held = false
     if d then
       held = d[1] == slave and d[2] == token
@@ -277,20 +277,25 @@ end)
 -- cost serves both. The claim runs at the acks' time (one TIME call).
 --
 -- KEYS: the meta key.
--- ARGV: complete's ARGV, then max (1 to LIMITS.claim) and render (0 or 1).
+-- ARGV: complete's ARGV, then max (1 to LIMITS.claim), render (0 or 1)
+-- and max_held (as claim's).
 -- Returns: complete's n acks and links enqueued, then claim's result.
 register('complete_claim', function()
   local slave = check_slave(ARGV[2])
   local seed = int(3, 0, 2147483647, 'seed')
   local n = int(4, 1, LIMITS.completions, 'n')
   local last, counts = check_completions(5, n)
-  if last + 1 ~= #ARGV then fail('want max and render after the last completion') end
+  if last + 2 ~= #ARGV then fail('want max, render and max_held after the last completion') end
   local maxn = int(last, 1, LIMITS.claim, 'max')
   local render = flag(last + 1, 'render')
+  local max_held = int(last + 2, 0, 1000000, 'max_held')
   check_own(slave)
   math.randomseed(seed)
   local now = now_ms()
   local acks = complete_leases(slave, n, now, counts)
-  for _, v in ipairs(claim_tasks(slave, maxn, render, now)) do acks[#acks + 1] = v end
+  maxn = held_cap(slave, maxn, max_held)
+  local claimed
+  if maxn <= 0 then claimed = at_cap() else claimed = claim_tasks(slave, maxn, render, now) end
+  for _, v in ipairs(claimed) do acks[#acks + 1] = v end
   return acks
 end)

@@ -27,6 +27,7 @@ end
 -- ARGV: prefix, quiescence_ms.
 -- Returns: 1 when finished, else 0.
 register('finish', function()
+  master_only()
   arg_count(2)
   local q = int(2, 0, 86400000, 'quiescence_ms')
   local now = now_ms()
@@ -70,6 +71,7 @@ end, {settings = false, flags = {'no-writes'}})
 -- ARGV: prefix, idle (1 or 0), sig, quiescence_ms.
 -- Returns: 1 when finished, else 0.
 register('finish_sharded', function()
+  master_only()
   arg_count(4)
   local idle, sig, q = flag(2, 'idle'), str(3, 4096, 'sig'), int(4, 0, 86400000, 'quiescence_ms')
   local now = now_ms()

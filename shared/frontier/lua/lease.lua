@@ -13,6 +13,11 @@ local function lose(zkey, hkey, url, data, reason, now)
   local slave, leased_at, host, prio, task = d[1], tonumber(d[3]), d[4], d[5], d[6]
   redis.call('ZREM', zkey, url)
   redis.call('HDEL', hkey, url)
+  if not task or not tonumber(prio) then
+    -- lease data no function wrote (a slave's raw HSET): dropped
+    stat('refused', 1)
+    return
+  end
   host_done(host)
   local cur = host_next(host)
   local hd = host_delay(host)
@@ -97,6 +102,7 @@ end)
 -- ARGV: prefix, limit (1 to LIMITS.recover).
 -- Returns: the number of leases taken back.
 register('recover_expired', function()
+  master_only()
   arg_count(2)
   local limit = int(2, 1, LIMITS.recover, 'limit')
   local now = now_ms()
@@ -117,6 +123,7 @@ end)
 -- record the death or leave here).
 -- Returns: the number of leases taken back.
 register('retire', function()
+  master_only()
   arg_count(5)
   local slave = check_slave(ARGV[2])
   local kind, detail, record = ARGV[3], str(4, LIMITS.reason, 'detail'), flag(5, 'record')

@@ -30,6 +30,10 @@ local function depth_of(df)
   return tonumber(depth)
 end
 
+-- DEEP is check_task's answer for a link deeper than crawl.max_depth: out
+-- of scope, dropped as an honest slave drops it, not refused
+local DEEP = 'deeper than crawl.max_depth'
+
 -- check_task checks a task a caller queues (a link or a seed) and returns
 -- nil, or why it is refused: its URL, within LIMITS.task bytes, must be an
 -- http(s) URL whose authority (after any user info) is host, the host key
@@ -46,7 +50,7 @@ local function check_task(host, scope_host, prio, task, max_depth)
   if not t3 or not string.find(string.sub(task, t1 + 1, t3 - 1), '^%d+\t%d+$') then return 'malformed task' end
   local depth = depth_of(string.sub(task, 1, t1 - 1))
   if not depth then return 'malformed depth field' end
-  if max_depth and max_depth > 0 and depth > max_depth then return 'deeper than crawl.max_depth' end
+  if max_depth and max_depth > 0 and depth > max_depth then return DEEP end
   -- the URL: its scheme, then host where the authority starts and ends
   local at
   if string.sub(task, t3 + 1, t3 + 7) == 'http://' then
@@ -277,6 +281,7 @@ local function take_link(j, in_scope, slave, now)
   -- a new link is checked whole before it is counted or queued: about
   -- one a page, where every link of a page reaches the seen check
   local why = check_task(lhost, lscope, ARGV[j + 4], ARGV[j + 5], C.MAX_DEPTH)
+  if why == DEEP then return nil end
   if why then
     refuse(ARGV[j + 5], why, slave, now)
     return nil
@@ -310,8 +315,13 @@ end
 -- whether it failed.
 local function requeue_or_fail(host, prio, task, reason, now, slave)
   local f = splitn(task, 4)
-  local attempt = tonumber(f[3]) + 1
   local url = task_url(task)
+  if not url or not tonumber(f[3]) then
+    -- a task no function queued: dropped, as if failed
+    stat('refused', 1)
+    return 0, true
+  end
+  local attempt = tonumber(f[3]) + 1
   local nt = f[1] .. '\t' .. f[2] .. '\t' .. attempt .. '\t' .. url
   if attempt >= C.MAX_ATTEMPTS then
     redis.call('RPUSH', K.FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. nt)

@@ -84,6 +84,7 @@ end, {settings = false, flags = {'no-writes'}})
 -- ARGV: prefix, slave.
 -- Returns: 1 when the slave is registered (and now draining), else 0.
 register('drain', function()
+  master_only()
   arg_count(2)
   local slave = check_slave(ARGV[2])
   if not redis.call('ZSCORE', K_SLAVES, slave) then return 0 end

@@ -19,6 +19,7 @@ end
 -- host, scope_host, prio, task, qvar).
 -- Returns: the number of seeds enqueued.
 register('seed', function()
+  master_only()
   local n, np = int(2, 0, LIMITS.batch, 'n'), int(3, 0, LIMITS.batch, 'np')
   arg_count(3 + 4 * np + TUPLE * n)
   check_policies(4, np)
@@ -61,6 +62,7 @@ end)
 -- seed), then n × tuple, then n × validators ('' for none).
 -- Returns: the number of tasks enqueued.
 register('reseed', function()
+  master_only()
   local n, np = int(2, 0, LIMITS.batch, 'n'), int(3, 0, LIMITS.batch, 'np')
   arg_count(3 + 4 * np + (TUPLE + 1) * n)
   check_policies(4, np)
@@ -119,17 +121,23 @@ end)
 -- ARGV: prefix, limit (1 to LIMITS.batch).
 -- Returns: the number of tasks requeued.
 register('requeue_failed', function()
+  master_only()
   arg_count(2)
   local limit = int(2, 1, LIMITS.batch, 'limit')
   local n = 0
-  while n < limit do
+  for _ = 1, limit do
     local e = redis.call('LPOP', K.FAILED)
     if not e then break end
     local f = splitn(e, 4)
     local host, prio, task = f[2], f[3], f[4]
-    local t = splitn(task, 4)
-    push(host, prio, t[1] .. '\t' .. t[2] .. '\t0\t' .. t[4], false)
-    n = n + 1
+    local t = task and splitn(task, 4)
+    if t and t[4] and tonumber(prio) then
+      push(host, prio, t[1] .. '\t' .. t[2] .. '\t0\t' .. t[4], false)
+      n = n + 1
+    else
+      -- an entry no function wrote (a slave's raw RPUSH): dropped
+      stat('refused', 1)
+    end
   end
   if n > 0 then
     stat('failed', -n)

@@ -1,0 +1,354 @@
+package workapi_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
+	"github.com/redcrawl/redcrawl/master/workapi"
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/ratelog"
+	api "github.com/redcrawl/redcrawl/shared/workapi"
+	"github.com/redcrawl/redcrawl/slave/workclient"
+)
+
+// tokens is a TokenStore in memory (the MySQL one: store.TokenByHash).
+type tokens struct {
+	mu sync.Mutex
+	m  map[string]workapi.Token
+}
+
+func (ts *tokens) TokenByHash(_ context.Context, raw string) (workapi.Token, bool, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t, ok := ts.m[raw]
+	return t, ok, nil
+}
+
+func (ts *tokens) issue(t workapi.Token) string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	raw := "rct_" + base64.RawURLEncoding.EncodeToString(b[:])
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.m == nil {
+		ts.m = map[string]workapi.Token{}
+	}
+	t.ID = int64(len(ts.m) + 1)
+	ts.m[raw] = t
+	return raw
+}
+
+func (ts *tokens) revoke(raw string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t := ts.m[raw]
+	t.Revoked = true
+	ts.m[raw] = t
+}
+
+// hostPlanner plans a link as its own task: the URL's host, the depth and
+// hops it came with (the master's real planner: masterd).
+type hostPlanner struct{}
+
+func (hostPlanner) Link(l api.Link) (frontier.Task, *frontier.HostPolicy, bool) {
+	u, err := url.Parse(l.URL)
+	if err != nil || u.Host == "" {
+		return frontier.Task{}, nil, false
+	}
+	return frontier.NewTask(u, l.Depth, l.Hops), nil, true
+}
+
+type apiEnv struct {
+	handler http.Handler
+	rdb     *redis.Client
+	front   *frontier.Redis
+	tokens  *tokens
+	srv     *httptest.Server
+	crawl   string
+	limits  workapi.Limits
+}
+
+func newAPIEnv(t *testing.T, limits workapi.Limits) *apiEnv { return newAPIEnvTB(t, limits) }
+
+func newAPIEnvTB(t testing.TB, limits workapi.Limits) *apiEnv {
+	t.Helper()
+	u := os.Getenv("REDCRAWL_TEST_REDIS")
+	if u == "" {
+		u = "redis://127.0.0.1:6379/0"
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	crawl := testutil.CrawlName("api")
+	t.Cleanup(func() { testutil.DeleteCrawl(context.Background(), rdb, crawl) })
+	front, err := frontier.NewRedis(context.Background(), rdb, frontier.Options{Crawl: crawl, HostConcurrency: 2,
+		LeaseDuration: time.Minute, MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &apiEnv{rdb: rdb, front: front, tokens: &tokens{}, crawl: crawl, limits: limits}
+	log := slog.New(slog.DiscardHandler)
+	s := workapi.New(workapi.Options{Crawl: crawl, Front: front, Tokens: e.tokens, Planner: hostPlanner{},
+		Limits: limits, Library: frontier.LibraryName(), Log: log, RL: ratelog.New(log, time.Minute),
+		WatchWait: 500 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.handler = s.Handler()
+	e.srv = httptest.NewUnstartedServer(e.handler)
+	e.srv.EnableHTTP2 = true
+	e.srv.StartTLS()
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *apiEnv) client(t *testing.T, token string) (*workclient.Client, error) {
+	t.Helper()
+	return workclient.New(context.Background(), workclient.Options{URLs: []string{e.srv.URL}, Token: token,
+		Crawl: e.crawl, Transport: e.srv.Client().Transport})
+}
+
+func defaultLimits() workapi.Limits {
+	return workapi.Limits{MaxInFlight: 100, Rate: 1000, MaxBody: 1 << 20, MaxLinks: 100}
+}
+
+// TestAPIRoundTrip: a slave of the API claims, acks with links and events,
+// extends, beats and leaves as a direct slave does; HTTP/2 is spoken.
+func TestAPIRoundTrip(t *testing.T) {
+	e := newAPIEnv(t, defaultLimits())
+	ctx := context.Background()
+	tok := e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"})
+	c, err := e.client(t, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Slave() != "pi1" || c.Hello().Shards != 1 {
+		t.Fatalf("hello: %+v", c.Hello())
+	}
+	if _, err := e.front.Seed(ctx, []frontier.Task{{URL: "http://a.test/", Host: "a.test", ScopeHost: "a.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Heartbeat(ctx, events.Heartbeat{Slave: "someone-else", Host: "box"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.ClaimWaitOpts(ctx, "ignored", 10, frontier.ClaimOptions{})
+	if err != nil || len(res.Leases) != 1 {
+		t.Fatalf("claim: %+v, %v", res, err)
+	}
+	l := res.Leases[0]
+	if held, err := c.Extend(ctx, "pi1", res.Leases); err != nil || !held[0] {
+		t.Fatalf("extend: %v, %v", held, err)
+	}
+	page, _ := frontier.NewEvent(&events.Page{Crawl: e.crawl, URL: l.URL, Status: 200, Slave: "pi1"})
+	acked, next, err := c.CompleteClaim(ctx, "pi1", []frontier.Completion{{Lease: l, Outcome: frontier.Done,
+		Links:  []frontier.Task{{URL: "http://a.test/2", Depth: 1}, {URL: "http://b.test/", Depth: 1}},
+		Events: []frontier.Event{page}}}, 10, frontier.ClaimOptions{})
+	if err != nil || !acked[0] || len(next.Leases) != 2 {
+		t.Fatalf("complete and claim: %v, %+v, %v", acked, next, err)
+	}
+	// the slave's events are in its own stream, for the sink to check
+	n, err := e.rdb.XLen(ctx, e.front.Keys().SlaveEvents("pi1")).Result()
+	if err != nil || n == 0 {
+		t.Errorf("events in pi1's stream: %d, %v", n, err)
+	}
+	// the registry holds the token's slave, not the body's
+	slaves, err := e.front.Slaves(ctx)
+	if err != nil || len(slaves) != 1 || slaves[0].Slave != "pi1" {
+		t.Errorf("registry: %+v, %v", slaves, err)
+	}
+	if err := c.Leave(ctx, "pi1", "bye"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.front.Stats(ctx); st.InFlight != 0 || st.Queued != 2 {
+		t.Errorf("after the leave: %d in flight, %d queued; want 0 and 2", st.InFlight, st.Queued)
+	}
+}
+
+// TestAPIRefuses: tokens unknown, revoked or of another crawl, requests
+// over the body, links or rate limits, and leases held past the cap.
+func TestAPIRefuses(t *testing.T) {
+	lim := defaultLimits()
+	lim.MaxInFlight, lim.Rate, lim.MaxLinks, lim.MaxBody = 2, 20, 3, 64<<10
+	e := newAPIEnv(t, lim)
+	ctx := context.Background()
+	var seeds []frontier.Task
+	for _, h := range []string{"a", "b", "c", "d"} {
+		seeds = append(seeds, frontier.Task{URL: "http://" + h + ".test/", Host: h + ".test", ScopeHost: h + ".test"})
+	}
+	if _, err := e.front.Seed(ctx, seeds); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client(t, "rct_"+strings.Repeat("A", 43)); !errors.Is(err, workclient.ErrToken) {
+		t.Errorf("unknown token: %v", err)
+	}
+	other := e.tokens.issue(workapi.Token{Crawl: "another-crawl", Slave: "pi9"})
+	if _, err := e.client(t, other); !errors.Is(err, workclient.ErrToken) {
+		t.Errorf("another crawl's token: %v", err)
+	}
+	tok := e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"})
+	c, err := e.client(t, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.ClaimWaitOpts(ctx, "pi1", 10, frontier.ClaimOptions{})
+	if err != nil || len(res.Leases) != 2 {
+		t.Fatalf("claim under a cap of 2: %d leases, %v", len(res.Leases), err)
+	}
+	if again, err := c.ClaimWaitOpts(ctx, "pi1", 10, frontier.ClaimOptions{}); err != nil || len(again.Leases) != 0 || !again.Busy {
+		t.Errorf("claim at the cap: %+v, %v", again, err)
+	}
+	var links []frontier.Task
+	for i := range 4 {
+		links = append(links, frontier.Task{URL: "http://a.test/" + string(rune('a'+i)), Depth: 1})
+	}
+	if _, err := c.Complete(ctx, "pi1", []frontier.Completion{{Lease: res.Leases[0], Outcome: frontier.Done, Links: links}}); err == nil ||
+		!strings.Contains(err.Error(), "413") {
+		t.Errorf("a completion over the links cap: %v", err)
+	}
+	// a body over the cap, raw
+	body := `{"completions":[{"lease":{"url":"http://a.test/","token":1},"outcome":"done","reason":"` + strings.Repeat("x", 70<<10) + `"}]}`
+	if code := rawPost(t, e, tok, api.PathComplete, body); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over the cap: %d", code)
+	}
+	if code := rawPost(t, e, tok, api.PathComplete, `{"completions":[{"lease":{"url":"http://a.test/","token":1},"outcome":"steal"}]}`); code != http.StatusBadRequest {
+		t.Errorf("an unknown outcome: %d", code)
+	}
+	if code := rawPost(t, e, tok, api.PathClaim, `{"max":1}{"max":1}`); code != http.StatusBadRequest {
+		t.Errorf("two requests in a body: %d", code)
+	}
+	// the rate: 20 a second, bursts of 40; the raw requests get 429
+	var limited int
+	for range 200 {
+		if rawPost(t, e, tok, api.PathClaim, `{"max":1}`) == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Error("200 claims in a row: none over the rate")
+	}
+	// what the limits did is recorded on the slave's stream
+	evs, err := e.rdb.XRange(ctx, e.front.Keys().SlaveEvents("pi1"), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, ev := range evs {
+		if d, _ := ev.Values["data"].(string); strings.Contains(d, `"api_limit"`) {
+			kinds = append(kinds, d)
+		}
+	}
+	if len(kinds) < 2 {
+		t.Errorf("api_limit exceptions recorded: %d (%q), want the size and the rate", len(kinds), kinds)
+	}
+	e.tokens.revoke(tok)
+	time.Sleep(2100 * time.Millisecond) // the server's token cache
+	if _, err := c.ClaimWaitOpts(ctx, "pi1", 1, frontier.ClaimOptions{}); !errors.Is(err, workclient.ErrToken) {
+		t.Errorf("a revoked token: %v", err)
+	}
+}
+
+func rawPost(t *testing.T, e *apiEnv, tok, path, body string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+path, bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.ProtoMajor != 2 {
+		t.Errorf("%s answered over HTTP/%d", path, resp.ProtoMajor)
+	}
+	return resp.StatusCode
+}
+
+// TestAPIWatch: a watch answers at once when the rules in force are not
+// the slave's, and when seeds are announced.
+func TestAPIWatch(t *testing.T) {
+	e := newAPIEnv(t, defaultLimits())
+	ctx := context.Background()
+	tok := e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"})
+	c, err := e.client(t, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, stop, err := c.SubscribeRules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	time.Sleep(300 * time.Millisecond) // the watch is waiting
+	if err := e.front.PutRules(ctx, "v2", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.front.Seed(ctx, []frontier.Task{{URL: "http://a.test/", Host: "a.test", ScopeHost: "a.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	deadline := time.After(10 * time.Second)
+	for !got["v2"] || !got[frontier.WorkMessage] {
+		select {
+		case m := <-msgs:
+			got[m] = true
+		case <-deadline:
+			t.Fatalf("watch saw %v, want v2 and %s", got, frontier.WorkMessage)
+		}
+	}
+}
+
+// FuzzAPIRequests feeds the API's request decoding random bodies on every
+// path: a request is answered, never with a 500 (a body the master failed
+// on) nor a panic.
+func FuzzAPIRequests(f *testing.F) {
+	paths := []string{api.PathClaim, api.PathComplete, api.PathExtend, api.PathHeartbeat, api.PathLeave, api.PathEvents}
+	for i, body := range []string{
+		`{"max":3,"render":true}`,
+		`{"completions":[{"lease":{"url":"http://a.test/","token":1},"outcome":"done","links":[{"url":"http://a.test/x","depth":1}],"events":[{"type":"page","data":{"url":"http://a.test/"}}],"content_hash":"0011223344556677"}],"claim":{"max":2}}`,
+		`{"leases":[{"url":"http://a.test/","token":1,"shard":0}]}`,
+		`{"heartbeat":{"slave":"x","host":"h","metrics_addr":"169.254.169.254:80"}}`,
+		`{"detail":"bye"}`,
+		`{"events":[{"type":"item","data":{"crawl":"other"}}]}`,
+	} {
+		f.Add(uint8(i), []byte(body))
+	}
+	lim := defaultLimits()
+	lim.Rate = 0 // no rate: the fuzzer's requests all reach the decoding
+	e := newAPIEnvTB(f, lim)
+	tok := e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "fz1"})
+	h := e.handler
+	f.Fuzz(func(t *testing.T, p uint8, body []byte) {
+		req := httptest.NewRequest(http.MethodPost, paths[int(p)%len(paths)], bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code >= 500 && w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("%s %q: %d %s", req.URL.Path, body, w.Code, w.Body.String())
+		}
+	})
+}
