@@ -7,7 +7,7 @@
 # DIR holds {master,slave}-linux-{amd64,arm64,armv7}; this adds
 #   DIR/redcrawl-VERSION-linux-ARCH.tar.gz   one directory redcrawl-VERSION-linux-ARCH/:
 #       redcrawl-master, redcrawl-slave, config.example.yaml, README.md,
-#       rules/README.md, docs/scaling.md, deploy/{systemd,redis,mariadb}/,
+#       rules/README.md, docs/*.md, deploy/{systemd,redis,mariadb}/,
 #       LICENSE (when the repository has one)
 #   DIR/SHA256SUMS                           sha256sum format; check with
 #                                            cd DIR && sha256sum -c SHA256SUMS
@@ -59,7 +59,9 @@ for arch in "${arches[@]}"; do
   install -m 0644 "$root/config.yaml" "$dir/config.example.yaml"
   install -m 0644 "$root/README.md" "$dir/README.md"
   install -m 0644 "$root/rules/README.md" "$dir/rules/README.md"
-  install -m 0644 "$root/docs/scaling.md" "$dir/docs/scaling.md"
+  for doc in "$root"/docs/*.md; do
+    install -m 0644 "$doc" "$dir/docs/$(basename "$doc")"
+  done
   if [ -f "$root/LICENSE" ]; then install -m 0644 "$root/LICENSE" "$dir/LICENSE"; fi
   for sub in systemd redis mariadb; do
     cp -R "$root/deploy/$sub" "$dir/deploy/$sub"

@@ -283,8 +283,15 @@ func readTarball(t *testing.T, path string) []tarEntry {
 // from the repository.
 func expectedTarFiles(t *testing.T, root string) []string {
 	t.Helper()
-	files := []string{"", "README.md", "config.example.yaml", "docs/", "docs/scaling.md",
+	files := []string{"", "README.md", "config.example.yaml", "docs/",
 		"redcrawl-master", "redcrawl-slave", "rules/", "rules/README.md", "deploy/"}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs/*.md: %v", err)
+	}
+	for _, d := range docs {
+		files = append(files, "docs/"+filepath.Base(d))
+	}
 	if _, err := os.Stat(filepath.Join(root, "LICENSE")); err == nil {
 		files = append(files, "LICENSE")
 	}
