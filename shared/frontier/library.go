@@ -155,7 +155,7 @@ func libraryHeader(name, ns string) string {
 		"policy_conc = %d, shards = %d, batch = %d, recover = %d, prefix = %d, prefixes = 256, settings = 64}\n",
 		maxClaim, maxCompletions, maxLinksPerCompletion, maxEventsPerCompletion, maxPoliciesPerCompletion,
 		maxEventBytes, maxReasonBytes, maxHeartbeatBytes, maxHostBytes, urlx.MaxURLLength, maxTaskBytes,
-		maxPolicyDelayMs, maxPolicyConcurrency, maxShards, seedBatch, maxRecover, len("crawl:{}:")+64+8)
+		maxPolicyDelayMs, maxPolicyConcurrency, maxShards, seedBatch, maxRecover, len("crawl:{}:")+64+16)
 	return b.String()
 }
 

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -291,5 +292,80 @@ func TestUpgradeFromScripts(t *testing.T) {
 	}
 	if len(done) != len(seeds) {
 		t.Errorf("done %d of %d: %v", len(done), len(seeds), done)
+	}
+}
+
+// TestShardPlacement: a crawl created on a fresh 3-master cluster spreads
+// its shards within one a master (6 shards: 2 each), every process opening
+// it finds the same tags, and on a single Redis the tags are the defaults.
+func TestShardPlacement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	ctx := context.Background()
+	rc := testutil.StartCluster(t, 3, 0)
+	opt, err := redis.ParseClusterURL(rc.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := redis.NewClusterClient(opt)
+	t.Cleanup(func() { cc.Close() })
+	for _, tc := range []struct {
+		shards int
+		want   []int // shards per master, sorted
+	}{{6, []int{2, 2, 2}}, {4, []int{1, 1, 2}}, {9, []int{3, 3, 3}}, {2, []int{0, 1, 1}}} {
+		crawl := fmt.Sprintf("place%d", tc.shards)
+		f, err := NewRedis(ctx, cc, Options{Crawl: crawl, Shards: tc.shards})
+		if err != nil {
+			t.Fatal(err)
+		}
+		per := map[string]int{}
+		masters, err := rc.Masters(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range masters {
+			per[m] = 0
+		}
+		for k := range tc.shards {
+			slot, err := rc.KeySlot(ctx, f.ShardKeysOf(k).Meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			owner, err := rc.SlotOwner(ctx, slot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			per[owner]++
+		}
+		var got []int
+		for _, n := range per {
+			got = append(got, n)
+		}
+		sort.Ints(got)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%d shards on 3 masters: %v a master, want %v", tc.shards, got, tc.want)
+		}
+		again, err := NewRedis(ctx, cc, Options{Crawl: crawl, Shards: tc.shards, Slave: "s1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range tc.shards {
+			if again.ShardKeysOf(k) != f.ShardKeysOf(k) {
+				t.Errorf("%d shards: shard %d is %s for one process, %s for another", tc.shards, k, f.ShardKeysOf(k).Prefix, again.ShardKeysOf(k).Prefix)
+			}
+		}
+	}
+	// a single Redis: the default tags
+	rdb := redis.NewClient(&redis.Options{Addr: testutil.StartRedis(t, nil).Addr})
+	t.Cleanup(func() { rdb.Close() })
+	f, err := NewRedis(ctx, rdb, Options{Crawl: "placeone", Shards: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 3 {
+		if f.ShardKeysOf(k) != ShardKeys("placeone", k) {
+			t.Errorf("shard %d on one Redis: %s", k, f.ShardKeysOf(k).Prefix)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -99,7 +100,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	if opt.Shards > maxShards {
 		return nil, fmt.Errorf("new frontier: crawl.shards %d: at most %d", opt.Shards, maxShards)
 	}
-	n, err := shardCount(ctx, rdb, opt, NewKeys(opt.Crawl), opt.Shards)
+	n, tags, err := shardCount(ctx, rdb, opt, NewKeys(opt.Crawl), opt.Shards)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +121,11 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	f := &Redis{shards: make([]*shard, n)}
 	f.quiet[0], f.quiet[1] = make([]quietMark, n), make([]quietMark, n)
 	for k := range n {
-		s, err := newShard(ctx, rdb, per, ShardKeys(opt.Crawl, k), want)
+		keys := NewKeys(opt.Crawl)
+		if k > 0 {
+			keys = NewKeys(tags[k-1])
+		}
+		s, err := newShard(ctx, rdb, per, keys, want)
 		if err != nil {
 			if n > 1 {
 				err = fmt.Errorf("shard %d: %w", k, err)
@@ -140,8 +145,10 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	return f, nil
 }
 
-// ShardKeys returns the keys of shard k of a crawl: the crawl's own for
-// shard 0, crawl:{name:k}:… for the others.
+// ShardKeys returns the default keys of shard k of a crawl: the crawl's
+// own for shard 0, crawl:{name:k}:… for the others. A crawl created on a
+// Redis Cluster may have placed its shards under other tags
+// (placement.go): Redis.ShardKeysOf gives the keys in use.
 func ShardKeys(crawl string, k int) Keys {
 	if k == 0 {
 		return NewKeys(crawl)
@@ -149,20 +156,30 @@ func ShardKeys(crawl string, k int) Keys {
 	return NewKeys(crawl + ":" + strconv.Itoa(k))
 }
 
-// shardCount fixes a crawl's shard count in shard 0's meta the first time
-// any process opens it (the library's function shard_count: admin.lua)
-// and returns the crawl's count.
-func shardCount(ctx context.Context, rdb redis.UniversalClient, opt Options, root Keys, want int) (int, error) {
+// shardCount fixes a crawl's shard count and its shards' hash tags
+// (placeShards) in shard 0's meta the first time any process opens it
+// (the library's function shard_count: admin.lua), and returns them.
+func shardCount(ctx context.Context, rdb redis.UniversalClient, opt Options, root Keys, want int) (int, []string, error) {
 	s := &shard{rdb: rdb, opt: opt, keys: root, allKeys: root.all()}
-	n64, err := s.callInt(ctx, "shard_count", min(want, maxShards))
-	n := int(n64)
+	place, err := placeShards(ctx, rdb, opt.Crawl, min(want, maxShards))
 	if err != nil {
-		return 0, wrap("new frontier: shard count", err)
+		return 0, nil, fmt.Errorf("new frontier: %w", err)
 	}
-	if n < 1 {
-		return 0, fmt.Errorf("new frontier: invalid shard count %d", n)
+	res, err := s.callSlice(ctx, "shard_count", min(want, maxShards), strings.Join(place, ","))
+	if err != nil || len(res) != 2 {
+		return 0, nil, wrap("new frontier: shard count", cmpErr(err, fmt.Errorf("%d values", len(res))))
 	}
-	return n, nil
+	n64, err := toInt(res[0])
+	n := int(n64)
+	if err != nil || n < 1 {
+		return 0, nil, fmt.Errorf("new frontier: invalid shard count %v", res[0])
+	}
+	field, _ := res[1].(string)
+	tags, err := parseShardTags(opt.Crawl, field, n)
+	if err != nil {
+		return 0, nil, fmt.Errorf("new frontier: %w", err)
+	}
+	return n, tags, nil
 }
 
 // JumpHash is Lamping and Veach's jump consistent hash: the bucket in

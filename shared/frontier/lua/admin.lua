@@ -39,23 +39,27 @@ register('init', function()
   return r
 end, {settings = false})
 
--- shard_count: fix a crawl's shard count in shard 0's meta the first time
--- any process opens it; a crawl created before shards existed has one.
+-- shard_count: fix a crawl's shard count, and its shards' hash tags
+-- (placement.go), in shard 0's meta the first time any process opens it;
+-- a crawl created before shards existed has one.
 --
 -- KEYS: shard 0's meta key.
--- ARGV: prefix, the count asked for (1 to LIMITS.shards).
--- Returns: the crawl's count.
+-- ARGV: prefix, the count asked for (1 to LIMITS.shards), the tags of
+-- shards 1 and up, comma-separated ('' for one shard).
+-- Returns: {the crawl's count, its tags ('' in a crawl created before
+-- they were kept: the default tags)}.
 register('shard_count', function()
-  arg_count(2)
+  arg_count(3)
   local want = int(2, 1, LIMITS.shards, 'shards')
-  local cur = redis.call('HGET', K_META, 'shards')
-  if cur then return tonumber(cur) end
-  if redis.call('HEXISTS', K_META, 'seen_bits') == 1 then
-    redis.call('HSET', K_META, 'shards', 1)
-    return 1
+  local tags = str(3, 100 * LIMITS.shards, 'tags')
+  local cur = redis.call('HMGET', K.META, 'shards', 'shard_tags')
+  if cur[1] then return {tonumber(cur[1]), cur[2] or ''} end
+  if redis.call('HEXISTS', K.META, 'seen_bits') == 1 then
+    redis.call('HSET', K.META, 'shards', 1)
+    return {1, ''}
   end
-  redis.call('HSET', K_META, 'shards', want)
-  return want
+  redis.call('HSET', K.META, 'shards', want, 'shard_tags', tags)
+  return {want, tags}
 end, {settings = false})
 
 -- own: renew, take or give back this shard's owner lease (owner.go).

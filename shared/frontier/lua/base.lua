@@ -42,9 +42,9 @@ local function keys_of(p)
   for name, sfx in pairs(FIXED_KEYS) do k[name] = p .. sfx end
   for name, sfx in pairs(KEY_PREFIXES) do k[name] = p .. sfx end
   k.policy = {[k.HPDELAY] = true, [k.HJITTER] = true, [k.HCONC] = true}
-  -- the crawl's name: the hash tag without a shard's :k
-  local tag = string.match(p, '^crawl:{(.-)}:$')
-  k.crawl = string.match(tag, '^(.-):%d+$') or tag
+  -- the crawl's name: the hash tag without a shard's :k (a name holds no
+  -- colon: ValidName)
+  k.crawl = string.match(p, '^crawl:{([^:}]+)')
   key_tables[p] = k
   key_table_count = key_table_count + 1
   return k
@@ -149,7 +149,7 @@ local function begin(keys, args, need_settings)
   end
   K = key_tables[P]
   if not K then
-    if #P > LIMITS.prefix or not (string.match(P, '^crawl:{[%w_%.%-]+}:$') or string.match(P, '^crawl:{[%w_%.%-]+:%d+}:$')) then
+    if #P > LIMITS.prefix or not (string.match(P, '^crawl:{[%w_%.%-]+}:$') or string.match(P, '^crawl:{[%w_%.%-]+:[%d%-]+}:$')) then
       fail('not a crawl prefix: ' .. string.sub(P, 1, 80))
     end
     K = keys_of(P)
