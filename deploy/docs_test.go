@@ -136,8 +136,23 @@ func TestArchitectureMap(t *testing.T) {
 		t.Fatalf("no Lua files: %v", err)
 	}
 	for _, f := range lua {
-		if !strings.Contains(doc, "| `"+filepath.Base(f)+"` |") {
+		_, row, ok := strings.Cut(doc, "\n| `"+filepath.Base(f)+"` |")
+		if !ok {
 			t.Errorf("docs/architecture.md: the index of the Lua files has no row for %s", filepath.Base(f))
+			continue
+		}
+		row, _, _ = strings.Cut(row, "\n")
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range registerRE.FindAllStringSubmatch(string(src), -1) {
+			if !strings.Contains(row, "`"+m[1]+"`") {
+				t.Errorf("docs/architecture.md: the row of %s does not name its function %s", filepath.Base(f), m[1])
+			}
 		}
 	}
 }
+
+// registerRE finds the functions a Lua file of the library registers.
+var registerRE = regexp.MustCompile(`(?m)^register\('([a-z_]+)'`)
