@@ -14,34 +14,29 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
-// deploySection is README's "## Deploy" section.
+// deploySection is docs/deploy.md, the deploy steps.
 func deploySection(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "deploy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sec, ok := strings.Cut(string(b), "\n## Deploy\n")
-	if !ok {
-		t.Fatal(`README has no "## Deploy" section`)
-	}
-	sec, _, _ = strings.Cut(sec, "\n## ")
-	return sec
+	return string(b)
 }
 
 var deployPathRE = regexp.MustCompile(`deploy/[A-Za-z0-9_.@/-]*[A-Za-z0-9_]`)
 
-// TestReadmeDeployFiles checks that every deploy/ file README "Deploy"
+// TestReadmeDeployFiles checks that every deploy/ file docs/deploy.md
 // names exists, so a renamed file cannot leave the steps pointing nowhere.
 func TestReadmeDeployFiles(t *testing.T) {
 	sec := deploySection(t)
 	paths := deployPathRE.FindAllString(sec, -1)
 	if len(paths) < 5 {
-		t.Fatalf("README Deploy names only %d deploy/ files: %q", len(paths), paths)
+		t.Fatalf("docs/deploy.md names only %d deploy/ files: %q", len(paths), paths)
 	}
 	for _, p := range paths {
 		if _, err := os.Stat(filepath.Join("..", p)); err != nil {
-			t.Errorf("README Deploy names %s: %v", p, err)
+			t.Errorf("docs/deploy.md names %s: %v", p, err)
 		}
 	}
 }
@@ -49,7 +44,7 @@ func TestReadmeDeployFiles(t *testing.T) {
 // agreedFileKeys are config keys issue 12's TLS and secrets branches add.
 var agreedFileKeys = []string{"redis.tls_ca_file", "mysql.tls_ca_file"}
 
-// TestReadmeDeployConfig loads the config.yaml lines README "Deploy" step 2
+// TestReadmeDeployConfig loads the config.yaml lines docs/deploy.md step 2
 // sets, through shared/config, and checks that they name the directories
 // the slave unit makes writable (TestSlaveWritablePaths).
 func TestReadmeDeployConfig(t *testing.T) {
@@ -59,13 +54,13 @@ func TestReadmeDeployConfig(t *testing.T) {
 		block, _, ok = strings.Cut(block, "```")
 	}
 	if !ok {
-		t.Fatal("README Deploy has no yaml code block")
+		t.Fatal("docs/deploy.md has no yaml code block")
 	}
 	// the CA file is read when the config loads: a real one, elsewhere
 	dir := t.TempDir()
 	caFile, _, _, _ := testCA(t, dir)
 	if !strings.Contains(block, "/etc/redcrawl/tls/ca.crt") {
-		t.Errorf("README Deploy's config does not name /etc/redcrawl/tls/ca.crt")
+		t.Errorf("docs/deploy.md's config does not name /etc/redcrawl/tls/ca.crt")
 	}
 	f := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(f, []byte(strings.ReplaceAll(block, "/etc/redcrawl/tls/ca.crt", caFile)), 0o600); err != nil {
@@ -77,7 +72,7 @@ func TestReadmeDeployConfig(t *testing.T) {
 		t.Skipf("shared/config does not know %s yet (issue 12's TLS branch adds it): %v", ce.Key, err)
 	}
 	if err != nil {
-		t.Fatalf("README Deploy's config.yaml:\n%s\n%v", block, err)
+		t.Fatalf("docs/deploy.md's config.yaml:\n%s\n%v", block, err)
 	}
 	got := map[string]string{
 		"crawl.name":          cfg.Crawl.Name,
@@ -94,6 +89,6 @@ func TestReadmeDeployConfig(t *testing.T) {
 		"fetch.temp_dir":      "",
 	}
 	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("README Deploy's config (-want +got):\n%s", d)
+		t.Errorf("docs/deploy.md's config (-want +got):\n%s", d)
 	}
 }

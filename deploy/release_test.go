@@ -50,7 +50,7 @@ func runCmd(t *testing.T, dir string, env []string, name string, args ...string)
 
 // TestMakeRelease runs "make release" with a fake go command and checks the
 // binaries it asked for, the tarballs release.sh wrote from them and
-// SHA256SUMS (with sha256sum -c, as README "Deploy" does on the hosts).
+// SHA256SUMS (with sha256sum -c, as docs/deploy.md does on the hosts).
 func TestMakeRelease(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("make not found in PATH: the release test needs it")

@@ -94,30 +94,30 @@ func testCA(t *testing.T, dir string) (caFile, certFile, keyFile string, pool *x
 		writePEM(t, dir, "redis.key", "PRIVATE KEY", keyDER), pool
 }
 
-// readmeCerts runs the certificate commands of README "Deploy" step 3 (its
+// readmeCerts runs the certificate commands of docs/deploy.md step 3 (its
 // first code block, with 127.0.0.1 for the server's LAN address) in dir
 // and returns the CA and the Redis certificate they make. Without openssl
 // it falls back to testCA and says so.
 func readmeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
 	if _, err := exec.LookPath("openssl"); err != nil {
-		t.Log("openssl not found in PATH: README step 3 is not run, the test makes its own certificates")
+		t.Log("openssl not found in PATH: docs/deploy.md step 3 is not run, the test makes its own certificates")
 		return testCA(t, dir)
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "docs", "deploy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, step, ok := strings.Cut(string(readme), "**3. TLS certificates.**")
 	if !ok {
-		t.Fatal(`README has no "**3. TLS certificates.**" step`)
+		t.Fatal(`docs/deploy.md has no "**3. TLS certificates.**" step`)
 	}
 	_, block, ok := strings.Cut(step, "```sh\n")
 	if ok {
 		block, _, ok = strings.Cut(block, "```")
 	}
 	if !ok || !strings.Contains(block, "openssl") {
-		t.Fatalf("README step 3 has no sh code block of openssl commands")
+		t.Fatalf("docs/deploy.md step 3 has no sh code block of openssl commands")
 	}
 	block = strings.ReplaceAll(block, "10.0.0.5", "127.0.0.1")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -125,7 +125,7 @@ func readmeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string, po
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", block)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("README step 3:\n%s\n%v\n%s", block, err, out)
+		t.Fatalf("docs/deploy.md step 3:\n%s\n%v\n%s", block, err, out)
 	}
 	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
 	if err != nil {
@@ -133,13 +133,13 @@ func readmeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string, po
 	}
 	pool = x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		t.Fatalf("README step 3: ca.crt holds no certificate")
+		t.Fatalf("docs/deploy.md step 3: ca.crt holds no certificate")
 	}
 	return filepath.Join(dir, "ca.crt"), filepath.Join(dir, "redis.crt"), filepath.Join(dir, "redis.key"), pool
 }
 
 // TestRedisSnippet starts the real redis-server with deploy/redis/redcrawl.conf
-// included as README "Deploy" says, and users.acl.example as its ACL file,
+// included as docs/deploy.md says, and users.acl.example as its ACL file,
 // overriding only the host-specific lines (the LAN address, the certificate
 // paths, the ACL file, the data directory) with loopback and temporary ones.
 // It checks that the server takes the file, serves TLS only, refuses the
@@ -245,7 +245,7 @@ func checkRedis(t *testing.T, ops *redis.Client, addr string, tlsConf *tls.Confi
 	if err := plain.Ping(ctx).Err(); err == nil {
 		t.Errorf("a plain-text PING on the TLS port succeeded")
 	}
-	// ACL LOAD re-reads the file, as README "Deploy" does after appending users
+	// ACL LOAD re-reads the file, as docs/deploy.md does after appending users
 	if err := ops.Do(ctx, "ACL", "LOAD").Err(); err != nil {
 		t.Errorf("ACL LOAD: %v", err)
 	}

@@ -119,7 +119,7 @@ const masterDrainBound = 30 * time.Second
 const stopMargin = 10 * time.Second
 
 // TestUnitDirectives checks that every unit carries the sandbox and restart
-// policy README "Deploy" promises, and that its stop timeout outlasts the
+// policy docs/deploy.md promises, and that its stop timeout outlasts the
 // program's graceful shutdown.
 func TestUnitDirectives(t *testing.T) {
 	cfg := repoConfig(t)
@@ -230,7 +230,7 @@ func TestUnitDirectives(t *testing.T) {
 }
 
 // TestSlaveWritablePaths checks that the directories the deployment's
-// config.yaml names (README "Deploy") are the ones the slave unit makes
+// config.yaml names (docs/deploy.md) are the ones the slave unit makes
 // writable, and that those keys mean what the unit assumes: loading the
 // repository's config.yaml with them set must succeed.
 func TestSlaveWritablePaths(t *testing.T) {

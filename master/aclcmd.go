@@ -21,7 +21,7 @@ const aclUsage = `usage: master acl --crawl NAME [--role slave|master|admin] [--
 Prints the Redis ACL rules of a role of a crawl: an ACL file line (aclfile,
 the default) or the ACL SETUSER command (setuser). A slave's user may touch
 its crawl's frontier keys with the commands its scripts run, its own lease
-and heartbeat keys, and nothing else: see README "Deploy".
+and heartbeat keys, and nothing else: see docs/deploy.md.
 --password-file F puts F's password in the rules as its SHA-256; when F
 does not exist a random password is written to it (mode 0600) first.
 `

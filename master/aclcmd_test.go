@@ -38,7 +38,7 @@ func TestACLUsage(t *testing.T) {
 	}
 }
 
-// TestACLFileFromCLI is README "Deploy" step 4: the master's and a slave's
+// TestACLFileFromCLI is docs/deploy.md step 4: the master's and a slave's
 // lines from bin/master acl --password-file, in the ACL file of a real
 // redis-server; each user logs in with its password file and is held to
 // its crawl.
