@@ -28,7 +28,8 @@ import (
 //     read-only; the rules channel to subscribe. Nothing of another crawl,
 //     no other slave's keys, and no administrative command: no CONFIG,
 //     FLUSHALL/FLUSHDB, KEYS, SCAN, MODULE, DEBUG, SCRIPT, FUNCTION,
-//     MONITOR, SHUTDOWN, ACL, CLIENT KILL, PUBLISH.
+//     MONITOR, SHUTDOWN, ACL, CLIENT KILL, PUBLISH but on the work channel
+//     (the functions it calls announce work there).
 //
 //     Know the limit: a function's commands are checked against the
 //     caller's rights, so a slave's user may run those data commands
@@ -149,7 +150,11 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 		if err := config.CheckSlaveID(slave); err != nil {
 			return nil, fmt.Errorf("acl: slave id: %w", err)
 		}
-		rules = append(rules, "&"+k.RulesChannel, "+subscribe", "+unsubscribe")
+		// the rules and work channels, to follow them; the work channel
+		// also to publish the wake-ups of the functions a slave calls
+		// (wake_waiters): at worst a hostile slave wakes the others
+		rules = append(rules, "&"+k.RulesChannel, "&"+k.WorkChannel, "+subscribe", "+unsubscribe",
+			selector(nil, "", []string{"&" + k.WorkChannel, "+publish"}))
 		// every key twice: shard 0's crawl:{name}:… and the other
 		// shards' crawl:{name:*}:… (any shard count)
 		both := []Keys{k, NewKeys(crawl + ":*")}

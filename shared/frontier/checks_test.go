@@ -456,3 +456,54 @@ func TestClaimMaxHeld(t *testing.T) {
 		t.Fatalf("ack and claim at the cap: %v, %d leases, %v", acked, len(res.Leases), err)
 	}
 }
+
+// TestWakeWaiters: a claim answered busy (work in flight, nothing
+// claimable) marks the shard; the ack that makes a host claimable then
+// announces work on the work channel, once; with no slave waiting nothing
+// is published.
+func TestWakeWaiters(t *testing.T) {
+	rdb := checkRedis(t)
+	ctx := context.Background()
+	f, l := checkCrawl(t, rdb, func(o *Options) { o.HostConcurrency = 1 })
+	ps := rdb.Subscribe(ctx, f.Keys().WorkChannel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := ps.Channel()
+	got := func(wait time.Duration) int {
+		n := 0
+		deadline := time.After(wait)
+		for {
+			select {
+			case <-msgs:
+				n++
+			case <-deadline:
+				return n
+			}
+		}
+	}
+	// a.test/2 is queued, a.test is at its concurrency: busy
+	res, err := f.ClaimWaitOpts(ctx, "s2", 5, ClaimOptions{})
+	if err != nil || len(res.Leases) != 0 || !res.Busy {
+		t.Fatalf("claim: %+v, %v; want busy", res, err)
+	}
+	if _, err := f.Complete(ctx, "s1", []Completion{{Lease: l, Outcome: Done}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := got(500 * time.Millisecond); n != 1 {
+		t.Errorf("work announced %d times after the ack a waiting slave needed, want 1", n)
+	}
+	// nobody waits now: the next ack publishes nothing
+	ls, err := f.Claim(ctx, "s2", 5)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("claim: %d, %v", len(ls), err)
+	}
+	if _, err := f.Complete(ctx, "s2", []Completion{{Lease: ls[0], Outcome: Done,
+		Links: []Task{checkTask("http://a.test/3", 1)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := got(300 * time.Millisecond); n != 0 {
+		t.Errorf("work announced %d times with no slave waiting", n)
+	}
+}

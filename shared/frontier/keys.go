@@ -53,7 +53,9 @@ import (
 //	                                  scored by next allowed fetch time (ms), like ready
 //	crawl:{name}:rules         hash   version, blob: the rule set the master published
 //	                                  (PutRules); crawl:{name}:rules:changed is the pub/sub
-//	                                  channel of its versions (RulesChannel, not a key)
+//	                                  channel of its versions (RulesChannel, not a key);
+//	                                  crawl:{name}:work is the channel of work announcements
+//	                                  (WorkChannel: seeds, wake-ups of waiting slaves)
 //	crawl:{name}:s:<slave>:lease  zset  that slave's leases: url -> lease deadline (ms)
 //	crawl:{name}:s:<slave>:ld  hash   that slave's lease data: url -> slave \t token \t
 //	                                  leased_at \t host \t prio \t task
@@ -159,6 +161,10 @@ type Keys struct {
 	// until they are leased (recrawl.go).
 	Validators   string
 	RulesChannel string
+	// WorkChannel carries work announcements (WorkMessage): seeds, and a
+	// host made claimable while slaves wait (the functions' wake-ups). A
+	// slave may publish there, and nowhere else. Not a key either.
+	WorkChannel string
 	// Streams is the set of slave event streams the sink reads (master
 	// only): a retired slave's stream stays in it until drained.
 	Streams string
@@ -237,7 +243,7 @@ const (
 // NewKeys returns the keys of a crawl.
 func NewKeys(crawl string) Keys {
 	p := "crawl:{" + crawl + "}:"
-	k := Keys{Prefix: p, Robots: p + "robots", RulesChannel: p + "rules:changed"}
+	k := Keys{Prefix: p, Robots: p + "robots", RulesChannel: p + "rules:changed", WorkChannel: p + "work"}
 	for _, f := range fixedKeys {
 		*f.field(&k) = p + f.suffix
 	}

@@ -149,6 +149,7 @@ func libraryHeader(name, ns string) string {
 	}
 	b.WriteString("}\n")
 	fmt.Fprintf(&b, "local TUPLE, EVENTS_PER_ENTRY, SETTINGS_FIELDS = %d, %d, %d\n", tupleLen, eventsPerEntry, settingsFields)
+	fmt.Fprintf(&b, "local WORK_MESSAGE = %q\n", WorkMessage)
 	fmt.Fprintf(&b, "local SEEN_FLOOR, SEEN_MAX_LEVEL = %d, %d\n", seenFloor, seenMaxLevel)
 	fmt.Fprintf(&b, "local LIMITS = {claim = %d, completions = %d, links = %d, events = %d, policies = %d, "+
 		"event = %d, reason = %d, heartbeat = %d, host = %d, url = %d, task = %d, policy_delay = %d, "+

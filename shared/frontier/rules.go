@@ -17,16 +17,16 @@ import (
 // published on (not a key; it carries the crawl's hash tag).
 func (f *shard) RulesChannel() string { return f.keys.RulesChannel }
 
-// WorkMessage is published on RulesChannel when tasks are queued from
+// WorkMessage is published on WorkChannel when tasks are queued from
 // outside the slaves (seeds, recrawls, requeued failures: Redis.Seed,
 // Reseed, RequeueFailed), so that idle slaves claim at once rather than at
 // their next idle poll. It is never a rule set's version (PutRules refuses
 // it).
 const WorkMessage = "+work"
 
-// AnnounceWork publishes WorkMessage on RulesChannel.
+// AnnounceWork publishes WorkMessage on WorkChannel.
 func (f *shard) AnnounceWork(ctx context.Context) error {
-	return wrap("announce work", f.rdb.Publish(ctx, f.keys.RulesChannel, WorkMessage).Err())
+	return wrap("announce work", f.rdb.Publish(ctx, f.keys.WorkChannel, WorkMessage).Err())
 }
 
 // checkRulesVersion refuses the versions that mean something else: ""
@@ -75,7 +75,7 @@ func (f *shard) GetRules(ctx context.Context) (version string, blob []byte, ok b
 // buffered; a version that finds it full replaces nothing and is dropped,
 // as the next claim reports it anyway.
 func (f *shard) SubscribeRules(ctx context.Context) (versions <-chan string, stop func(), err error) {
-	ps := f.rdb.Subscribe(ctx, f.keys.RulesChannel)
+	ps := f.rdb.Subscribe(ctx, f.keys.RulesChannel, f.keys.WorkChannel)
 	if _, err := ps.Receive(ctx); err != nil {
 		ps.Close()
 		return nil, nil, wrap("subscribe rules", err)
@@ -95,8 +95,12 @@ func (f *shard) SubscribeRules(ctx context.Context) (versions <-chan string, sto
 				if !ok {
 					return
 				}
+				v := m.Payload
+				if m.Channel == f.keys.WorkChannel {
+					v = WorkMessage // whatever a slave published there
+				}
 				select {
-				case out <- m.Payload:
+				case out <- v:
 				default:
 				}
 			}

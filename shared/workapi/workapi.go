@@ -154,7 +154,7 @@ type Link struct {
 // Event is an encoded record for the crawl's event stream (the record's
 // JSON, as package events writes it).
 type Event struct {
-	Type events.Type    `json:"type"`
+	Type events.Type     `json:"type"`
 	Data json.RawMessage `json:"data"`
 }
 

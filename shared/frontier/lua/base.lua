@@ -125,16 +125,17 @@ end
 -- no_render: which hosts have queued tasks; ev_buf: the events to write,
 -- flat (type, data, ...); work_added: work was queued (finish reopens the
 -- crawl); lh_state: the growing seen buckets' state (LH.state); refused:
--- links refused by their checks (refuse)
+-- links refused by their checks (refuse); readied: the hosts this call
+-- made claimable that were not (ready_add), for the wake-up (finish)
 local hcache, hdirty, hdirty_keys, policies_empty, stat_delta, stat_order
-local in_ready, rdirty, rready_empty, has_queue, no_render, ev_buf, work_added, lh_state, refused
+local in_ready, rdirty, rready_empty, has_queue, no_render, ev_buf, work_added, lh_state, refused, readied
 local function reset_state()
   hcache, hdirty, hdirty_keys, policies_empty = {}, {}, {}, nil
   stat_delta, stat_order = {}, {}
   in_ready = {[false] = {}, [true] = {}}
   rdirty = {[false] = {list = {}, set = {}}, [true] = {list = {}, set = {}}}
   rready_empty, has_queue, no_render = nil, {[false] = {}, [true] = {}}, nil
-  ev_buf, work_added, lh_state, refused = {}, false, nil, 0
+  ev_buf, work_added, lh_state, refused, readied = {}, false, nil, 0, {}
 end
 
 -- begin checks a call's crawl (KEYS[1] is its meta key and ARGV[1] its

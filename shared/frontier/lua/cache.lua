@@ -157,7 +157,9 @@ local function ready_score(r, host)
   return v
 end
 local function ready_add(r, host, score)
-  if ready_score(r, host) ~= score then
+  local cur = ready_score(r, host)
+  if cur ~= score then
+    if not cur then readied[#readied + 1] = {r, host} end
     in_ready[r][host] = score
     mark_dirty(rdirty[r], host)
   end
@@ -281,6 +283,26 @@ local function flush_events()
   ev_buf = {}
 end
 
+-- Idle slaves wait for work rather than poll for it. A claim that finds
+-- nothing claimable while work is in flight (its busy answer) marks the
+-- shard's meta wait_since; a call that leaves a host claimable that was
+-- not then publishes frontier.WorkMessage on the crawl's work channel
+-- (Keys.WorkChannel), which every slave follows, and clears the mark, so the waiting slaves
+-- claim at once and a crawl where no slave waits publishes nothing. The
+-- mark costs a call one HGET, and only when it made a host claimable.
+local function wake_waiters()
+  local any = false
+  for _, rh in ipairs(readied) do
+    if in_ready[rh[1]][rh[2]] then
+      any = true
+      break
+    end
+  end
+  if not any or not redis.call('HGET', K_META, 'wait_since') then return end
+  redis.call('HDEL', K_META, 'wait_since')
+  redis.call('PUBLISH', 'crawl:{' .. CRAWL .. '}:work', WORK_MESSAGE)
+end
+
 -- finish ends every call that changes the queues: it writes the caches,
 -- the stats and the events, and reopens the crawl when work was added
 local function finish()
@@ -294,6 +316,7 @@ local function finish()
   flush_events()
   --[[mark:flush_events]]
   LH.flush()
+  if #readied > 0 then wake_waiters() end
   -- a slave adds work only while it holds a lease, and a crawl with a
   -- lease is neither idle nor finished: only the master's functions (seeds,
   -- requeues, leases taken back) reopen it

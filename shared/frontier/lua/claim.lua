@@ -256,7 +256,13 @@ local function claim_tasks(slave, maxn, render, now)
     -- in flight (their acks bring the next links: a crawl starting or
     -- thinning out); -1: nothing queued and nothing in flight
     local nq = tonumber(redis.call('HGET', K_STATS, 'queued') or '0') + (stat_delta['queued'] or 0)
-    if nq > 0 or redis.call('EXISTS', K_HINFL) == 1 then out[#out + 1] = -2 else out[#out + 1] = -1 end
+    if nq > 0 or redis.call('EXISTS', K_HINFL) == 1 then
+      out[#out + 1] = -2
+      -- the slave waits for a host to be made claimable (wake_waiters)
+      redis.call('HSET', K_META, 'wait_since', now)
+    else
+      out[#out + 1] = -1
+    end
   else
     out[#out + 1] = math.max(0, earliest - now)
   end
