@@ -99,7 +99,7 @@ func TestArchitectureMap(t *testing.T) {
 	doc := string(b)
 	for _, m := range repoPathRE.FindAllStringSubmatch(doc, -1) {
 		if strings.ContainsAny(m[1], "…*") {
-			continue // a pattern (master/migrations/NNNNN_….sql)
+			continue // a pattern (migrations/NNNNN_….sql)
 		}
 		if _, err := os.Stat(filepath.Join("..", m[1])); err != nil {
 			t.Errorf("docs/architecture.md names %s: %v", m[1], err)

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// Column limits, mirroring master/migrations/*.sql. VARCHAR and CHAR sizes count
+// Column limits, mirroring migrations/*.sql. VARCHAR and CHAR sizes count
 // characters; TEXT counts bytes. TestColumnLimits checks them against the
 // live schema.
 const (

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// Column limits of schedule_runs (master/migrations/00004_schedules.sql).
+// Column limits of schedule_runs (migrations/00004_schedules.sql).
 const (
 	maxScheduleName = 64  // schedule_runs.name: a rule set name
 	maxScheduleSpec = 255 // schedule_runs.spec

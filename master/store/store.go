@@ -22,7 +22,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/pressly/goose/v3"
 
-	"github.com/redcrawl/redcrawl/master/migrations"
+	"github.com/redcrawl/redcrawl/migrations"
 )
 
 // DefaultDialTimeout is the connect timeout Open uses when the DSN sets none.

@@ -88,9 +88,10 @@ var slaveGroups = []struct {
 	cmds []string
 }{
 	// meta: the declared key of every call, the seen buckets' state, the
-	// lease and work counters, aopic's lambda, the crawl's creation
+	// lease and work counters, aopic's lambda, the crawl's creation, the
+	// mark of waiting slaves (wait_since)
 	{func(k Keys) []string { return []string{k.Meta} },
-		[]string{"+fcall", "+fcall_ro", "+hget", "+hmget", "+hset", "+hsetnx", "+hexists", "+hincrby", "+hincrbyfloat"}},
+		[]string{"+fcall", "+fcall_ro", "+hget", "+hmget", "+hset", "+hsetnx", "+hexists", "+hincrby", "+hincrbyfloat", "+hdel"}},
 	{func(k Keys) []string { return []string{k.Stats} }, []string{"+hget", "+hincrby"}},
 	// the ready sets
 	{func(k Keys) []string { return []string{k.Ready, k.RenderReady} },
