@@ -10,10 +10,9 @@ import (
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/hostpolicy"
+	"github.com/redcrawl/redcrawl/shared/plan"
 	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/secret"
-	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
 // SeedResult says what became of seeds.
@@ -113,11 +112,7 @@ type seedPlan struct {
 // none).
 func planSeeds(cfg *config.Config, set *rules.Set, rawURLs []string, keep func(*rules.RuleSet) bool) (seedPlan, error) {
 	p := seedPlan{policies: map[string]frontier.HostPolicy{}}
-	canon, err := cfg.Canonicalizer()
-	if err != nil {
-		return p, fmt.Errorf("seed: %w", err)
-	}
-	scope, err := urlx.NewScope(cfg.Crawl.AllowHosts, cfg.Crawl.Allow, cfg.Crawl.Deny, cfg.Crawl.MaxDepth)
+	planner, err := plan.New(cfg)
 	if err != nil {
 		return p, fmt.Errorf("seed: %w", err)
 	}
@@ -126,41 +121,36 @@ func planSeeds(cfg *config.Config, set *rules.Set, rawURLs []string, keep func(*
 		if raw == "" || strings.HasPrefix(raw, "#") {
 			continue
 		}
-		u, err := canon.Canonicalize(raw)
+		u, err := planner.Canonicalizer().Canonicalize(raw)
 		if err != nil {
 			p.rejected = append(p.rejected, fmt.Sprintf("%s: %v", raw, err))
-			continue
-		}
-		if ok, why := scope.Check(u, 0); !ok {
-			p.rejected = append(p.rejected, fmt.Sprintf("%s: out of scope (%s)", raw, why))
 			continue
 		}
 		rs := set.Match(u)
 		if keep != nil && !keep(rs) {
 			continue
 		}
-		t := frontier.NewTask(u, 0, 0)
-		if why := p.add(t, u, rs); why != "" {
+		if why := p.add(planner, u, 0, rs, nil); why != "" {
 			p.rejected = append(p.rejected, fmt.Sprintf("%s: %s", raw, why))
 			continue
 		}
-		p.urls = append(p.urls, t.URL)
+		p.urls = append(p.urls, p.tasks[len(p.tasks)-1].URL)
 	}
 	return p, nil
 }
 
-// add routes task t of URL u by its rule set rs (nil: none), render or
-// not, keeps its host's policy and adds it; it returns why the rule set
-// refuses it instead ("" when added).
-func (p *seedPlan) add(t frontier.Task, u *url.URL, rs *rules.RuleSet) string {
-	if rs != nil {
-		if ok, why := rs.InScope(u, t.Depth); !ok {
-			return fmt.Sprintf("out of the scope of rule set %s (%s)", rs.Name, why)
-		}
-		t.Render = rs.RenderFor(u) != nil
-		if hp, ok := hostpolicy.Of(rs); ok {
-			p.policies[t.Host] = hp
-		}
+// add plans the task of URL u at depth by its rule set rs (nil: none):
+// scoped, routed render or not, its host's policy kept, revisit its
+// validators (a recrawl's); it returns why it is refused instead ("" when
+// added).
+func (p *seedPlan) add(planner *plan.Planner, u *url.URL, depth int, rs *rules.RuleSet, revisit *frontier.Validators) string {
+	t, policy, why, ok := planner.Task(u, depth, 0, rs)
+	if !ok {
+		return why
+	}
+	t.Revisit = revisit
+	if policy != nil {
+		p.policies[t.Host] = *policy
 	}
 	p.tasks = append(p.tasks, t)
 	return ""

@@ -9,8 +9,8 @@ import (
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/plan"
 	"github.com/redcrawl/redcrawl/shared/rules"
-	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
 // Incremental recrawls, on the master. A recrawl run (a schedule firing,
@@ -82,7 +82,7 @@ func reseedAll[T any](ctx context.Context, f *frontier.Redis, read func(after []
 // one a named recrawl's rule set does not match.
 func planRecorded(cfg *config.Config, set *rules.Set, ps []store.RecordedPage, name string) (seedPlan, error) {
 	p := seedPlan{policies: map[string]frontier.HostPolicy{}}
-	scope, err := urlx.NewScope(cfg.Crawl.AllowHosts, cfg.Crawl.Allow, cfg.Crawl.Deny, cfg.Crawl.MaxDepth)
+	planner, err := plan.New(cfg)
 	if err != nil {
 		return p, fmt.Errorf("recrawl: %w", err)
 	}
@@ -91,16 +91,12 @@ func planRecorded(cfg *config.Config, set *rules.Set, ps []store.RecordedPage, n
 		if err != nil || !u.IsAbs() {
 			continue
 		}
-		if ok, _ := scope.Check(u, rp.Depth); !ok {
-			continue
-		}
 		rs := set.Match(u)
 		if name != "" && (rs == nil || rs.Name != name) {
 			continue
 		}
-		t := frontier.NewTask(u, rp.Depth, 0)
-		t.Revisit = &frontier.Validators{ETag: rp.ETag, LastModified: rp.LastModified, Checksum: rp.Checksum}
-		p.add(t, u, rs) // a page now out of its rule set's scope is left out
+		// a page now out of scope (the crawl's or its rule set's) is left out
+		p.add(planner, u, rp.Depth, rs, &frontier.Validators{ETag: rp.ETag, LastModified: rp.LastModified, Checksum: rp.Checksum})
 	}
 	return p, nil
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/hostpolicy"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/robots"
 	"github.com/redcrawl/redcrawl/shared/rules"
@@ -351,58 +350,21 @@ func (s *Slave) addLinks(c *frontier.Completion, links []*url.URL, depth int) {
 // maxLinksPerPage bounds what one page can add to the frontier.
 const maxLinksPerPage = 5000
 
-// linkTask scopes and builds a task for a discovered URL: the crawl's scope
-// and its rule set's, whether it must be rendered, its per-site queue
-// order, and its host's politeness policy (carried in c).
+// linkTask scopes and builds a task for a discovered URL (plan.Planner:
+// the crawl's scope, the rule set's scope, render and politeness, the
+// strategy's priority), adding its host's policy to the completion.
 func (s *Slave) linkTask(c *frontier.Completion, u *url.URL, depth, hops int) (frontier.Task, bool) {
-	if ok, _ := s.scope.Check(u, depth); !ok {
+	t, policy, _, ok := s.plan.Task(u, depth, hops, s.ruleFor(u))
+	if !ok {
 		return frontier.Task{}, false
 	}
-	t := frontier.NewTask(u, depth, hops)
-	if u.RawQuery != "" {
-		t.PathKey = urlx.PathKey(u)
-		// parses the query: only when the frontier reads it
-		t.DateQuery = s.cfg.Crawl.MaxDateVariants > 0 && urlx.DateQuery(u)
-	}
-	if s.cfg.Crawl.Strategy == "priority" {
-		t.Score = urlImportance(u) // only the priority strategy reads it
-	}
-	if rs := s.ruleFor(u); rs != nil {
-		if ok, _ := rs.InScope(u, depth); !ok {
-			return frontier.Task{}, false
+	if policy != nil {
+		if c.Policies == nil {
+			c.Policies = map[string]frontier.HostPolicy{}
 		}
-		t.Render = rs.RenderFor(u) != nil
-		if rs.Strategy == "dfs" && (s.cfg.Crawl.Strategy == "bfs" || s.cfg.Crawl.Strategy == "dfs") {
-			t.Priority = -int64(depth) // deepest first within the site's queue
-		}
-		if p, ok := hostpolicy.Of(rs); ok {
-			if c.Policies == nil {
-				c.Policies = map[string]frontier.HostPolicy{}
-			}
-			c.Policies[t.Host] = p
-		}
+		c.Policies[t.Host] = *policy
 	}
 	return t, true
-}
-
-// urlImportance is IL(P), the URL-string importance of the priority
-// strategy, in [0, 1]: shallow paths, no query string and directory or
-// index pages rank higher (a home or section page links to more of a
-// site than a deep article or a filtered listing).
-func urlImportance(u *url.URL) float64 {
-	segs := strings.Count(strings.Trim(u.EscapedPath(), "/"), "/")
-	if strings.Trim(u.EscapedPath(), "/") != "" {
-		segs++
-	}
-	score := 1 - 0.08*float64(min(segs, 10))
-	if u.RawQuery != "" {
-		score -= 0.2
-	}
-	p := u.Path
-	if strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/index.html") || strings.HasSuffix(p, "/index.htm") {
-		score += 0.1
-	}
-	return min(max(score, 0), 1)
 }
 
 // retryAfter reads a Retry-After header (seconds or an HTTP date), capped.

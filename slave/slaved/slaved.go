@@ -36,6 +36,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/metrics"
+	"github.com/redcrawl/redcrawl/shared/plan"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/robots"
@@ -89,6 +90,7 @@ type Slave struct {
 	host      string
 	log       *slog.Logger
 	rl        *ratelog.Logger
+	plan      *plan.Planner // the crawl's scope, traps and task planning
 	canon     *urlx.Canonicalizer
 	scope     *urlx.Scope
 	traps     *urlx.Traps
@@ -148,17 +150,7 @@ type Slave struct {
 // New builds a slave from a validated config. It does not connect yet.
 func New(cfg *config.Config, opt Options) (*Slave, error) {
 	cfg = cfg.SlaveProfile()
-	canon, err := cfg.Canonicalizer()
-	if err != nil {
-		return nil, fmt.Errorf("new slave: %w", err)
-	}
-	scope, err := urlx.NewScope(cfg.Crawl.AllowHosts, cfg.Crawl.Allow, cfg.Crawl.Deny, cfg.Crawl.MaxDepth)
-	if err != nil {
-		return nil, fmt.Errorf("new slave: %w", err)
-	}
-	traps, err := urlx.NewTraps(urlx.TrapOptions{MaxURLLength: cfg.Crawl.MaxURLLength,
-		MaxPathRepeat: cfg.Crawl.MaxPathRepeat, MaxPathSegments: cfg.Crawl.MaxPathSegments,
-		MaxQueryParams: cfg.Crawl.MaxQueryParams})
+	planner, err := plan.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("new slave: %w", err)
 	}
@@ -174,7 +166,8 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 	}
 	log := opt.Logger.With("slave", opt.ID)
 	s := &Slave{cfg: cfg, opt: opt, id: opt.ID, host: host, log: log,
-		rl: ratelog.New(log, 30*time.Second), canon: canon, scope: scope, traps: traps,
+		rl: ratelog.New(log, 30*time.Second), plan: planner, canon: planner.Canonicalizer(), scope: planner.Scope(),
+		traps: planner.Traps(),
 		handlers: NewHandlers(), dups: newDupCache(1 << 16),
 		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1),

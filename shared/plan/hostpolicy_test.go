@@ -1,15 +1,15 @@
-package hostpolicy_test
+package plan_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/frontier"
-	"github.com/redcrawl/redcrawl/shared/hostpolicy"
+	"github.com/redcrawl/redcrawl/shared/plan"
 	"github.com/redcrawl/redcrawl/shared/rules"
 )
 
-func TestOf(t *testing.T) {
+func TestHostPolicy(t *testing.T) {
 	delay, jitter, conc := 2*time.Second, 0.5, 3
 	for _, tc := range []struct {
 		name string
@@ -22,7 +22,7 @@ func TestOf(t *testing.T) {
 		{"all", rules.Politeness{Delay: &delay, Jitter: &jitter, Concurrency: &conc},
 			frontier.HostPolicy{Delay: delay, Jitter: jitter, Concurrency: conc}, true},
 	} {
-		got, ok := hostpolicy.Of(&rules.RuleSet{Politeness: tc.p})
+		got, ok := plan.HostPolicy(&rules.RuleSet{Politeness: tc.p})
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: Of = %+v, %v; want %+v, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
