@@ -98,6 +98,43 @@ func ExampleSlave_OnRequest() {
 	//   exception: hook OnRequest: skipped: never log out
 }
 
+// OnFetch wraps the fetch: here a request made by another library
+// (slave/collyslave lets a colly collector make it), sent with the
+// slave's sessions, proxies and politeness; a page the library gives up
+// is skipped without a request.
+func ExampleSlave_OnFetch() {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "<p>signed %s</p>", r.Header.Get("X-Signature"))
+	}))
+	defer site.Close()
+
+	s := exampleSlave()
+	s.OnFetch(func(ctx context.Context, r *slaved.Request, fetch slaved.FetchFunc) (*slaved.Response, error) {
+		if strings.HasSuffix(r.URL.Path, ".pdf") {
+			r.Skip("no PDFs")
+			return nil, nil
+		}
+		res, err := fetch(ctx, http.Header{"X-Signature": {"sig-" + r.URL.Path[1:]}})
+		if err != nil {
+			return nil, err // a fetch error: the slave retries or fails the task
+		}
+		body, _ := res.Body.Bytes()
+		fmt.Printf("%s %d %s\n", r.URL.Path, res.Status, body)
+		return res, nil
+	})
+	for _, path := range []string{"/page", "/paper.pdf"} {
+		res, err := s.FetchOne(context.Background(), site.URL+path)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(path, res.Outcome, res.Status)
+	}
+	// Output:
+	// /page 200 <p>signed sig-page</p>
+	// /page done 200
+	// /paper.pdf done 0
+}
+
 // OnResponse follows a paginated JSON API: the items of each page become
 // items, its "next" link a link; a page that says "try later" is retried.
 func ExampleSlave_OnResponse() {

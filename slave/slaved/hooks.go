@@ -19,6 +19,7 @@ import (
 // builds a Slave with New, registers hooks and calls Run.
 //
 //	OnRequest   before each page fetch: add headers, skip the task
+//	OnFetch     around each page fetch: drive the request (fetchhook.go)
 //	OnResponse  after each response: read the body, add links and items,
 //	            retry or fail the task, drop the links found
 //	OnItem      on each item (from rule files or AddItem): transform,
@@ -44,7 +45,10 @@ type Request struct {
 	// They are not sent for a page rendered in a browser (Rendered).
 	Header   http.Header
 	Rendered bool // the page will be rendered in headless Chromium
-	skip     string
+	// Sitemap says the task is a sitemap (crawl.sitemaps): the slave reads
+	// the URLs it lists.
+	Sitemap bool
+	skip    string
 }
 
 // Skip ends the task without fetching it: it is done, with an exception
@@ -66,12 +70,16 @@ type Page struct {
 	Status   int
 	Header   http.Header
 	Rendered bool // rendered in headless Chromium: Body is the DOM
+	// Request is the request this page answers, as the OnRequest and
+	// OnFetch hooks saw it; nil when the slave has neither.
+	Request *Request
 
 	res       *Response
 	canon     resolver
 	links     []*url.URL
 	linkErrs  []string
 	items     []*Item
+	notes     []string
 	skipLinks bool
 	retry     string
 	fail      string
@@ -113,8 +121,13 @@ func (p *Page) AddItem(name, itemURL string, fields map[string]any) {
 	p.items = append(p.items, &Item{Name: name, URL: itemURL, PageURL: p.URL.String(), Fields: fields})
 }
 
-// SkipLinks drops the links the content handler finds on the page (links
-// added with AddLink are kept).
+// Exception records an exception of kind hook about the page (a problem
+// of the hook's own, e.g. something it could not do); the page is kept.
+func (p *Page) Exception(msg string) { p.notes = append(p.notes, nonEmpty(msg, "exception")) }
+
+// SkipLinks drops the links the content handler finds on the page and its
+// canonical URL (links added with AddLink, a redirect's target and the
+// sitemaps of robots.txt are kept).
 func (p *Page) SkipLinks() { p.skipLinks = true }
 
 // Retry gives the task back to be fetched again later (with the slave's
@@ -152,6 +165,7 @@ const (
 
 type hooks struct {
 	request  []func(context.Context, *Request) error
+	fetch    []FetchHook
 	response []func(context.Context, *Page) error
 	item     []func(context.Context, *Item) error
 }
@@ -209,26 +223,33 @@ type hookPanic struct {
 
 func (p *hookPanic) Error() string { return fmt.Sprintf("panic: %v\n%s", p.v, p.stack) }
 
-// requestHooks runs the OnRequest hooks of a task. It returns the headers
-// to send, or a completion when a hook ended the task.
-func (s *Slave) requestHooks(ctx context.Context, c *frontier.Completion, u *url.URL, render bool) (http.Header, bool) {
-	if len(s.hooks.request) == 0 {
+// requestHooks runs the OnRequest hooks of a task. It returns the
+// request the hooks made (nil when the slave has no OnRequest or OnFetch
+// hook), or a completion when a hook ended the task.
+func (s *Slave) requestHooks(ctx context.Context, c *frontier.Completion, u *url.URL, render bool) (*Request, bool) {
+	if len(s.hooks.request) == 0 && len(s.hooks.fetch) == 0 {
 		return nil, false
 	}
 	cu := *u
-	r := &Request{URL: &cu, Depth: c.Lease.Depth, Attempt: c.Lease.Attempt, Header: http.Header{}, Rendered: render}
+	r := &Request{URL: &cu, Depth: c.Lease.Depth, Attempt: c.Lease.Attempt, Header: http.Header{}, Rendered: render,
+		Sitemap: c.Lease.Sitemap > 0}
 	for _, fn := range s.hooks.request {
 		if err := protect(func() error { return fn(ctx, r) }); err != nil {
 			s.hookFailed(c, "OnRequest", err)
 			return nil, true
 		}
 		if r.skip != "" {
-			s.exception(c, KindHook, 0, "OnRequest: skipped: "+r.skip)
-			c.Outcome, c.Reason = frontier.Done, "skipped by a hook"
+			s.skipped(c, "OnRequest", r.skip)
 			return nil, true
 		}
 	}
-	return r.Header, false
+	return r, false
+}
+
+// skipped ends a task a hook skipped: done, with an exception.
+func (s *Slave) skipped(c *frontier.Completion, which, reason string) {
+	s.exception(c, KindHook, 0, which+": skipped: "+reason)
+	c.Outcome, c.Reason = frontier.Done, "skipped by a hook"
 }
 
 // hookFailed records a hook's error and retries the task, or fails it
@@ -247,12 +268,12 @@ func (s *Slave) hookFailed(c *frontier.Completion, which string, err error) {
 // when the task is decided (retry, fail, hook error) and the slave must
 // not handle the response; otherwise p (nil without hooks) carries the
 // hooks' links and items for finishResponse.
-func (s *Slave) responseHooks(ctx context.Context, c *frontier.Completion, u *url.URL, res *Response) (p *Page, done bool) {
+func (s *Slave) responseHooks(ctx context.Context, c *frontier.Completion, u *url.URL, r *Request, res *Response) (p *Page, done bool) {
 	if len(s.hooks.response) == 0 {
 		return nil, false
 	}
 	p = &Page{URL: u, Depth: c.Lease.Depth, Status: res.Status, Header: res.Header, Rendered: res.Rendered,
-		res: res, canon: s.canon}
+		Request: r, res: res, canon: s.canon}
 	for _, fn := range s.hooks.response {
 		if err := protect(func() error { return fn(ctx, p) }); err != nil {
 			s.hookFailed(c, "OnResponse", err)
@@ -273,14 +294,18 @@ func (s *Slave) responseHooks(ctx context.Context, c *frontier.Completion, u *ur
 }
 
 // finishResponse adds what the OnResponse hooks asked for to a
-// completion the slave built: their links (the handler's dropped with
-// SkipLinks) and their items, through the item pipeline.
+// completion the slave built (handle, which left out the handler's links
+// after SkipLinks): their exceptions, links and items, the items through
+// the item pipeline.
 func (s *Slave) finishResponse(ctx context.Context, c *frontier.Completion, p *Page) {
-	if p == nil || c.Outcome != frontier.Done {
+	if p == nil {
 		return
 	}
-	if p.skipLinks {
-		c.Links = c.Links[:0]
+	for _, msg := range p.notes {
+		s.exception(c, KindHook, p.Status, "OnResponse: "+msg)
+	}
+	if c.Outcome != frontier.Done {
+		return
 	}
 	for _, msg := range p.linkErrs {
 		s.exception(c, KindHook, p.Status, "OnResponse: "+msg)

@@ -39,9 +39,10 @@ func TestHooks(t *testing.T) {
 		return nil
 	}
 	type hooks struct {
-		req  func(context.Context, *slaved.Request) error
-		res  func(context.Context, *slaved.Page) error
-		item func(context.Context, *slaved.Item) error
+		req   func(context.Context, *slaved.Request) error
+		fetch slaved.FetchHook
+		res   func(context.Context, *slaved.Page) error
+		item  func(context.Context, *slaved.Item) error
 	}
 	// the site saw one request with the slave's Accept and no X-Sig
 	plain := []string{"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8|"}
@@ -86,6 +87,43 @@ func TestHooks(t *testing.T) {
 			want{Outcome: "done", Links: []string{"/next"}, Seen: plain}},
 		{"item error", hooks{res: addItem, item: func(context.Context, *slaved.Item) error { return errors.New("kafka down") }}, false,
 			want{Outcome: "done", Exceptions: []string{"item_pipeline: item thing: kafka down"}, Links: []string{"/next"}, Seen: plain}},
+		{"fetch hook's headers", hooks{fetch: func(ctx context.Context, r *slaved.Request, fetch slaved.FetchFunc) (*slaved.Response, error) {
+			return fetch(ctx, http.Header{"X-Sig": {"fetch " + r.URL.Path}})
+		}}, false, want{Outcome: "done", Links: []string{"/next"}, Seen: []string{plain[0] + "fetch /p"}}},
+		{"fetch hook skips", hooks{fetch: func(_ context.Context, r *slaved.Request, _ slaved.FetchFunc) (*slaved.Response, error) {
+			r.Skip("not today")
+			return nil, nil
+		}}, false, want{Outcome: "done", Exceptions: []string{"hook: OnFetch: skipped: not today"}}},
+		{"fetch hook skips after the fetch", hooks{fetch: func(ctx context.Context, r *slaved.Request, fetch slaved.FetchFunc) (*slaved.Response, error) {
+			res, err := fetch(ctx, nil)
+			r.Skip("seen enough")
+			return res, err
+		}}, false, want{Outcome: "done", Exceptions: []string{"hook: OnFetch: skipped: seen enough"}, Seen: plain}},
+		{"fetch hook error retries", hooks{fetch: func(context.Context, *slaved.Request, slaved.FetchFunc) (*slaved.Response, error) {
+			return nil, errors.New("no session")
+		}}, false, want{Outcome: "retry", Exceptions: []string{"hook: OnFetch: no session"}}},
+		{"fetch hook panic fails", hooks{fetch: func(context.Context, *slaved.Request, slaved.FetchFunc) (*slaved.Response, error) {
+			panic("oops")
+		}}, false, want{Outcome: "fail", Exceptions: []string{"hook: OnFetch: panic: oops"}}},
+		{"fetch hook's fetch error", hooks{fetch: func(context.Context, *slaved.Request, slaved.FetchFunc) (*slaved.Response, error) {
+			return nil, &slaved.FetchError{Kind: "timeout", Retryable: true, Err: errors.New("too slow")}
+		}}, false, want{Outcome: "retry", Exceptions: []string{"timeout: too slow"}}},
+		{"fetch twice", hooks{fetch: func(ctx context.Context, _ *slaved.Request, fetch slaved.FetchFunc) (*slaved.Response, error) {
+			if res, err := fetch(ctx, nil); err != nil {
+				return res, err
+			}
+			return fetch(ctx, nil)
+		}}, false, want{Outcome: "retry", Exceptions: []string{"hook: OnFetch: fetch called twice for one task"}, Seen: plain}},
+		{"page exception and request", hooks{
+			fetch: func(ctx context.Context, r *slaved.Request, fetch slaved.FetchFunc) (*slaved.Response, error) {
+				r.Header.Set("X-Sig", "kept")
+				return fetch(ctx, nil)
+			},
+			res: func(_ context.Context, p *slaved.Page) error {
+				p.Exception("a note from " + p.Request.Header.Get("X-Sig"))
+				return nil
+			}}, false, want{Outcome: "done", Exceptions: []string{"hook: OnResponse: a note from kept"}, Links: []string{"/next"},
+			Seen: []string{plain[0] + "kept"}}},
 		{"item panic", hooks{res: addItem, item: func(context.Context, *slaved.Item) error { panic("nil sink") }}, false,
 			want{Outcome: "done", Exceptions: []string{"item_pipeline: item thing: panic: nil sink"}, Links: []string{"/next"}, Seen: plain}},
 	}
@@ -108,6 +146,9 @@ func TestHooks(t *testing.T) {
 				// a hook that adds nothing still runs: the request has
 				// the slave's Accept
 				s.OnRequest(func(context.Context, *slaved.Request) error { return nil })
+			}
+			if tt.h.fetch != nil {
+				s.OnFetch(tt.h.fetch)
 			}
 			if tt.h.res != nil {
 				s.OnResponse(tt.h.res)
@@ -155,4 +196,43 @@ func TestHookAfterRunPanics(t *testing.T) {
 		}
 	}()
 	s.OnItem(func(context.Context, *slaved.Item) error { return nil })
+}
+
+// TestSkipLinksKeepsRedirect: SkipLinks drops the handler's links, not a
+// redirect's target (the page's next hop).
+func TestSkipLinksKeepsRedirect(t *testing.T) {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/new", http.StatusMovedPermanently)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<link rel="canonical" href="/canonical"><a href="/found">found</a>`)
+	}))
+	defer site.Close()
+	cfg := config.Default()
+	cfg.Crawl.AllowHosts = []string{"127.0.0.1"}
+	cfg.Fetch.AllowPrivateNetworks = true
+	s, err := slaved.New(&cfg, slaved.Options{ID: "skip", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.OnResponse(func(_ context.Context, p *slaved.Page) error {
+		p.SkipLinks()
+		p.AddLink("/added")
+		return nil
+	})
+	for path, want := range map[string][]string{"/old": {"/new", "/added"}, "/page": {"/added"}} {
+		res, err := s.FetchOne(context.Background(), site.URL+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, l := range res.Links {
+			got = append(got, strings.TrimPrefix(l, site.URL))
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s: links (-want +got):\n%s", path, d)
+		}
+	}
 }

@@ -55,11 +55,16 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 		}
 	}
 	rr := s.renderRule(l, u, rs)
-	hdr, ended := s.requestHooks(ctx, &c, u, rr != nil)
+	r, ended := s.requestHooks(ctx, &c, u, rr != nil)
 	if ended {
 		return c
 	}
-	res, err := s.fetchOrRender(ctx, l, u, rs, rr, hdr)
+	res, ended, err := s.fetchHooked(ctx, &c, r, func(ctx context.Context, hdr http.Header) (*Response, error) {
+		return s.fetchOrRender(ctx, l, u, rs, rr, hdr)
+	})
+	if ended {
+		return c
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			c.Outcome = frontier.Release
@@ -83,11 +88,11 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	if res.Rendered {
 		s.met.Rendered()
 	}
-	p, ended := s.responseHooks(ctx, &c, u, res)
+	p, ended := s.responseHooks(ctx, &c, u, r, res)
 	if ended {
 		return c
 	}
-	c = s.handle(ctx, c, u, res)
+	c = s.handle(ctx, c, u, res, p == nil || !p.skipLinks)
 	s.finishResponse(ctx, &c, p)
 	return c
 }
@@ -130,8 +135,10 @@ func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL,
 
 // handle turns a response into a completion: it stores the response in
 // WARC, classifies the status, runs the content handler of 2xx bodies and
-// scopes and trap-checks the links found.
-func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, res *Response) frontier.Completion {
+// scopes and trap-checks the links found: the handler's and the canonical
+// URL unless handlerLinks is false (an OnResponse hook's SkipLinks), a
+// redirect's target and a sitemap's URLs always.
+func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, res *Response, handlerLinks bool) frontier.Completion {
 	l := c.Lease
 	s.noteFetch(res.Duration)
 	page := &events.Page{Crawl: s.cfg.Crawl.Name, URL: l.URL, FinalURL: l.URL, Status: res.Status,
@@ -272,10 +279,10 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	}
 	page.Charset = doc.Charset
 	nofollow := doc.NoFollow || directives.NoFollow
-	if !nofollow {
+	if !nofollow && handlerLinks {
 		s.addLinks(&c, doc.Links, l.Depth+1)
 	}
-	s.followCanonical(&c, page, u, nofollow)
+	s.followCanonical(&c, page, u, nofollow || !handlerLinks)
 	page.Links = len(c.Links)
 	s.addEvent(&c, page)
 	return c
