@@ -89,7 +89,7 @@ func TestHandle(t *testing.T) {
 			l := frontier.Lease{Task: frontier.Task{URL: u.String(), Host: "a.test", Depth: 1, Hops: tc.hops}}
 			res := tc.res
 			res.Body = testBody(t, tc.body, cfg.Fetch.MaxBodyBytes)
-			c := s.handle(context.Background(), frontier.Completion{Lease: l, Outcome: frontier.Done}, u, &res, true)
+			c := s.handle(context.Background(), frontier.Completion{Lease: l, Outcome: frontier.Done}, u, &res, nil)
 			got := want{Outcome: c.Outcome, Backoff: c.Backoff > 0}
 			if tc.want.RetryIn > 0 {
 				got.RetryIn = c.RetryIn

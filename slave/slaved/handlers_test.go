@@ -73,7 +73,7 @@ func TestCustomHandlerAndUpwardPaths(t *testing.T) {
 	u, _ := url.Parse("http://a.test/x/y/feed.xml")
 	l := frontier.Lease{Task: frontier.Task{URL: u.String(), Host: "a.test", Depth: 0}}
 	res := Response{Status: 200, Header: http.Header{"Content-Type": {"application/rss+xml"}}, Body: testBody(t, "<rss/>", 1000)}
-	c := s.handle(context.Background(), frontier.Completion{Lease: l, Outcome: frontier.Done}, u, &res, true)
+	c := s.handle(context.Background(), frontier.Completion{Lease: l, Outcome: frontier.Done}, u, &res, nil)
 	var links []string
 	for _, lk := range c.Links {
 		links = append(links, lk.URL)
@@ -83,7 +83,7 @@ func TestCustomHandlerAndUpwardPaths(t *testing.T) {
 	}
 	res.Header.Set("Content-Type", "application/atom+xml")
 	res.Body = testBody(t, "<feed/>", 1000) // another content: not a duplicate
-	c = s.handle(context.Background(), frontier.Completion{Lease: l, Outcome: frontier.Done}, u, &res, true)
+	c = s.handle(context.Background(), frontier.Completion{Lease: l, Outcome: frontier.Done}, u, &res, nil)
 	var kinds []string
 	handler := ""
 	for _, e := range c.Events {

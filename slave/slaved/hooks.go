@@ -81,6 +81,7 @@ type Page struct {
 	items     []*Item
 	notes     []string
 	skipLinks bool
+	nofollow  bool // the page says nofollow (handle): its links are not followed
 	retry     string
 	fail      string
 }
@@ -100,7 +101,8 @@ func (p *Page) BodyTruncated() bool { return p.res.Truncated() }
 
 // AddLink adds a link to follow, resolved against the page's URL. It goes
 // through the crawl's scope, its rule sets' scopes and the trap filters
-// like any link found on the page, at the next depth.
+// like any link found on the page, at the next depth, and is not followed
+// when the page says nofollow (a robots meta tag, X-Robots-Tag).
 func (p *Page) AddLink(ref string) {
 	u, err := p.canon.Resolve(p.URL, ref)
 	if err != nil {
@@ -310,7 +312,7 @@ func (s *Slave) finishResponse(ctx context.Context, c *frontier.Completion, p *P
 	for _, msg := range p.linkErrs {
 		s.exception(c, KindHook, p.Status, "OnResponse: "+msg)
 	}
-	if len(p.links) > 0 {
+	if len(p.links) > 0 && !p.nofollow {
 		s.addLinks(c, p.links, c.Lease.Depth+1)
 	}
 	if len(p.items) > 0 {

@@ -199,11 +199,17 @@ func TestHookAfterRunPanics(t *testing.T) {
 }
 
 // TestSkipLinksKeepsRedirect: SkipLinks drops the handler's links, not a
-// redirect's target (the page's next hop).
+// redirect's target (the page's next hop); a nofollow page's links are
+// not followed, the hooks' included.
 func TestSkipLinksKeepsRedirect(t *testing.T) {
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/old" {
 			http.Redirect(w, r, "/new", http.StatusMovedPermanently)
+			return
+		}
+		if r.URL.Path == "/private" {
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprint(w, `<meta name="robots" content="nofollow"><a href="/found">found</a>`)
 			return
 		}
 		w.Header().Set("Content-Type", "text/html")
@@ -222,7 +228,7 @@ func TestSkipLinksKeepsRedirect(t *testing.T) {
 		p.AddLink("/added")
 		return nil
 	})
-	for path, want := range map[string][]string{"/old": {"/new", "/added"}, "/page": {"/added"}} {
+	for path, want := range map[string][]string{"/old": {"/new", "/added"}, "/page": {"/added"}, "/private": nil} {
 		res, err := s.FetchOne(context.Background(), site.URL+path)
 		if err != nil {
 			t.Fatal(err)

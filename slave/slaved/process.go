@@ -92,7 +92,7 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	if ended {
 		return c
 	}
-	c = s.handle(ctx, c, u, res, p == nil || !p.skipLinks)
+	c = s.handle(ctx, c, u, res, p)
 	s.finishResponse(ctx, &c, p)
 	return c
 }
@@ -136,9 +136,11 @@ func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL,
 // handle turns a response into a completion: it stores the response in
 // WARC, classifies the status, runs the content handler of 2xx bodies and
 // scopes and trap-checks the links found: the handler's and the canonical
-// URL unless handlerLinks is false (an OnResponse hook's SkipLinks), a
-// redirect's target and a sitemap's URLs always.
-func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, res *Response, handlerLinks bool) frontier.Completion {
+// URL unless the OnResponse hooks' page p (nil without hooks) asked
+// SkipLinks, a redirect's target and a sitemap's URLs always. It notes on
+// p that the page says nofollow, for the hooks' links.
+func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, res *Response, p *Page) frontier.Completion {
+	handlerLinks := p == nil || !p.skipLinks
 	l := c.Lease
 	s.noteFetch(res.Duration)
 	page := &events.Page{Crawl: s.cfg.Crawl.Name, URL: l.URL, FinalURL: l.URL, Status: res.Status,
@@ -279,6 +281,9 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	}
 	page.Charset = doc.Charset
 	nofollow := doc.NoFollow || directives.NoFollow
+	if p != nil {
+		p.nofollow = nofollow
+	}
 	if !nofollow && handlerLinks {
 		s.addLinks(&c, doc.Links, l.Depth+1)
 	}

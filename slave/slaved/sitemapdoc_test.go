@@ -71,7 +71,7 @@ func TestSitemapDoc(t *testing.T) {
 			u, _ := url.Parse("http://a.test/feed")
 			l := frontier.Lease{Task: frontier.Task{URL: u.String(), Host: "a.test", Sitemap: tc.level}}
 			res := Response{Status: 200, Header: http.Header{"Content-Type": {tc.ctype}}, Body: testBody(t, tc.body, 1<<20)}
-			c := s.handle(context.Background(), frontier.Completion{Lease: l, Outcome: frontier.Done}, u, &res, true)
+			c := s.handle(context.Background(), frontier.Completion{Lease: l, Outcome: frontier.Done}, u, &res, nil)
 			var got want
 			for _, lk := range c.Links {
 				got.Links = append(got.Links, link{lk.URL, lk.LastMod})
