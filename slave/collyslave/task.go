@@ -182,6 +182,9 @@ func (cs *runner) onRequest(r *colly.Request) {
 		return
 	}
 	r.Abort()
+	if r.URL.Scheme != "http" && r.URL.Scheme != "https" {
+		return // mailto:, javascript:...: nothing to fetch, as for the slave's own links
+	}
 	for _, t := range ts {
 		switch {
 		case r.Method != http.MethodGet:
