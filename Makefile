@@ -26,12 +26,19 @@ test: services
 test-race: services
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
-## bench: the crawl benchmark against plain colly (1, 2 and 4 slave processes, 4 rounds alternating their order, medians; results/),
-## the same with a 20 ms server latency (results/latency/) and a small 3,000-page site at 20 ms (results/small/: the start-up regime;
+## bench: the crawl benchmark against plain colly (1, 2 and 4 slave processes, 4 rounds alternating their order, medians; results/;
+## beside them one slave running colly callbacks, slave/collyslave, with its pages/s and CPU per page against the stock slave's, and the
+## sizes of the arm64 builds of the slave and of the colly example), the same with a 20 ms server latency (results/latency/) and a small
+## 3,000-page site at 20 ms (results/small/: the start-up regime;
 ## pages/s to 99% of the site, ramp, last fetch → finished), then the Go benchmarks (with BenchmarkShardedCluster and BenchmarkShardedMemory: S=1 vs S=3 on a 3-node cluster, bytes per URL S=1 vs S=4; ~15-40 s at 1x;
 ## BenchmarkSeedMemory: Redis bytes per seeded URL at 100k and 1M seeds, ~1-2 min), and the calendar trap under the default caps
 bench: services build
-	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results --rounds 4
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/collybench ./internal/harness/benchsuite/collybench
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(RELEASE_FLAGS) -o $(BIN)/arm64/slave ./slave
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(RELEASE_FLAGS) -o $(BIN)/arm64/collyshop ./slave/examples/collyshop
+	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results --rounds 4 \
+		--colly-slave-binary $(BIN)/collybench --size "slave, linux/arm64=$(BIN)/arm64/slave" \
+		--size "collyshop (a colly slave: slave/examples/collyshop), linux/arm64=$(BIN)/arm64/collyshop"
 	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/small --hosts 10 --pages 300 --latency 20ms --slave-counts 1,2 --rounds 4
 	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/latency --latency 20ms --slave-counts 1,2,4 --rounds 2
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./shared/frontier/

@@ -69,7 +69,8 @@ func benchCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 
 Crawl a synthetic site on loopback with 1, 2 and 4 slaves (processes of
 the slave binary) and with plain colly; write a Markdown table and an SVG
-chart under --out.
+chart under --out. With --colly-slave-binary, crawl it also with slaves
+that run a colly collector (slave/collyslave), beside the stock slave's.
 `, stdout, stderr)
 	cfgPath := f.String("config", "config.yaml", "config file")
 	hosts := f.Int("hosts", 20, "number of site hosts on 127.0.0.x")
@@ -83,18 +84,25 @@ chart under --out.
 	hostConc := f.Int("host-concurrency", 4, "requests in flight per host, both crawlers")
 	latency := f.Duration("latency", 0, "the site's delay before answering each request")
 	rounds := f.Int("rounds", 1, "repeat colly and every slave count this many times; report the median round")
+	collyBinary := f.String("colly-slave-binary", "", "a colly-callback slave program (internal/harness/benchsuite/collybench), run as the slave binary is")
+	collyCounts := f.String("colly-slave-counts", "1", "slave counts of the colly-callback crawls")
+	var sizes sizeFlags
+	f.Var(&sizes, "size", "LABEL=PATH: a file whose size the report lists (repeatable)")
 	cfg, log, code := setup(f, args, cfgPath, nil, stderr)
 	if cfg == nil {
 		return code
 	}
-	var counts []int
-	for _, s := range strings.Split(*slaveCounts, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			fmt.Fprintf(stderr, "master bench: --slave-counts %q: want numbers like 1,2,4\n", *slaveCounts)
+	counts, ok := parseCounts(*slaveCounts)
+	if !ok {
+		fmt.Fprintf(stderr, "master bench: --slave-counts %q: want numbers like 1,2,4\n", *slaveCounts)
+		return 2
+	}
+	var collyCountList []int
+	if *collyBinary != "" {
+		if collyCountList, ok = parseCounts(*collyCounts); !ok {
+			fmt.Fprintf(stderr, "master bench: --colly-slave-counts %q: want numbers like 1,2\n", *collyCounts)
 			return 2
 		}
-		counts = append(counts, n)
 	}
 	dir := *out
 	if dir == "" {
@@ -107,11 +115,39 @@ chart under --out.
 	}
 	rep, err := benchsuite.Run(ctx, benchsuite.Options{Hosts: *hosts, PagesPerHost: *pages, PageBytes: *pageBytes,
 		LinksPerPage: *linksPerPage, Slaves: counts, Concurrency: *conc, HostConcurrency: *hostConc,
-		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, Logger: log, Out: stdout})
+		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, Logger: log, Out: stdout,
+		CollySlaveBinary: *collyBinary, CollySlaves: collyCountList, Sizes: sizes})
 	if err != nil {
 		fmt.Fprintf(stderr, "master bench: %v\n", err)
 		return 1
 	}
 	fmt.Fprintln(stdout, rep.Markdown())
 	return 0
+}
+
+// parseCounts parses slave counts such as "1,2,4".
+func parseCounts(list string) ([]int, bool) {
+	var counts []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, false
+		}
+		counts = append(counts, n)
+	}
+	return counts, true
+}
+
+// sizeFlags are bench's --size LABEL=PATH flags.
+type sizeFlags []benchsuite.Size
+
+func (s *sizeFlags) String() string { return fmt.Sprint(*s) }
+
+func (s *sizeFlags) Set(v string) error {
+	label, path, ok := strings.Cut(v, "=")
+	if !ok || label == "" || path == "" {
+		return fmt.Errorf("%q: want LABEL=PATH", v)
+	}
+	*s = append(*s, benchsuite.Size{Label: label, Path: path})
+	return nil
 }

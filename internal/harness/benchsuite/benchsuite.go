@@ -108,6 +108,22 @@ type Options struct {
 	// Run). bin/master gives a SlaveBinary instead, so that it does not
 	// link the slave.
 	InProcess func(cfg *config.Config, id string, rdb *redis.Client, log *slog.Logger) (run func(context.Context) error, err error)
+	// CollySlaveBinary is a program that runs a colly collector as a
+	// slave through slave/collyslave, started as bin/slave is ("run
+	// --config FILE --id ID"): the benchmark's own,
+	// internal/harness/benchsuite/collybench, follows every link as the
+	// colly crawl does. Its crawls of CollySlaves slaves are reported
+	// beside the stock slave's. "" = none, unless CollySlaveInProcess.
+	CollySlaveBinary string
+	// CollySlaveInProcess makes such a slave in this process (the tests),
+	// as InProcess does a stock one.
+	CollySlaveInProcess func(cfg *config.Config, id string, rdb *redis.Client, log *slog.Logger) (run func(context.Context) error, err error)
+	// CollySlaves are the slave counts of the colly-callback crawls;
+	// default 1.
+	CollySlaves []int
+	// Sizes are files whose size the report lists (e.g. the arm64 builds
+	// of the slave and of a colly slave).
+	Sizes []Size
 	// Rounds repeats the whole sequence (colly, then each slave count) so
 	// that each ratio is taken within a round, back to back, and the
 	// report shows the median round of each; default 1. Odd rounds run the
@@ -132,6 +148,9 @@ func (o Options) withDefaults() Options {
 	def(&o.Rounds, 1)
 	if len(o.Slaves) == 0 {
 		o.Slaves = DefaultSlaves
+	}
+	if len(o.CollySlaves) == 0 && (o.CollySlaveBinary != "" || o.CollySlaveInProcess != nil) {
+		o.CollySlaves = []int{1}
 	}
 	if o.OutDir == "" {
 		o.OutDir = DefaultOutDir
@@ -158,12 +177,30 @@ type Point struct {
 	SlaveRSS int64
 }
 
+// Size is a file of Options.Sizes: a label and its path; Bytes is
+// filled in by Run (-1 when it could not be read).
+type Size struct {
+	Label, Path string
+	Bytes       int64
+}
+
+// slaveProgram is what a crawl's slaves run: a binary started as bin/slave
+// is, or a function of this process.
+type slaveProgram struct {
+	colly     bool // a colly collector through slave/collyslave
+	binary    string
+	inProcess func(cfg *config.Config, id string, rdb *redis.Client, log *slog.Logger) (func(context.Context) error, error)
+}
+
 // RunResult is one redcrawl crawl. Values that were not measured are -1
 // (counts, bytes) or NaN (rates); the report prints them as n/a.
 type RunResult struct {
 	Slaves     int
 	Subprocess bool
 	Crawl      string
+	// Colly says the slaves ran a colly collector's callbacks
+	// (Options.CollySlaveBinary), not the stock slave's pipeline.
+	Colly bool
 
 	Pages       int64
 	Seconds     float64
@@ -243,6 +280,13 @@ type Report struct {
 
 	Colly *CollyResult
 	Runs  []*RunResult
+	// CollyRuns are the colly-callback slaves' crawls (median rounds), by
+	// Options.CollySlaves; CollyVsStock compares each with the stock
+	// slave's crawl of as many slaves in its round (CollyVsStockRounds:
+	// every round's), by pages/s and by slave CPU per page, medians.
+	CollyRuns          []*RunResult
+	CollyVsStock       map[int]StockRatio
+	CollyVsStockRounds map[int][]StockRatio
 	// TwoToOne is the 2-slave / 1-slave throughput ratio; NaN when one
 	// of them was not run. With several rounds it is the median of the
 	// rounds' ratios, and Colly and Runs are the median round's runs of
@@ -255,6 +299,11 @@ type Report struct {
 
 	MarkdownPath, SVGPath, LatestPath string
 }
+
+// StockRatio is a colly-callback crawl against the stock slave's with as
+// many slaves: pages/s and slave CPU per page, colly / stock (NaN when
+// not measured).
+type StockRatio struct{ PagesPerSec, CPU float64 }
 
 // bench holds what every crawl of a Run shares.
 type bench struct {
@@ -283,6 +332,23 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		}
 	} else if opt.InProcess == nil {
 		return nil, fmt.Errorf("benchsuite: no slaves: give a slave binary")
+	}
+	if opt.CollySlaveBinary != "" {
+		if _, err := os.Stat(opt.CollySlaveBinary); err != nil {
+			return nil, fmt.Errorf("benchsuite: colly slave binary: %w", err)
+		}
+	}
+	for _, n := range opt.CollySlaves {
+		if n < 1 || n > 64 {
+			return nil, fmt.Errorf("benchsuite: colly slave count %d out of range 1..64", n)
+		}
+	}
+	opt.Sizes = slices.Clone(opt.Sizes)
+	for i := range opt.Sizes {
+		opt.Sizes[i].Bytes = -1
+		if fi, err := os.Stat(opt.Sizes[i].Path); err == nil {
+			opt.Sizes[i].Bytes = fi.Size()
+		}
 	}
 	site, err := testsite.Start(testsite.Options{Hosts: opt.Hosts, PagesPerHost: opt.PagesPerHost,
 		LinksPerPage: opt.LinksPerPage, PageBytes: opt.PageBytes, Seed: SiteSeed, Latency: opt.Latency})
@@ -327,11 +393,6 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if _, err := b.crawlConfig(0); err != nil { // fail before crawling anything
 		return nil, err
 	}
-	type round struct {
-		colly *CollyResult
-		runs  []*RunResult
-		two   float64 // 2/1 in this round
-	}
 	var rounds []round
 	rep.VsColly = map[int][]float64{}
 	for i := range opt.Rounds {
@@ -348,7 +409,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		rd.runs = make([]*RunResult, len(opt.Slaves))
 		for _, k := range runOrder(len(opt.Slaves), i) {
 			n := opt.Slaves[k]
-			r, err := b.runCrawl(ctx, n)
+			r, err := b.runCrawl(ctx, n, b.stock())
 			if err != nil {
 				return nil, err
 			}
@@ -371,6 +432,9 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			rd.two = two / one
 			rep.TwoToOneRounds = append(rep.TwoToOneRounds, rd.two)
 		}
+		if err := b.runCollySlaves(ctx, &rd); err != nil {
+			return nil, err
+		}
 		rounds = append(rounds, rd)
 	}
 	// each slave count's median round (by its ratio to colly); colly's
@@ -386,11 +450,25 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if len(rep.TwoToOneRounds) > 0 {
 		rep.TwoToOne = median(rep.TwoToOneRounds)
 	}
+	rep.collyMedians(opt.CollySlaves, rounds)
 	if err := rep.write(opt.OutDir, b.stamp); err != nil {
 		return rep, err
 	}
 	fmt.Fprintf(opt.Out, "bench: wrote %s, %s and %s\n", rep.MarkdownPath, rep.SVGPath, rep.LatestPath)
 	return rep, nil
+}
+
+// round is one round of Run: colly, then the slave counts.
+type round struct {
+	colly     *CollyResult
+	runs      []*RunResult // by Options.Slaves
+	collyRuns []*RunResult // by Options.CollySlaves
+	two       float64      // 2/1 in this round
+}
+
+// stock is the stock slave's program.
+func (b *bench) stock() slaveProgram {
+	return slaveProgram{binary: b.opt.SlaveBinary, inProcess: b.opt.InProcess}
 }
 
 // exactlyOnce compares the site's hits with its expected fetches.

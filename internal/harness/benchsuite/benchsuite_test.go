@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocolly/colly/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/master/store/storetest"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/slave/collyslave"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
@@ -35,7 +37,9 @@ func TestRunSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Options{Hosts: 2, PagesPerHost: 50, PageBytes: 2000, Slaves: []int{1},
-		Concurrency: 8, OutDir: dir, Config: &cfg, SlaveBinary: os.Getenv("REDCRAWL_BENCH_SLAVE"), InProcess: inProcess, Out: &out})
+		Concurrency: 8, OutDir: dir, Config: &cfg, SlaveBinary: os.Getenv("REDCRAWL_BENCH_SLAVE"), InProcess: inProcess,
+		CollySlaveBinary: os.Getenv("REDCRAWL_BENCH_COLLY_SLAVE"), CollySlaveInProcess: inProcessColly,
+		Sizes: []Size{{Label: "this test", Path: os.Args[0]}}, Out: &out})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
@@ -77,7 +81,18 @@ func TestRunSmoke(t *testing.T) {
 	if err != nil || !bytes.Equal(md, latest) {
 		t.Errorf("latest.md differs from %s (%v)", rep.MarkdownPath, err)
 	}
-	for _, want := range []string{"| metric | colly | 1 slave |", "| pages/s |", "Redis bytes / seen URL", "2-slave / 1-slave throughput: n/a", "runtime.NumCPU"} {
+	if len(rep.CollyRuns) != 1 {
+		t.Fatalf("%d colly-callback runs, want 1", len(rep.CollyRuns))
+	}
+	if c := rep.CollyRuns[0]; !c.Colly || c.Pages != 100 || c.Missing != 0 || c.Extra != 0 || !(c.PagesPerSec > 0) {
+		t.Errorf("colly-callback crawl: %d pages, %d missing, %d extra, %v pages/s; want 100, 0, 0", c.Pages, c.Missing, c.Extra, c.PagesPerSec)
+	}
+	if vs, ok := rep.CollyVsStock[1]; !ok || !(vs.PagesPerSec > 0) {
+		t.Errorf("colly-callback vs stock: %+v", rep.CollyVsStock)
+	}
+	for _, want := range []string{"| metric | colly | 1 slave | 1 colly-callback slave |", "| pages/s |", "Redis bytes / seen URL",
+		"2-slave / 1-slave throughput: n/a", "runtime.NumCPU", "- 1 colly-callback slave: ", "× the stock slave's pages/s",
+		"Binary sizes:\n\n- this test: "} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
@@ -246,6 +261,18 @@ func TestPages99(t *testing.T) {
 			t.Errorf("pages99(%d) = %d, want %d", n, got, want)
 		}
 	}
+}
+
+// inProcessColly runs the tests' colly-callback slaves in this process:
+// collybench's collector.
+func inProcessColly(cfg *config.Config, id string, rdb *redis.Client, log *slog.Logger) (func(context.Context) error, error) {
+	c := colly.NewCollector(colly.Async(true))
+	c.OnHTML("a[href]", func(e *colly.HTMLElement) { e.Request.Visit(e.Attr("href")) })
+	s, err := collyslave.New(cfg, c, slaved.Options{ID: id, Logger: log, Redis: rdb})
+	if err != nil {
+		return nil, err
+	}
+	return s.Run, nil
 }
 
 // inProcess runs the tests' slaves in this process.

@@ -68,22 +68,23 @@ type slaveSet struct {
 	procs  *slaveproc.Set
 }
 
-// startSlaves starts n slaves, in this process or as subprocesses. died is
-// called when a subprocess exits before it was stopped.
-func (b *bench) startSlaves(cfg *config.Config, n int, newClient func() *redis.Client, died func(error)) (*slaveSet, error) {
+// startSlaves starts n slaves of a program, in this process or as
+// subprocesses. died is called when a subprocess exits before it was
+// stopped.
+func (b *bench) startSlaves(cfg *config.Config, n int, prog slaveProgram, newClient func() *redis.Client, died func(error)) (*slaveSet, error) {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-s%d", cfg.Crawl.Name, i+1)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ss := &slaveSet{cancel: cancel}
-	if b.opt.SlaveBinary != "" {
+	if prog.binary != "" {
 		cfgPath, err := slaveproc.WriteConfig(b.tmp, cfg)
 		if err != nil {
 			cancel()
 			return nil, err
 		}
-		ss.procs, err = slaveproc.Start(slaveproc.Options{Binary: b.opt.SlaveBinary, Config: cfgPath, LogDir: b.tmp,
+		ss.procs, err = slaveproc.Start(slaveproc.Options{Binary: prog.binary, Config: cfgPath, LogDir: b.tmp,
 			StopTimeout: SlaveStopTimeout, Died: died}, ids...)
 		if err != nil {
 			cancel()
@@ -92,7 +93,7 @@ func (b *bench) startSlaves(cfg *config.Config, n int, newClient func() *redis.C
 		return ss, nil
 	}
 	for _, id := range ids {
-		run, err := b.opt.InProcess(cfg, id, newClient(), b.opt.Logger)
+		run, err := prog.inProcess(cfg, id, newClient(), b.opt.Logger)
 		if err != nil {
 			ss.stop()
 			return nil, fmt.Errorf("benchsuite: slave: %w", err)
@@ -145,13 +146,13 @@ func (ss *slaveSet) pids() []int {
 	return ss.procs.Pids()
 }
 
-// runCrawl crawls the site with the master and n slaves.
-func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error) {
+// runCrawl crawls the site with the master and n slaves of a program.
+func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *RunResult, err error) {
 	cfg, err := b.crawlConfig(n)
 	if err != nil {
 		return nil, err
 	}
-	res = &RunResult{Slaves: n, Subprocess: b.opt.SlaveBinary != "", Crawl: cfg.Crawl.Name,
+	res = &RunResult{Slaves: n, Subprocess: prog.binary != "", Crawl: cfg.Crawl.Name, Colly: prog.colly,
 		SlaveCPUPer1k: math.NaN(), SlavePeakRSS: -1, SlaveRSSFirst: -1, SlaveRSSLast: -1}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -197,7 +198,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 	mctx, cancelMaster := context.WithCancelCause(runCtx)
 	defer cancelMaster(nil)
 	masterClient := newClient() // before the slaves: in-process ones append theirs
-	ss, err := b.startSlaves(&cfg, n, newClient, func(err error) { cancelMaster(err) })
+	ss, err := b.startSlaves(&cfg, n, prog, newClient, func(err error) { cancelMaster(err) })
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +206,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 
 	smp := &sampler{start: start, done: redisDone(b.mon, cfg.Crawl.Name), rdb: b.mon, crawl: cfg.Crawl.Name,
 		hosts: b.hostKeys, baseMem: info0.usedMemory}
-	if b.opt.SlaveBinary != "" {
+	if prog.binary != "" {
 		smp.slaveRSS = ss.rss
 	}
 	sctx, stopSampler := context.WithCancel(runCtx)
@@ -260,7 +261,7 @@ func (b *bench) runCrawl(ctx context.Context, n int) (res *RunResult, err error)
 	// Redis: the server's counts less this suite's own monitoring commands
 	calls := info1.calls - info0.calls - (mon1 - mon0)
 	res.RedisCallsPerPage = perPage(calls, pages)
-	if b.opt.SlaveBinary == "" {
+	if prog.binary == "" {
 		res.RoundTripsPerPage = perPage(hook.Cmds.Load(), pages)
 		res.ScriptsPerPage = perPage(hook.Scripts.Load(), pages)
 	} else {

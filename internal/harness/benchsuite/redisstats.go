@@ -46,7 +46,7 @@ func (h *CountHook) count(c redis.Cmder) {
 // redisInfo is what the suite reads from INFO.
 type redisInfo struct {
 	calls      int64 // sum of commandstats calls (commands run inside scripts included)
-	scripts    int64 // evalsha + eval calls
+	scripts    int64 // fcall + fcall_ro calls (the frontier's functions), and evalsha + eval
 	cpu        float64
 	usedMemory int64
 }
@@ -69,7 +69,8 @@ func readInfo(ctx context.Context, rdb redis.UniversalClient) (redisInfo, error)
 				if n, ok := strings.CutPrefix(f, "calls="); ok {
 					c, _ := strconv.ParseInt(n, 10, 64)
 					ri.calls += c
-					if k == "cmdstat_evalsha" || k == "cmdstat_eval" {
+					switch k {
+					case "cmdstat_fcall", "cmdstat_fcall_ro", "cmdstat_evalsha", "cmdstat_eval":
 						ri.scripts += c
 					}
 				}

@@ -20,11 +20,12 @@ var notes = []string{
 	"seconds: from seeding to the last page's fetch (pages.fetched_at in MySQL, to the millisecond; the master's finish decision, less its quiescence window, when that is earlier) (colly: Visit to Wait); pages/s = pages / seconds.",
 	"CPU per 1,000 pages: slaves' own = utime+stime of the slave processes from /proc/<pid>/stat (subprocesses only); this process = getrusage delta, which includes the site's serving, the master and the sampler (and the slaves when in-process). colly's figure includes the site's serving too.",
 	"peak RSS: VmHWM of the slave processes, max over slaves (subprocesses only). colly RSS growth: peak VmRSS of this process sampled every 500 ms minus VmRSS before the crawl.",
-	"Redis calls/page: INFO commandstats calls delta (commands run inside scripts counted too, this suite's own monitoring commands taken off). Round trips/page: commands and scripts sent, counted by a go-redis hook on the clients this suite creates; with subprocess slaves, the slaves' share is their scripts (commandstats evalsha+eval) and their few plain commands (heartbeats) are not counted. Both are server-wide: another client of the same Redis inflates the server-side figures (calls, scripts with subprocesses, CPU).",
+	"Redis calls/page: INFO commandstats calls delta (commands run inside scripts counted too, this suite's own monitoring commands taken off). Round trips/page: commands and scripts sent, counted by a go-redis hook on the clients this suite creates; with subprocess slaves, the slaves' share is their function calls (commandstats fcall, fcall_ro) and their few plain commands (heartbeats) are not counted. Both are server-wide: another client of the same Redis inflates the server-side figures (calls, scripts with subprocesses, CPU).",
 	"Redis CPU: INFO used_cpu_sys+used_cpu_user delta per 1,000 pages; peak core share: max over 1 s samples of CPU delta / wall time.",
 	"Redis bytes per seen URL: MEMORY USAGE of the crawl's seen buckets (up to MaxSeenSample measured, scaled) / URLs seen, at the end. Per queued URL: MEMORY USAGE of the per-host queue lists / their length at the largest queue probed (probes as the queue grows 20%); growth per queued URL: used_memory at that probe minus before seeding, / queued — it includes the seen set, leases and the event stream, so it is an upper bound.",
 	"MySQL rows/s: rows of pages and exceptions for the crawl / seconds.",
 	"missing / extra: the site's own request log against its expected fetches (each page exactly once); extra counts repeats and requests for URLs that do not exist.",
+	"colly-callback slave: a program of slave/collyslave (make bench: internal/harness/benchsuite/collybench) whose collector Visits every a[href], crawled by as many slaves as the stock slave's column of the same count, under the same config; its CPU includes the slave's own pass over each page (charset, robots meta) besides colly's parsing and callbacks.",
 }
 
 func fmtF(v float64, prec int) string {
@@ -58,14 +59,15 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&sb, "- Redis %s at %s; MySQL %s\n\n", r.RedisVersion, redisHost(o.Config.Redis.URL), dsnHost(o.Config.MySQL.DSN))
 
 	cols := []string{"colly"}
-	for _, run := range r.Runs {
-		cols = append(cols, fmt.Sprintf("%d slave%s", run.Slaves, plural(run.Slaves)))
+	runs := r.columns()
+	for _, run := range runs {
+		cols = append(cols, runName(run))
 	}
 	sb.WriteString("| metric | " + strings.Join(cols, " | ") + " |\n|---|" + strings.Repeat("---:|", len(cols)) + "\n")
 	c := r.Colly
 	row := func(name, colly string, f func(*RunResult) string) {
 		cells := []string{colly}
-		for _, run := range r.Runs {
+		for _, run := range runs {
 			cells = append(cells, f(run))
 		}
 		sb.WriteString("| " + name + " | " + strings.Join(cells, " | ") + " |\n")
@@ -106,6 +108,7 @@ func (r *Report) Markdown() string {
 	row("failed tasks / lost leases (colly: errors)", fmt.Sprint(c.Errors),
 		func(x *RunResult) string { return fmt.Sprintf("%d / %d", x.Failed, x.Lost) })
 	fmt.Fprintf(&sb, "\n2-slave / 1-slave throughput: %s\n\n", fmtF(r.TwoToOne, 2))
+	r.collyMarkdown(&sb)
 	if r.Options.Rounds > 1 {
 		fmt.Fprintf(&sb, "%d rounds; each column is its median round (by its ratio to colly in that round). Per round:\n\n", r.Options.Rounds)
 		for _, n := range r.Options.Slaves {
@@ -124,6 +127,49 @@ func (r *Report) Markdown() string {
 		sb.WriteString("- " + n + "\n")
 	}
 	return sb.String()
+}
+
+// columns are the report's crawls after colly's: the stock slave's, then
+// the colly-callback slaves'.
+func (r *Report) columns() []*RunResult {
+	return append(append([]*RunResult(nil), r.Runs...), r.CollyRuns...)
+}
+
+// runName names a crawl's column: "2 slaves", "1 colly-callback slave".
+func runName(run *RunResult) string {
+	if run.Colly {
+		return fmt.Sprintf("%d colly-callback slave%s", run.Slaves, plural(run.Slaves))
+	}
+	return fmt.Sprintf("%d slave%s", run.Slaves, plural(run.Slaves))
+}
+
+// collyMarkdown writes the colly-callback slaves against the stock
+// slave's, and the sizes of Options.Sizes.
+func (r *Report) collyMarkdown(sb *strings.Builder) {
+	if len(r.CollyRuns) > 0 {
+		sb.WriteString("Colly callbacks in the slave (slave/collyslave; the collector Visits every a[href] like the colly crawl), against the stock slave with as many slaves in the same round (median of the rounds):\n\n")
+		for _, run := range r.CollyRuns {
+			vs := r.CollyVsStock[run.Slaves]
+			fmt.Fprintf(sb, "- %s: %s× the stock slave's pages/s; %s× its slave CPU per page (%s vs %s s / 1,000 pages)",
+				runName(run), fmtF(vs.PagesPerSec, 2), fmtF(vs.CPU, 2), fmtF(run.SlaveCPUPer1k, 2), fmtF(run.SlaveCPUPer1k/vs.CPU, 2))
+			if rs := r.CollyVsStockRounds[run.Slaves]; len(rs) > 1 {
+				var ps, cs []float64
+				for _, x := range rs {
+					ps, cs = append(ps, x.PagesPerSec), append(cs, x.CPU)
+				}
+				fmt.Fprintf(sb, "; rounds: pages/s %s, CPU %s", fmtList(ps), fmtList(cs))
+			}
+			sb.WriteString("\n")
+		}
+		sb.WriteString("\n")
+	}
+	if len(r.Options.Sizes) > 0 {
+		sb.WriteString("Binary sizes:\n\n")
+		for _, sz := range r.Options.Sizes {
+			fmt.Fprintf(sb, "- %s: %s MiB (%s, %d bytes)\n", sz.Label, fmtMiB(sz.Bytes), sz.Path, sz.Bytes)
+		}
+		sb.WriteString("\n")
+	}
 }
 
 func plural(n int) string {
@@ -195,9 +241,12 @@ func (r *Report) SVG() string {
 	if r.Colly != nil {
 		lines = append(lines, line{"colly", "#555555", "6,4", rates(r.Colly.Series)})
 	}
-	for i, run := range r.Runs {
-		lines = append(lines, line{fmt.Sprintf("%d slave%s", run.Slaves, plural(run.Slaves)),
-			palette[i%len(palette)], "", rates(run.Series)})
+	for i, run := range r.columns() {
+		dash := ""
+		if run.Colly {
+			dash = "2,3"
+		}
+		lines = append(lines, line{runName(run), palette[i%len(palette)], dash, rates(run.Series)})
 	}
 	maxX, maxY := 1.0, 1.0
 	for _, l := range lines {
