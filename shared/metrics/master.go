@@ -36,6 +36,7 @@ type Master struct {
 	storedTypes      sync.Map // type string -> prometheus.Counter
 	forged           *prometheus.CounterVec
 	scheduled        prometheus.Counter
+	apiLimited       *prometheus.CounterVec
 }
 
 // NewMaster builds the master's metric set for a crawl; every series
@@ -55,10 +56,13 @@ func NewMaster(crawl string, stats func(ctx context.Context) (frontier.Stats, er
 			ConstLabels: cl}, []string{"slave", "field"}),
 		scheduled: prometheus.NewCounter(prometheus.CounterOpts{Name: "redcrawl_scheduled_runs_total",
 			Help: "Scheduled crawl runs started.", ConstLabels: cl}),
+		apiLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redcrawl_api_limited_total",
+			Help:        "Work API requests slowed or refused by a token's limit, by slave (the token's) and limit (rate, size).",
+			ConstLabels: cl}, []string{"slave", "limit"}),
 	}
 	m.recoveredExpired = m.recovered.WithLabelValues(ReasonExpired)
 	m.recoveredDead = m.recovered.WithLabelValues(ReasonSlaveDead)
-	m.reg.MustRegister(m.recovered, m.stored, m.forged, m.scheduled, newStateCollector(cl, stats),
+	m.reg.MustRegister(m.recovered, m.stored, m.forged, m.scheduled, m.apiLimited, newStateCollector(cl, stats),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -101,6 +105,15 @@ func (m *Master) ForgedEvent(slave, field string) {
 		return
 	}
 	m.forged.WithLabelValues(slave, field).Inc()
+}
+
+// APILimited counts a work API request slowed or refused by a token's
+// limit; slave is the token's, never a value from the request.
+func (m *Master) APILimited(slave, limit string) {
+	if m == nil {
+		return
+	}
+	m.apiLimited.WithLabelValues(slave, limit).Inc()
 }
 
 // ScheduledRun counts a scheduled crawl run.

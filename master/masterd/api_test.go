@@ -1,0 +1,197 @@
+package masterd_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redcrawl/redcrawl/internal/harness/testcert"
+	"github.com/redcrawl/redcrawl/master/store"
+	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/events"
+)
+
+// apiSlaves makes cfg's master serve the work API over TLS on a free
+// loopback port, and returns what starts a slave of it: a token issued
+// for the slave, the masters' CA, and no Redis or MySQL it could reach
+// (its redis.url and mysql.dsn point at closed ports).
+type apiSlaves struct {
+	t     *testing.T
+	cfg   *config.Config
+	certs testcert.Files
+	dir   string
+}
+
+func withAPI(t *testing.T, cfg *config.Config) *apiSlaves {
+	t.Helper()
+	dir := t.TempDir()
+	certs := testcert.Write(t, dir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.API.Listen = ln.Addr().String()
+	ln.Close()
+	cfg.API.TLSCert, cfg.API.TLSKey = certs.ServerCert, certs.ServerKey
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return &apiSlaves{t: t, cfg: cfg, certs: certs, dir: dir}
+}
+
+// config returns the config of API slave id, with its token file.
+func (a *apiSlaves) config(id string) *config.Config {
+	t := a.t
+	t.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, a.cfg.MySQL.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tok, _, err := db.IssueToken(ctx, a.cfg.Crawl.Name, id, store.TokenLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokFile := filepath.Join(a.dir, id+".token")
+	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := *a.cfg
+	c.API = config.Default().API
+	c.Redis.URL = "redis://127.0.0.1:1/0" // nothing: the slave never dials Redis
+	c.MySQL.DSN = "nobody:x@tcp(127.0.0.1:1)/none"
+	c.Slave.API = config.SlaveAPI{URLs: []string{"https://" + a.cfg.API.Listen}, TokenFile: tokFile, CAFile: a.certs.CA}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return &c
+}
+
+// start starts API slave id in this process.
+func (a *apiSlaves) start(id string) *slaveHandle {
+	return startSlave(a.t, a.config(id), id)
+}
+
+// TestAPICrawl: slaves of the work API crawl the test site whole, alone
+// and beside a direct slave (politeness holds across both kinds), on one
+// shard and on three; the events they send are stored under their names.
+func TestAPICrawl(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		shards, api int
+		direct      int
+	}{{"three API slaves", 1, 3, 0}, {"two API slaves and a direct one, 3 shards", 3, 2, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := clusterConfig(t)
+			cfg.Crawl.Shards = tc.shards
+			site := startSite(t, 0)
+			seed(t, cfg, site)
+			a := withAPI(t, cfg)
+			for i := range tc.api {
+				a.start(fmt.Sprintf("api-%d", i+1))
+			}
+			for i := range tc.direct {
+				startSlave(t, cfg, fmt.Sprintf("direct-%d", i+1))
+			}
+			runMaster(t, cfg)
+			// each API slave fetches the robots.txt of the hosts it claims
+			checkCrawlRobots(t, cfg, site, nil, tc.api+tc.direct)
+
+			ctx := context.Background()
+			db, err := store.Open(ctx, cfg.MySQL.DSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			evs, err := db.SlaveEvents(ctx, cfg.Crawl.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			joins := map[string]bool{}
+			for _, e := range evs {
+				if e.Kind == events.SlaveJoin {
+					joins[e.Slave] = true
+				}
+			}
+			if len(joins) != tc.api+tc.direct {
+				t.Errorf("joins of %d slaves, want %d: %v", len(joins), tc.api+tc.direct, joins)
+			}
+			if exc, _ := db.Exceptions(ctx, store.ExceptionFilter{Crawl: cfg.Crawl.Name, Kind: events.KindForgedEvent}); len(exc) > 0 {
+				t.Errorf("honest API slaves' events refused as forged: %+v", exc[0])
+			}
+		})
+	}
+}
+
+// TestAPISlaveKilled: an API slave killed mid-crawl loses nothing, as a
+// direct one: its leases are taken back when its heartbeats stop.
+func TestAPISlaveKilled(t *testing.T) {
+	bin, err := buildSlave()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clusterConfig(t)
+	site := startSite(t, 30*time.Millisecond)
+	seed(t, cfg, site)
+	a := withAPI(t, cfg)
+	a.start("steady-1")
+	vc := a.config("victim")
+	victim := exec.Command(bin, "run", "--config", "", "--id", "victim")
+	victim.Env = append(slaveEnv(vc), "CRAWLER_SLAVE_API_URLS="+strings.Join(vc.Slave.API.URLs, ","),
+		"CRAWLER_SLAVE_API_TOKEN_FILE="+vc.Slave.API.TokenFile, "CRAWLER_SLAVE_API_CA_FILE="+vc.Slave.API.CAFile)
+	victim.Stderr = os.Stderr
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
+
+	masterDone := make(chan struct{})
+	go func() { defer close(masterDone); runMaster(t, cfg) }()
+	f := openFrontier(t, cfg)
+	ctx := context.Background()
+	killed := false
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && !killed; time.Sleep(5 * time.Millisecond) {
+		if n, _ := f.Client().ZCard(ctx, f.Keys().SlaveLease("victim")).Result(); n > 0 {
+			if st, err := f.Stats(ctx); err == nil && st.Done > 20 {
+				victim.Process.Signal(syscall.SIGKILL)
+				killed = true
+			}
+		}
+	}
+	if !killed {
+		t.Fatal("the API slave never held a lease")
+	}
+	victim.Wait()
+	held, _ := f.Client().ZCard(ctx, f.Keys().SlaveLease("victim")).Result()
+	t.Logf("the victim held %d leases when it died", held)
+	<-masterDone
+
+	db, err := store.Open(ctx, cfg.MySQL.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lost, err := db.LostTasks(ctx, cfg.Crawl.Name, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range lost {
+		if l.Slave == "victim" {
+			n++
+		}
+	}
+	if held > 0 && n == 0 {
+		t.Fatalf("no lost_tasks rows for the killed API slave, which held %d leases: %+v", held, lost)
+	}
+	checkCrawlRobots(t, cfg, site, lost, 2)
+}
+
