@@ -194,4 +194,3 @@ func TestAPISlaveKilled(t *testing.T) {
 	}
 	checkCrawlRobots(t, cfg, site, lost, 2)
 }
-

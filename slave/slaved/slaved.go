@@ -168,7 +168,7 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 	log := opt.Logger.With("slave", opt.ID)
 	s := &Slave{cfg: cfg, opt: opt, id: opt.ID, idGiven: idGiven, host: host, log: log,
 		rl: ratelog.New(log, 30*time.Second), plan: planner, canon: planner.Canonicalizer(), scope: planner.Scope(),
-		traps: planner.Traps(),
+		traps:    planner.Traps(),
 		handlers: NewHandlers(), dups: newDupCache(1 << 16),
 		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1),
