@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redcrawl/redcrawl/internal/harness/testcert"
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
@@ -193,4 +195,77 @@ func TestAPISlaveKilled(t *testing.T) {
 		t.Fatalf("no lost_tasks rows for the killed API slave, which held %d leases: %+v", held, lost)
 	}
 	checkCrawlRobots(t, cfg, site, lost, 2)
+}
+
+// apiShopRules renders the test site's dynamic shop and extracts its
+// products (slave/slaved's render test has the same).
+const apiShopRules = `name: shop
+hosts: [%HOST%]
+render:
+  - match: ['/shop/$']
+    wait_selector: a.product
+    click: {selector: button.more, times: 5}
+    block: [image]
+  - match: ['/shop/product/\d+$']
+    wait_selector: '#price:not(:empty)'
+    block: [image]
+items:
+  - name: product
+    match: ['/shop/product/\d+$']
+    fields:
+      - {name: title, css: h1}
+      - {name: price_text, css: '#price'}
+`
+
+// TestAPIRender: a slave of the work API renders the dynamic shop in
+// Chromium and stores every product's item, as a direct slave does: its
+// render tasks come to it through the API (it says it can render), and
+// its items reach MySQL through its events.
+func TestAPIRender(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
+		t.Skipf("no Chromium at /usr/bin/chromium (apt-get install chromium): %v", err)
+	}
+	site, err := testsite.Start(testsite.Options{Hosts: 2, PagesPerHost: 10, Dynamic: true, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(site.Close)
+	shop := site.Shop()
+	cfg := clusterConfig(t)
+	cfg.Politeness.ObeyRobots = false
+	cfg.Render.ChromePath = "/usr/bin/chromium"
+	cfg.Rules.Dir = t.TempDir()
+	cu, err := url.Parse(shop.Catalogue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Rules.Dir, "shop.yaml"), []byte(strings.ReplaceAll(apiShopRules, "%HOST%", cu.Hostname())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	seed(t, cfg, site)
+	a := withAPI(t, cfg)
+	runWithSlave(t, cfg, "api-render", func(_ *config.Config, id string) *slaveHandle { return a.start(id) })
+
+	ctx := context.Background()
+	db, err := store.Open(ctx, cfg.MySQL.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got := map[string]bool{}
+	if err := db.ExportItems(ctx, store.ItemFilter{Crawl: cfg.Crawl.Name}, func(r store.ItemRow) error {
+		if r.Slave != "api-render" {
+			t.Errorf("item of %s stored for %q", r.URL, r.Slave)
+		}
+		got[r.URL] = true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range shop.Products {
+		if !got[p.URL] {
+			t.Errorf("no item for %s", p.URL)
+		}
+	}
+	t.Logf("%d items of %d products", len(got), len(shop.Products))
 }
