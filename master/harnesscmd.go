@@ -69,7 +69,8 @@ func benchCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 
 Crawl a synthetic site on loopback with 1, 2 and 4 slaves (processes of
 the slave binary) and with plain colly; write a Markdown table and an SVG
-chart under --out.
+chart under --out. With --api each slave count crawls again with slaves of
+the work API (TLS on loopback, a token each), compared side by side.
 `, stdout, stderr)
 	cfgPath := f.String("config", "config.yaml", "config file")
 	hosts := f.Int("hosts", 20, "number of site hosts on 127.0.0.x")
@@ -83,6 +84,7 @@ chart under --out.
 	hostConc := f.Int("host-concurrency", 4, "requests in flight per host, both crawlers")
 	latency := f.Duration("latency", 0, "the site's delay before answering each request")
 	rounds := f.Int("rounds", 1, "repeat colly and every slave count this many times; report the median round")
+	withAPI := f.Bool("api", false, "also crawl each slave count with slaves of the work API, right after the direct ones")
 	cfg, log, code := setup(f, args, cfgPath, nil, stderr)
 	if cfg == nil {
 		return code
@@ -107,7 +109,7 @@ chart under --out.
 	}
 	rep, err := benchsuite.Run(ctx, benchsuite.Options{Hosts: *hosts, PagesPerHost: *pages, PageBytes: *pageBytes,
 		LinksPerPage: *linksPerPage, Slaves: counts, Concurrency: *conc, HostConcurrency: *hostConc,
-		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, Logger: log, Out: stdout})
+		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, API: *withAPI, Logger: log, Out: stdout})
 	if err != nil {
 		fmt.Fprintf(stderr, "master bench: %v\n", err)
 		return 1

@@ -73,7 +73,12 @@ func (m *Master) apiServer(match func() *rules.Set, met *metrics.Master) (*apiCo
 	srv := workapi.New(workapi.Options{Crawl: m.cfg.Crawl.Name, Front: m.front, Tokens: storeTokens{m.store},
 		Planner: linkPlanner{planner: planner, rules: match}, Library: frontier.LibraryName(),
 		Limits: workapi.Limits{MaxInFlight: a.MaxInFlight, Rate: a.Rate, MaxBody: a.MaxBody, MaxLinks: a.MaxLinks},
-		Log:    m.log, RL: m.rl, Limited: met.APILimited})
+		Log:    m.log, RL: m.rl, Limited: met.APILimited, Served: func(path string, d time.Duration) {
+			met.APIServed(path, d)
+			if m.opt.APIServed != nil {
+				m.opt.APIServed(path, d)
+			}
+		}})
 	hs := &http.Server{Handler: srv.Handler(), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelDebug)}
 	scheme := "http://"

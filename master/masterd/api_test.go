@@ -15,6 +15,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/testcert"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
+	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
@@ -268,4 +269,100 @@ func TestAPIRender(t *testing.T) {
 		}
 	}
 	t.Logf("%d items of %d products", len(got), len(shop.Products))
+}
+
+// TestAPISeveralMasters: two masters of one crawl serve the work API, each
+// on its own address. One API slave is given both URLs, the other only the
+// first master's. The first master stops a third of the way through and
+// comes back 3 s later: the slave with two URLs goes on through the
+// second, the other pauses until its master is back, and the crawl
+// finishes whole.
+func TestAPISeveralMasters(t *testing.T) {
+	cfg := clusterConfig(t)
+	cfg.Crawl.Shards = 2
+	cfg.Master.ShardLease = time.Second
+	site := startSite(t, 10*time.Millisecond)
+	seed(t, cfg, site)
+	a := withAPI(t, cfg)
+	cfg2 := *cfg
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg2.API.Listen = ln.Addr().String()
+	ln.Close()
+
+	both := a.config("both")
+	both.Slave.API.URLs = []string{"https://" + cfg.API.Listen, "https://" + cfg2.API.Listen}
+	startSlave(t, both, "both")
+	a.start("first-only")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := func(c *config.Config, id string, ctx context.Context) chan error {
+		errc := make(chan error, 1)
+		go func() {
+			errc <- masterd.New(c, masterd.Options{ID: id, ExitWhenDone: true, Logger: testLogger(t)}).Run(ctx)
+		}()
+		return errc
+	}
+	ctx1, stop1 := context.WithCancel(ctx)
+	m1 := run(cfg, "m1", ctx1)
+	m2 := run(&cfg2, "m2", ctx)
+
+	f := openFrontier(t, cfg)
+	total := int64(len(site.Expected()))
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if st, err := f.Stats(ctx); err == nil && st.Done >= total/3 {
+			break
+		}
+	}
+	stop1()
+	if err := <-m1; err != nil {
+		t.Fatalf("the first master: %v", err)
+	}
+	st, _ := f.Stats(ctx)
+	t.Logf("the first master stopped at %d of %d pages", st.Done, total)
+	time.Sleep(3 * time.Second)
+	st2, _ := f.Stats(ctx)
+	if st2.Done <= st.Done {
+		t.Errorf("no page done in the 3 s without the first master (%d then %d): the slave with two URLs should go on", st.Done, st2.Done)
+	}
+	m1 = run(cfg, "m1", ctx)
+	for _, errc := range []chan error{m1, m2} {
+		if err := <-errc; err != nil {
+			t.Fatalf("master: %v", err)
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("crawl did not finish in 3 minutes")
+	}
+	db, err := store.Open(ctx, cfg.MySQL.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lost, err := db.LostTasks(ctx, cfg.Crawl.Name, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCrawlRobots(t, cfg, site, lost, 2)
+	pages := map[string]int{}
+	rows, err := db.DB.QueryContext(ctx, `SELECT slave_id, COUNT(*) FROM pages WHERE crawl = ? GROUP BY slave_id`, cfg.Crawl.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		pages[id] = n
+	}
+	rows.Close()
+	t.Logf("pages by slave: %v", pages)
+	if pages["both"] == 0 || pages["first-only"] == 0 {
+		t.Errorf("pages by slave %v: want both slaves' pages", pages)
+	}
 }

@@ -51,6 +51,9 @@ type Options struct {
 	// APIReady, when set, is called with the work API's address once it
 	// listens.
 	APIReady func(addr string)
+	// APIServed, when set, is told of every work API request answered
+	// (but the watches): its path and the time taken (master bench).
+	APIServed func(path string, d time.Duration)
 	// AdminReady, when set, is called with the admin server's address once
 	// it listens (admin.listen may pick a free port with :0).
 	AdminReady func(addr string)
