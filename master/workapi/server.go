@@ -560,9 +560,18 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = q
 	have := r.URL.Query().Get("rules")
+	var seen *uint64
+	if v := r.URL.Query().Get("work"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, api.Error{Error: "work: want the seq of the last watch"})
+			return
+		}
+		seen = &n
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opt.WatchWait)
 	defer cancel()
-	writeJSON(w, http.StatusOK, s.watch.wait(ctx, have))
+	writeJSON(w, http.StatusOK, s.watch.wait(ctx, have, seen))
 }
 
 func refuseDecode(err error) error {
