@@ -69,8 +69,10 @@ func benchCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 
 Crawl a synthetic site on loopback with 1, 2 and 4 slaves (processes of
 the slave binary) and with plain colly; write a Markdown table and an SVG
-chart under --out. With --colly-slave-binary, crawl it also with slaves
-that run a colly collector (slave/collyslave), beside the stock slave's.
+chart under --out. With --api each slave count crawls again with slaves of
+the work API (TLS on loopback, a token each), compared side by side. With
+--colly-slave-binary, the site is crawled also by slaves that run a colly
+collector (slave/collyslave), beside the stock slave's.
 `, stdout, stderr)
 	cfgPath := f.String("config", "config.yaml", "config file")
 	hosts := f.Int("hosts", 20, "number of site hosts on 127.0.0.x")
@@ -84,6 +86,7 @@ that run a colly collector (slave/collyslave), beside the stock slave's.
 	hostConc := f.Int("host-concurrency", 4, "requests in flight per host, both crawlers")
 	latency := f.Duration("latency", 0, "the site's delay before answering each request")
 	rounds := f.Int("rounds", 1, "repeat colly and every slave count this many times; report the median round")
+	withAPI := f.Bool("api", false, "also crawl each slave count with slaves of the work API, right after the direct ones")
 	collyBinary := f.String("colly-slave-binary", "", "a colly-callback slave program (internal/harness/benchsuite/collybench), run as the slave binary is")
 	collyCounts := f.String("colly-slave-counts", "1", "slave counts of the colly-callback crawls")
 	var sizes sizeFlags
@@ -115,7 +118,7 @@ that run a colly collector (slave/collyslave), beside the stock slave's.
 	}
 	rep, err := benchsuite.Run(ctx, benchsuite.Options{Hosts: *hosts, PagesPerHost: *pages, PageBytes: *pageBytes,
 		LinksPerPage: *linksPerPage, Slaves: counts, Concurrency: *conc, HostConcurrency: *hostConc,
-		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, Logger: log, Out: stdout,
+		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, API: *withAPI, Logger: log, Out: stdout,
 		CollySlaveBinary: *collyBinary, CollySlaves: collyCountList, Sizes: sizes})
 	if err != nil {
 		fmt.Fprintf(stderr, "master bench: %v\n", err)

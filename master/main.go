@@ -15,6 +15,7 @@
 //	master drain --slave ID | retire-proxy --proxy URL [--crawl NAME]
 //	master acl --crawl NAME [--role slave|master|admin] [--slave ID] [--password-file F]
 //	master acl --mysql [...]
+//	master token issue --slave ID [--out FILE] | revoke --slave ID | list [--crawl NAME]
 //
 // Each command has its own flags: "master COMMAND -h" prints them and
 // exits 0. Exit status: 0 ok, 1 runtime error, 2 bad usage or bad config.
@@ -55,6 +56,9 @@ commands:
           print the Redis ACL rules of a role of a crawl (one user per slave)
   acl --mysql [--user U] [--host H] [--database D] [--migrate-user M] [--password-file F]
           print the MySQL/MariaDB users and GRANTs of least privilege
+  token issue --slave ID [--out FILE] | revoke --slave ID | list
+          the work API's tokens: a slave on a machine you do not trust holds one and no
+          Redis or MySQL credential (api.listen, slave.api.urls)
 
 admin commands (human tables, --json for JSON):
   exceptions [--since 1h] [--until D] [--kind K] [--host H] [--slave S] [--limit N] [--offset N]
@@ -83,6 +87,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdin io.Read
 	"rules":   rulesCmd,
 	"demo":    demoCmd,
 	"bench":   benchCmd,
+	"token":   tokenCmd,
 }
 
 func main() {

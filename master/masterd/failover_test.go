@@ -171,4 +171,3 @@ func TestShardedClusterFailover(t *testing.T) {
 	}
 	t.Logf("%d pages, %d re-fetches after the failover (%d leases taken back)", len(expected), refetched, len(lost))
 }
-

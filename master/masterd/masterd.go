@@ -48,6 +48,12 @@ type Options struct {
 	// (embedding, instrumentation, a Redis Cluster client); the caller
 	// closes it.
 	Redis redis.UniversalClient
+	// APIReady, when set, is called with the work API's address once it
+	// listens.
+	APIReady func(addr string)
+	// APIServed, when set, is told of every work API request answered
+	// (but the watches): its path and the time taken (master bench).
+	APIServed func(path string, d time.Duration)
 	// AdminReady, when set, is called with the admin server's address once
 	// it listens (admin.listen may pick a free port with :0).
 	AdminReady func(addr string)
@@ -178,6 +184,18 @@ func (m *Master) Run(ctx context.Context) error {
 			return err
 		}
 		comps = append(comps, srv)
+	}
+
+	if m.cfg.API.Listen != "" {
+		match := func() *rules.Set { return nil }
+		if rw != nil {
+			match = func() *rules.Set { return rw.snapshot().set }
+		}
+		a, err := m.apiServer(match, met)
+		if err != nil {
+			return err
+		}
+		comps = append(comps, a)
 	}
 
 	var compWG, sinkWG sync.WaitGroup

@@ -48,16 +48,18 @@ func TestIncrementalRecrawl(t *testing.T) {
 		name       string
 		validators bool
 		shards     int
+		api        bool // the slave is a slave of the work API
 	}{
-		{"validators", true, 1},
-		{"checksum", false, 1},
-		{"validators-3-shards", true, 3},
+		{"validators", true, 1, false},
+		{"checksum", false, 1, false},
+		{"validators-3-shards", true, 3, false},
+		{"validators-work-api", true, 1, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testIncrementalRecrawl(t, tc.validators, tc.shards) })
+		t.Run(tc.name, func(t *testing.T) { testIncrementalRecrawl(t, tc.validators, tc.shards, tc.api) })
 	}
 }
 
-func testIncrementalRecrawl(t *testing.T, validators bool, shards int) {
+func testIncrementalRecrawl(t *testing.T, validators bool, shards int, api bool) {
 	site, err := testsite.Start(testsite.Options{Hosts: 3, PagesPerHost: 40, LinksPerPage: 4, PageBytes: 1024,
 		Seed: 11, Validators: validators})
 	if err != nil {
@@ -75,9 +77,18 @@ func testIncrementalRecrawl(t *testing.T, validators bool, shards int) {
 	warc1, warc2 := t.TempDir(), t.TempDir()
 	cfg.Storage.WARCDir = warc1
 	seed(t, cfg, site) // validates cfg
+	start := func(cfg *config.Config, id string) *slaveHandle { return startSlave(t, cfg, id) }
+	if api {
+		a := withAPI(t, cfg)
+		start = func(c *config.Config, id string) *slaveHandle {
+			sc := a.config(id)
+			sc.Storage.WARCDir = c.Storage.WARCDir
+			return startSlave(t, sc, id)
+		}
+	}
 
 	// the first crawl
-	runWithSlave(t, cfg, "rc-1")
+	runWithSlave(t, cfg, "rc-1", start)
 	pages := map[string]bool{} // the site's ordinary pages
 	for u := range site.Expected() {
 		if strings.HasSuffix(u, "/") || strings.Contains(u, "/page/") {
@@ -109,7 +120,7 @@ func testIncrementalRecrawl(t *testing.T, validators bool, shards int) {
 	}
 	cfg2 := *cfg
 	cfg2.Storage.WARCDir = warc2
-	runWithSlave(t, &cfg2, "rc-2")
+	runWithSlave(t, &cfg2, "rc-2", start)
 
 	// the site's log: every page once; bodies only for revised pages
 	// (validators), or for every page (a server ignoring them)
@@ -187,9 +198,9 @@ func testIncrementalRecrawl(t *testing.T, validators bool, shards int) {
 }
 
 // runWithSlave runs the master until the crawl is finished, with one
-// slave started once the master published the rules (so that every page
-// goes through them).
-func runWithSlave(t *testing.T, cfg *config.Config, slave string) {
+// slave started (by start) once the master published the rules (so that
+// every page goes through them).
+func runWithSlave(t *testing.T, cfg *config.Config, slave string, start func(*config.Config, string) *slaveHandle) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -208,7 +219,7 @@ func runWithSlave(t *testing.T, cfg *config.Config, slave string) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	h := startSlave(t, cfg, slave)
+	h := start(cfg, slave)
 	defer h.stop()
 	if err := <-done; err != nil {
 		t.Fatalf("master: %v", err)

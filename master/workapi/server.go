@@ -103,6 +103,9 @@ type Options struct {
 	// Limited, when set, counts requests refused or slowed by a limit
 	// (metrics): the slave and which limit.
 	Limited func(slave, limit string)
+	// Served, when set, times every request but the watches' by path
+	// (metrics), refused ones included.
+	Served func(path string, d time.Duration)
 	// TokenCache is how long a token looked up stays trusted (a revoked
 	// token is refused after at most that); 0 = 2 s.
 	TokenCache time.Duration
@@ -141,15 +144,15 @@ func (s *Server) Run(ctx context.Context) { s.watch.run(ctx, s.opt.Front, s.opt.
 // Handler returns the API's HTTP handler.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+api.PathHello, s.serve(s.hello))
-	mux.HandleFunc("POST "+api.PathClaim, s.serve(s.claim))
-	mux.HandleFunc("POST "+api.PathComplete, s.serve(s.complete))
-	mux.HandleFunc("POST "+api.PathExtend, s.serve(s.extend))
-	mux.HandleFunc("POST "+api.PathHeartbeat, s.serve(s.heartbeat))
-	mux.HandleFunc("POST "+api.PathLeave, s.serve(s.leave))
-	mux.HandleFunc("GET "+api.PathRules, s.serve(s.rules))
-	mux.HandleFunc("GET "+api.PathRobots, s.serve(s.robots))
-	mux.HandleFunc("POST "+api.PathEvents, s.serve(s.events))
+	mux.HandleFunc("GET "+api.PathHello, s.serve(api.PathHello, s.hello))
+	mux.HandleFunc("POST "+api.PathClaim, s.serve(api.PathClaim, s.claim))
+	mux.HandleFunc("POST "+api.PathComplete, s.serve(api.PathComplete, s.complete))
+	mux.HandleFunc("POST "+api.PathExtend, s.serve(api.PathExtend, s.extend))
+	mux.HandleFunc("POST "+api.PathHeartbeat, s.serve(api.PathHeartbeat, s.heartbeat))
+	mux.HandleFunc("POST "+api.PathLeave, s.serve(api.PathLeave, s.leave))
+	mux.HandleFunc("GET "+api.PathRules, s.serve(api.PathRules, s.rules))
+	mux.HandleFunc("GET "+api.PathRobots, s.serve(api.PathRobots, s.robots))
+	mux.HandleFunc("POST "+api.PathEvents, s.serve(api.PathEvents, s.events))
 	mux.HandleFunc("GET "+api.PathWatch, s.serveWatch)
 	return mux
 }
@@ -171,8 +174,12 @@ func (e *errRefused) Error() string { return e.msg }
 func refuse(status int, msg string) error { return &errRefused{status: status, msg: msg} }
 
 // serve authenticates, rate-limits and answers a request with fn's value.
-func (s *Server) serve(fn func(ctx context.Context, q request) (any, error)) http.HandlerFunc {
+func (s *Server) serve(path string, fn func(ctx context.Context, q request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if s.opt.Served != nil {
+			start := time.Now()
+			defer func() { s.opt.Served(path, time.Since(start)) }()
+		}
 		q, ok := s.admit(w, r)
 		if !ok {
 			return
@@ -553,9 +560,18 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = q
 	have := r.URL.Query().Get("rules")
+	var seen *uint64
+	if v := r.URL.Query().Get("work"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, api.Error{Error: "work: want the seq of the last watch"})
+			return
+		}
+		seen = &n
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opt.WatchWait)
 	defer cancel()
-	writeJSON(w, http.StatusOK, s.watch.wait(ctx, have))
+	writeJSON(w, http.StatusOK, s.watch.wait(ctx, have, seen))
 }
 
 func refuseDecode(err error) error {

@@ -59,26 +59,30 @@ func (w *watcher) set(v string, work bool) {
 	w.changed = make(chan struct{})
 }
 
-// wait returns at once when the version in force is not have, else when
-// it changes or work is announced, or when ctx ends (nothing new).
-func (w *watcher) wait(ctx context.Context, have string) api.WatchResponse {
+// wait returns at once when the version in force is not have or work was
+// announced since the seq-th announcement (seen; nil: since now), else
+// when either happens or ctx ends (nothing new).
+func (w *watcher) wait(ctx context.Context, have string, seen *uint64) api.WatchResponse {
 	w.mu.Lock()
 	work0 := w.work
+	if seen != nil {
+		work0 = *seen
+	}
 	for {
+		res := api.WatchResponse{Seq: w.work}
 		if w.known && w.rules != have {
-			v := w.rules
-			w.mu.Unlock()
-			return api.WatchResponse{Rules: v}
+			res.Rules = w.rules
 		}
-		if w.work != work0 {
+		res.Work = w.work != work0
+		if res.Rules != "" || res.Work {
 			w.mu.Unlock()
-			return api.WatchResponse{Work: true}
+			return res
 		}
 		ch := w.changed
 		w.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return api.WatchResponse{}
+			return res
 		case <-ch:
 		case <-time.After(time.Minute): // bounded: look again
 		}

@@ -24,6 +24,47 @@ type Config struct {
 	Dedup      Dedup      `mapstructure:"dedup"`
 	Log        Log        `mapstructure:"log"`
 	Admin      Admin      `mapstructure:"admin"`
+	API        API        `mapstructure:"api"`
+}
+
+// API is the master's work API: slaves on machines you do not trust get
+// and return work through it with a token, holding no Redis or MySQL
+// credential (master/workapi; a slave uses it with slave.api.urls).
+type API struct {
+	// Listen is the work API's address (host:port); "" = no work API.
+	Listen string `mapstructure:"listen"`
+	// TLSCert and TLSKey are PEM files of the server's certificate (chain)
+	// and key: the API speaks HTTP/2 over TLS. Required unless
+	// AllowInsecure.
+	TLSCert string `mapstructure:"tls_cert"`
+	TLSKey  string `mapstructure:"tls_key"`
+	// AllowInsecure serves plain HTTP (HTTP/1.1) without TLS: only for a
+	// loopback address (a demo, tests); tokens would travel in clear text.
+	AllowInsecure bool `mapstructure:"allow_insecure"`
+	// MaxInFlight is the most leases a token's slave holds (per shard);
+	// a token may set its own (bin/master token issue --max-in-flight).
+	MaxInFlight int `mapstructure:"max_in_flight"`
+	// Rate is the requests a second a token may make (bursts of twice as
+	// many); a token may set its own.
+	Rate float64 `mapstructure:"rate"`
+	// MaxBody is the largest request body, in bytes.
+	MaxBody int64 `mapstructure:"max_body"`
+	// MaxLinks is the most links of one completion (a sitemap's 50,000).
+	MaxLinks int `mapstructure:"max_links"`
+}
+
+// SlaveAPI makes a slave a client of the master's work API instead of
+// Redis: it then needs no Redis or MySQL credential (redis.url is not
+// used).
+type SlaveAPI struct {
+	// URLs are the masters' work API URLs (https://host:port), tried in
+	// turn; empty = the slave talks to Redis (a direct slave).
+	URLs []string `mapstructure:"urls"`
+	// TokenFile holds the slave's token (bin/master token issue).
+	TokenFile string `mapstructure:"token_file"`
+	// CAFile is the PEM CA that signed the masters' certificates; "" =
+	// the system's roots.
+	CAFile string `mapstructure:"ca_file"`
 }
 
 // Admin is the master's HTTP server: dashboard, JSON API, /metrics.
@@ -276,6 +317,8 @@ type Slave struct {
 	// MemoryLimit is bin/slave's soft Go memory limit in bytes (unless
 	// GOMEMLIMIT is set); 0 = auto (SlaveMemoryLimit), -1 = none.
 	MemoryLimit int64 `mapstructure:"memory_limit"`
+	// API, with URLs, makes the slave a client of the master's work API.
+	API SlaveAPI `mapstructure:"api"`
 }
 
 // Fetch tunes HTTP fetching.

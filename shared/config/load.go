@@ -101,6 +101,7 @@ func Default() Config {
 			MetricsListen:     "127.0.0.1:0",
 			LinkCache:         1 << 17,
 			MemoryLimit:       0,
+			API:               SlaveAPI{URLs: []string{}},
 		},
 		Fetch: Fetch{
 			Timeout:              30 * time.Second,
@@ -151,6 +152,7 @@ func Default() Config {
 		Admin: Admin{Listen: "127.0.0.1:8080", Token: "", PublicRead: false, TokenFile: "",
 			// loopback and the private ranges: RFC 1918, IPv6 unique local
 			SDAllow: []string{"127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"}},
+		API: API{MaxInFlight: 256, Rate: 1000, MaxBody: 16 << 20, MaxLinks: 50000},
 	}
 }
 

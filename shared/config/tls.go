@@ -325,6 +325,35 @@ func (c *Config) AdminTLSConfig() (*tls.Config, error) {
 	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}}, nil
 }
 
+// APITLSConfig is the work API server's TLS config (api.tls_cert,
+// api.tls_key; nil when neither is set), HTTP/2 first.
+func (c *Config) APITLSConfig() (*tls.Config, error) {
+	cert, err := loadKeyPair("api.tls_cert", c.API.TLSCert, "api.tls_key", c.API.TLSKey)
+	if err != nil || cert == nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert},
+		NextProtos: []string{"h2", "http/1.1"}}, nil
+}
+
+// SlaveAPITLSConfig is a work API slave's TLS config: the masters' CA
+// (slave.api.ca_file), or the system's roots.
+func (c *Config) SlaveAPITLSConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f := c.Slave.API.CAFile; f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, &Error{Key: "slave.api.ca_file", Msg: "cannot read it", Err: err}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, &Error{Key: "slave.api.ca_file", Msg: "holds no PEM certificate"}
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
 // IsLoopback reports whether host (a name or an address, without port or
 // brackets) is loopback: "localhost", 127.0.0.0/8 or ::1. Other names are
 // not resolved and count as remote.

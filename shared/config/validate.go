@@ -511,6 +511,56 @@ func (c *Config) validateRest() error {
 	if _, err := c.AdminTLSConfig(); err != nil {
 		return err
 	}
+	return c.validateAPI()
+}
+
+// validateAPI checks the work API's keys, the master's and the slave's.
+func (c *Config) validateAPI() error {
+	a := c.API
+	if a.Listen != "" {
+		if msg := checkListen(a.Listen); msg != "" {
+			return errorf("api.listen", "%q %s", a.Listen, msg)
+		}
+		if a.TLSCert == "" && !a.AllowInsecure {
+			return errorf("api.tls_cert", "the work API speaks TLS: set api.tls_cert and api.tls_key "+
+				"(or api.allow_insecure: true on a loopback api.listen, for a demo or tests)")
+		}
+		if a.AllowInsecure && a.TLSCert == "" {
+			if host, _, err := net.SplitHostPort(a.Listen); err == nil && !IsLoopback(host) {
+				return errorf("api.allow_insecure", "%q is not loopback: tokens would travel in clear text; "+
+					"set api.tls_cert and api.tls_key", a.Listen)
+			}
+		}
+	}
+	if a.MaxInFlight < 1 || a.MaxInFlight > 1000000 {
+		return errorf("api.max_in_flight", "%d must be 1 to 1000000", a.MaxInFlight)
+	}
+	if !(a.Rate > 0) {
+		return errorf("api.rate", "%v must be > 0 (requests a second a token may make)", a.Rate)
+	}
+	if a.MaxBody < 64<<10 || a.MaxBody > 1<<30 {
+		return errorf("api.max_body", "%d must be 64 KiB to 1 GiB", a.MaxBody)
+	}
+	if a.MaxLinks < 1 || a.MaxLinks > 50000 {
+		return errorf("api.max_links", "%d must be 1 to 50000", a.MaxLinks)
+	}
+	if _, err := c.APITLSConfig(); err != nil {
+		return err
+	}
+	s := c.Slave.API
+	for i, raw := range s.URLs {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") || (u.Path != "" && u.Path != "/") {
+			return errorf(fmt.Sprintf("slave.api.urls[%d]", i), "%q: want https://host:port (a master's api.listen)", raw)
+		}
+		if u.Scheme == "http" && !IsLoopback(u.Hostname()) {
+			return errorf(fmt.Sprintf("slave.api.urls[%d]", i), "%q: http:// to a remote master would send the token in clear text; use https://", raw)
+		}
+	}
+	if len(s.URLs) > 0 && s.TokenFile == "" {
+		return errorf("slave.api.token_file", "a slave of the work API needs its token: set slave.api.token_file "+
+			"to the file bin/master token issue wrote")
+	}
 	return nil
 }
 

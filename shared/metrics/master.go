@@ -36,6 +36,8 @@ type Master struct {
 	storedTypes      sync.Map // type string -> prometheus.Counter
 	forged           *prometheus.CounterVec
 	scheduled        prometheus.Counter
+	apiLimited       *prometheus.CounterVec
+	apiServed        *prometheus.HistogramVec
 }
 
 // NewMaster builds the master's metric set for a crawl; every series
@@ -55,10 +57,16 @@ func NewMaster(crawl string, stats func(ctx context.Context) (frontier.Stats, er
 			ConstLabels: cl}, []string{"slave", "field"}),
 		scheduled: prometheus.NewCounter(prometheus.CounterOpts{Name: "redcrawl_scheduled_runs_total",
 			Help: "Scheduled crawl runs started.", ConstLabels: cl}),
+		apiLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redcrawl_api_limited_total",
+			Help:        "Work API requests slowed or refused by a token's limit, by slave (the token's) and limit (rate, size).",
+			ConstLabels: cl}, []string{"slave", "limit"}),
+		apiServed: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "redcrawl_api_request_seconds",
+			Help:        "Work API requests (all but the watches), by path, and the time the master took to answer them.",
+			ConstLabels: cl, Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, 1, 5}}, []string{"path"}),
 	}
 	m.recoveredExpired = m.recovered.WithLabelValues(ReasonExpired)
 	m.recoveredDead = m.recovered.WithLabelValues(ReasonSlaveDead)
-	m.reg.MustRegister(m.recovered, m.stored, m.forged, m.scheduled, newStateCollector(cl, stats),
+	m.reg.MustRegister(m.recovered, m.stored, m.forged, m.scheduled, m.apiLimited, m.apiServed, newStateCollector(cl, stats),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -101,6 +109,23 @@ func (m *Master) ForgedEvent(slave, field string) {
 		return
 	}
 	m.forged.WithLabelValues(slave, field).Inc()
+}
+
+// APIServed times a work API request answered for path.
+func (m *Master) APIServed(path string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.apiServed.WithLabelValues(path).Observe(d.Seconds())
+}
+
+// APILimited counts a work API request slowed or refused by a token's
+// limit; slave is the token's, never a value from the request.
+func (m *Master) APILimited(slave, limit string) {
+	if m == nil {
+		return
+	}
+	m.apiLimited.WithLabelValues(slave, limit).Inc()
 }
 
 // ScheduledRun counts a scheduled crawl run.

@@ -212,12 +212,17 @@ type EventsRequest struct {
 	Events []Event `json:"events"`
 }
 
-// WatchResponse is what GET PathWatch?rules=<version> waits for (at most
-// WatchWait): a rule set other than the one the slave has, or work queued
-// from outside (seeds, a recrawl). Neither: come back.
+// WatchResponse is what GET PathWatch?rules=<version>&work=<seq> waits
+// for (at most WatchWait): a rule set other than the one the slave has, or
+// work queued from outside (seeds, a recrawl) since the announcement the
+// slave last saw. Neither: come back. Seq counts this master's work
+// announcements: the slave sends it back with its next watch, so an
+// announcement between two watches is not missed (without it, the watch
+// counts from its start).
 type WatchResponse struct {
 	Rules string `json:"rules,omitempty"`
 	Work  bool   `json:"work,omitempty"`
+	Seq   uint64 `json:"seq"`
 }
 
 // Error is the body of a refused request.

@@ -38,7 +38,6 @@ import (
 	"github.com/redcrawl/redcrawl/shared/metrics"
 	"github.com/redcrawl/redcrawl/shared/plan"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
-	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/robots"
 	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/urlx"
@@ -90,6 +89,7 @@ type Slave struct {
 	host      string
 	log       *slog.Logger
 	rl        *ratelog.Logger
+	idGiven   bool          // Options.ID was set: a work API token must be this id's
 	plan      *plan.Planner // the crawl's scope, traps and task planning
 	canon     *urlx.Canonicalizer
 	scope     *urlx.Scope
@@ -155,6 +155,7 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 		return nil, fmt.Errorf("new slave: %w", err)
 	}
 	host, _ := os.Hostname()
+	idGiven := opt.ID != ""
 	if opt.ID == "" {
 		opt.ID = defaultID(host, os.Getpid(), rand.IntN(1<<16))
 	}
@@ -165,9 +166,9 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 		opt.Logger = slog.Default()
 	}
 	log := opt.Logger.With("slave", opt.ID)
-	s := &Slave{cfg: cfg, opt: opt, id: opt.ID, host: host, log: log,
+	s := &Slave{cfg: cfg, opt: opt, id: opt.ID, idGiven: idGiven, host: host, log: log,
 		rl: ratelog.New(log, 30*time.Second), plan: planner, canon: planner.Canonicalizer(), scope: planner.Scope(),
-		traps: planner.Traps(),
+		traps:    planner.Traps(),
 		handlers: NewHandlers(), dups: newDupCache(1 << 16),
 		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1),
@@ -215,36 +216,14 @@ func (s *Slave) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 
-	if s.opt.Backend != nil {
-		s.front = s.opt.Backend
-	} else {
-		if s.opt.Redis != nil {
-			s.rdb = s.opt.Redis
-		} else {
-			rdb, err := s.cfg.NewRedisClient()
-			if err != nil {
-				return fmt.Errorf("slave: %w", err)
-			}
-			s.rdb = rdb
-			defer s.rdb.Close()
-		}
-		var f *frontier.Redis
-		err := retry.Until(ctx, s.rl, "redis", func() error {
-			var err error
-			opt := frontier.OptionsFromConfig(s.cfg)
-			opt.Slave = s.id
-			f, err = frontier.NewRedis(ctx, s.rdb, opt)
-			return err
-		})
-		if err != nil {
-			return nil // cancelled before Redis came up: nothing to leave
-		}
-		if d := f.SettingsDiffer(); len(d) > 0 {
-			s.log.Warn("this slave's config differs from the crawl's settings, which its master wrote; the crawl's apply",
-				"settings", strings.Join(d, ","))
-		}
-		s.front = f
+	closeBackend, err := s.openBackend(ctx)
+	if err != nil {
+		return err
 	}
+	if closeBackend == nil {
+		return nil // cancelled before the frontier came up: nothing to leave
+	}
+	defer closeBackend()
 	stopMetrics := s.serveMetrics(context.WithoutCancel(ctx))
 	defer stopMetrics()
 	s.fetcher = s.opt.Fetcher

@@ -390,10 +390,14 @@ func (c *Client) SubscribeRules(ctx context.Context) (<-chan string, func(), err
 	go func() {
 		defer close(done)
 		defer close(out)
-		have := ""
+		have, seq := "", "" // the rules in force and the work announcements seen, by the last answer
 		for fails := 0; ctx.Err() == nil; {
 			var res api.WatchResponse
-			err := c.doTimeout(ctx, http.MethodGet, api.PathWatch+"?rules="+url.QueryEscape(have), nil, &res, 60*time.Second)
+			q := "?rules=" + url.QueryEscape(have)
+			if seq != "" {
+				q += "&work=" + seq
+			}
+			err := c.doTimeout(ctx, http.MethodGet, api.PathWatch+q, nil, &res, 60*time.Second)
 			if err != nil {
 				fails++
 				t := time.NewTimer(time.Duration(min(fails, 30)) * time.Second)
@@ -405,18 +409,20 @@ func (c *Client) SubscribeRules(ctx context.Context) (<-chan string, func(), err
 				continue
 			}
 			fails = 0
-			var msg string
-			switch {
-			case res.Rules != "":
-				have, msg = res.Rules, res.Rules
-			case res.Work:
-				msg = frontier.WorkMessage
-			default:
-				continue
+			seq = strconv.FormatUint(res.Seq, 10)
+			var msgs []string
+			if res.Rules != "" {
+				have = res.Rules
+				msgs = append(msgs, res.Rules)
 			}
-			select {
-			case out <- msg:
-			default:
+			if res.Work {
+				msgs = append(msgs, frontier.WorkMessage)
+			}
+			for _, msg := range msgs {
+				select {
+				case out <- msg:
+				default:
+				}
 			}
 		}
 	}()

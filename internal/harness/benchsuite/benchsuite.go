@@ -17,6 +17,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/selfcert"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/secret"
@@ -100,6 +102,10 @@ type Options struct {
 	// 0, no jitter, HostConcurrency, robots off), private networks on,
 	// content dedup on, rendering, rules and WARC off.
 	Config *config.Config
+	// API crawls each slave count a second time in each round, right
+	// after its direct crawl, with slaves of the master's work API (TLS, a
+	// token each, no Redis or MySQL address): the report compares them.
+	API bool
 	// SlaveBinary is a built bin/slave run as each slave's process; "" =
 	// slaves run in this process, made by InProcess.
 	SlaveBinary string
@@ -185,9 +191,11 @@ type Size struct {
 }
 
 // slaveProgram is what a crawl's slaves run: a binary started as bin/slave
-// is, or a function of this process.
+// is, or a function of this process; api makes them slaves of the work
+// API.
 type slaveProgram struct {
 	colly     bool // a colly collector through slave/collyslave
+	api       bool
 	binary    string
 	inProcess func(cfg *config.Config, id string, rdb *redis.Client, log *slog.Logger) (func(context.Context) error, error)
 }
@@ -196,6 +204,7 @@ type slaveProgram struct {
 // (counts, bytes) or NaN (rates); the report prints them as n/a.
 type RunResult struct {
 	Slaves     int
+	API        bool // slaves of the work API
 	Subprocess bool
 	Crawl      string
 	// Colly says the slaves ran a colly collector's callbacks
@@ -235,6 +244,11 @@ type RunResult struct {
 	ScriptsPerPage    float64
 	RedisCPUPer1k     float64 // Redis CPU seconds per 1,000 pages
 	RedisPeakCore     float64 // max over 1 s samples of Redis CPU / wall time
+
+	// APIRequestsPerPage is the work API requests the master answered a
+	// page (watches aside), and APIClaimMs the master's mean time to
+	// answer a claim, ms (API runs; else NaN).
+	APIRequestsPerPage, APIClaimMs float64
 
 	SeenBytesPerURL    float64 // MEMORY USAGE of the seen buckets / URLs seen
 	QueuedBytesPerURL  float64 // MEMORY USAGE of the queue lists / their length, at the largest probe
@@ -296,6 +310,13 @@ type Report struct {
 	// TwoToOneRounds the 2/1 ratio of every round (Options.Rounds > 1).
 	VsColly        map[int][]float64
 	TwoToOneRounds []float64
+	// APIRuns are the crawls with slaves of the work API (Options.API),
+	// each slave count's median round by APIVsDirect, which lists each
+	// slave count's API/direct pages/s ratio in every round.
+	APIRuns     []*RunResult
+	APIVsDirect map[int][]float64
+	// APIDirectRuns are the direct runs of APIRuns' rounds, to compare.
+	APIDirectRuns []*RunResult
 
 	MarkdownPath, SVGPath, LatestPath string
 }
@@ -310,8 +331,9 @@ type bench struct {
 	opt      Options
 	site     *testsite.Site
 	expected map[string]int
-	hostIPs  []string // 127.0.0.2…
-	hostKeys []string // frontier host keys, ip:port
+	hostIPs  []string       // 127.0.0.2…
+	hostKeys []string       // frontier host keys, ip:port
+	certs    selfcert.Files // the work API's (Options.API)
 	mon      *redis.Client
 	monHook  *CountHook
 	tmp      string
@@ -390,11 +412,21 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	fmt.Fprintf(opt.Out, "bench: site %d hosts × %d pages (%d URLs, ~%d bytes each); slaves %v (%s); colly for reference\n",
 		opt.Hosts, opt.PagesPerHost, len(b.expected), opt.PageBytes, opt.Slaves, mode)
 
-	if _, err := b.crawlConfig(0); err != nil { // fail before crawling anything
+	if opt.API {
+		dir := filepath.Join(b.tmp, "certs")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("benchsuite: %w", err)
+		}
+		if b.certs, err = selfcert.Make(dir); err != nil {
+			return nil, fmt.Errorf("benchsuite: work API certificate: %w", err)
+		}
+	}
+	if _, err := b.crawlConfig(0, opt.API); err != nil { // fail before crawling anything
 		return nil, err
 	}
 	var rounds []round
 	rep.VsColly = map[int][]float64{}
+	rep.APIVsDirect = map[int][]float64{}
 	for i := range opt.Rounds {
 		if opt.Rounds > 1 {
 			fmt.Fprintf(opt.Out, "bench: round %d of %d\n", i+1, opt.Rounds)
@@ -407,9 +439,10 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		freeMemory()
 		var one, two float64
 		rd.runs = make([]*RunResult, len(opt.Slaves))
+		rd.api = make([]*RunResult, len(opt.Slaves))
 		for _, k := range runOrder(len(opt.Slaves), i) {
 			n := opt.Slaves[k]
-			r, err := b.runCrawl(ctx, n, b.stock())
+			r, err := b.runCrawl(ctx, n, b.stock(false))
 			if err != nil {
 				return nil, err
 			}
@@ -419,6 +452,19 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			rep.VsColly[n] = append(rep.VsColly[n], r.VsColly)
 			fmt.Fprintf(opt.Out, "bench: %d slave(s): %d pages in %.1fs, %.0f pages/s (%.2f× colly); 99%% in %.2fs (%.2f× colly); finished %.2fs after the last fetch\n",
 				n, r.Pages, r.Seconds, r.PagesPerSec, r.VsColly, r.To99Seconds, r.VsColly99, r.FinishLag)
+			if opt.API {
+				freeMemory()
+				ra, err := b.runCrawl(ctx, n, b.stock(true))
+				if err != nil {
+					return nil, err
+				}
+				ra.VsColly = ratio(ra.PagesPerSec, rd.colly.PagesPerSec)
+				ra.VsColly99 = ratio(ra.PagesPerSec99, rd.colly.PagesPerSec99)
+				rd.api[k] = ra
+				rep.APIVsDirect[n] = append(rep.APIVsDirect[n], ratio(ra.PagesPerSec, r.PagesPerSec))
+				fmt.Fprintf(opt.Out, "bench: %d slave(s) of the work API: %d pages in %.1fs, %.0f pages/s (%.2f× direct); %.1f requests a page, %.2f ms a claim at the master\n",
+					n, ra.Pages, ra.Seconds, ra.PagesPerSec, ratio(ra.PagesPerSec, r.PagesPerSec), ra.APIRequestsPerPage, ra.APIClaimMs)
+			}
 			switch n {
 			case 1:
 				one = r.PagesPerSec
@@ -447,6 +493,17 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			rep.Colly = med.colly
 		}
 	}
+	if opt.API {
+		for k := range opt.Slaves {
+			sort.SliceStable(rounds, func(i, j int) bool {
+				return ratio(rounds[i].api[k].PagesPerSec, rounds[i].runs[k].PagesPerSec) <
+					ratio(rounds[j].api[k].PagesPerSec, rounds[j].runs[k].PagesPerSec)
+			})
+			med := rounds[(len(rounds)-1)/2]
+			rep.APIRuns = append(rep.APIRuns, med.api[k])
+			rep.APIDirectRuns = append(rep.APIDirectRuns, med.runs[k])
+		}
+	}
 	if len(rep.TwoToOneRounds) > 0 {
 		rep.TwoToOne = median(rep.TwoToOneRounds)
 	}
@@ -462,13 +519,14 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 type round struct {
 	colly     *CollyResult
 	runs      []*RunResult // by Options.Slaves
+	api       []*RunResult // the runs with API slaves (Options.API)
 	collyRuns []*RunResult // by Options.CollySlaves
 	two       float64      // 2/1 in this round
 }
 
-// stock is the stock slave's program.
-func (b *bench) stock() slaveProgram {
-	return slaveProgram{binary: b.opt.SlaveBinary, inProcess: b.opt.InProcess}
+// stock is the stock slave's program, of the work API with api.
+func (b *bench) stock(api bool) slaveProgram {
+	return slaveProgram{api: api, binary: b.opt.SlaveBinary, inProcess: b.opt.InProcess}
 }
 
 // exactlyOnce compares the site's hits with its expected fetches.

@@ -109,6 +109,51 @@ func TestRunSmoke(t *testing.T) {
 	}
 }
 
+// TestRunSmokeAPI runs the small benchmark with --api: the slave count
+// crawls directly and then through the work API, and the report compares
+// the two.
+func TestRunSmokeAPI(t *testing.T) {
+	cfg := config.Default()
+	cfg.MySQL.DSN = storetest.DSN(t)
+	if u := os.Getenv("REDCRAWL_TEST_REDIS"); u != "" {
+		cfg.Redis.URL = u
+	}
+	dir := t.TempDir()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Hosts: 2, PagesPerHost: 50, PageBytes: 2000, Slaves: []int{1}, API: true,
+		Concurrency: 8, OutDir: dir, Config: &cfg, SlaveBinary: os.Getenv("REDCRAWL_BENCH_SLAVE"), InProcess: inProcess, Out: &out})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	if len(rep.APIRuns) != 1 || len(rep.APIDirectRuns) != 1 || len(rep.APIVsDirect[1]) != 1 {
+		t.Fatalf("API runs %d, direct %d, ratios %v; want one each", len(rep.APIRuns), len(rep.APIDirectRuns), rep.APIVsDirect)
+	}
+	r := rep.APIRuns[0]
+	if !r.API || r.Pages != 100 || r.Missing != 0 || r.Extra != 0 {
+		t.Errorf("API crawl: api %v, %d pages, %d missing, %d extra; want true, 100, 0, 0", r.API, r.Pages, r.Missing, r.Extra)
+	}
+	// a page costs a claim and an ack at least, shared by the pages of a
+	// batch: somewhere between a tenth of a request and a hundred
+	if !(r.APIRequestsPerPage > 0.1 && r.APIRequestsPerPage < 100) || !(r.APIClaimMs > 0) {
+		t.Errorf("API requests a page %v, claim ms %v", r.APIRequestsPerPage, r.APIClaimMs)
+	}
+	if d := rep.APIDirectRuns[0]; d.API || !math.IsNaN(d.APIRequestsPerPage) {
+		t.Errorf("the direct run: api %v, requests a page %v", d.API, d.APIRequestsPerPage)
+	}
+	md, err := os.ReadFile(rep.MarkdownPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Slaves of the work API", "| work API requests / page |", "- 1 slave(s): "} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 func TestRunOrder(t *testing.T) {
 	for _, c := range []struct {
 		n, round int

@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -15,19 +18,37 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/slaveproc"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	api "github.com/redcrawl/redcrawl/shared/workapi"
 )
 
 // minExpectedURLs is the smallest dedup.expected_urls the config accepts.
 const minExpectedURLs = 1000
 
-// crawlConfig derives one crawl's config from the base.
-func (b *bench) crawlConfig(slaves int) (config.Config, error) {
+// crawlConfig derives one crawl's config from the base; with api, the
+// master serves the work API (TLS, the bench's certificate) on a free
+// loopback port.
+func (b *bench) crawlConfig(slaves int, api bool) (config.Config, error) {
 	cfg := *b.opt.Config
 	r := make([]byte, 3)
 	rand.Read(r)
-	cfg.Crawl.Name = fmt.Sprintf("bench-%s-n%d-%s", b.stamp, slaves, hex.EncodeToString(r))
+	kind := ""
+	if api {
+		kind = "api-"
+	}
+	cfg.Crawl.Name = fmt.Sprintf("bench-%s-%sn%d-%s", b.stamp, kind, slaves, hex.EncodeToString(r))
+	cfg.API.Listen = ""
+	if api {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return cfg, fmt.Errorf("benchsuite: a port for the work API: %w", err)
+		}
+		cfg.API.Listen = ln.Addr().String()
+		ln.Close()
+		cfg.API.TLSCert, cfg.API.TLSKey, cfg.API.AllowInsecure = b.certs.ServerCert, b.certs.ServerKey, false
+	}
 	cfg.Admin.Listen = "" // no dashboard; it could collide with a running master
 	cfg.Slave.ProgressEvery = 0
 	cfg.Crawl.AllowHosts = append([]string(nil), b.hostIPs...)
@@ -68,24 +89,37 @@ type slaveSet struct {
 	procs  *slaveproc.Set
 }
 
-// startSlaves starts n slaves of a program, in this process or as
+// startSlaves starts the slaves ids of a program, in this process or as
 // subprocesses. died is called when a subprocess exits before it was
-// stopped.
-func (b *bench) startSlaves(cfg *config.Config, n int, prog slaveProgram, newClient func() *redis.Client, died func(error)) (*slaveSet, error) {
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-s%d", cfg.Crawl.Name, i+1)
+// stopped. With tokens (the
+// slaves' token files by id), they are slaves of the work API at
+// cfg.API.Listen, with no Redis or MySQL address.
+func (b *bench) startSlaves(cfg *config.Config, ids []string, prog slaveProgram, tokens map[string]string, newClient func() *redis.Client, died func(error)) (*slaveSet, error) {
+	slaveCfg := func(id string) *config.Config {
+		if tokens == nil {
+			return cfg
+		}
+		c := *cfg
+		c.API = config.Default().API
+		c.Redis.URL = "redis://127.0.0.1:1/0" // nothing: an API slave never dials Redis
+		c.MySQL.DSN = "nobody:x@tcp(127.0.0.1:1)/none"
+		c.Slave.API = config.SlaveAPI{URLs: []string{"https://" + cfg.API.Listen}, TokenFile: tokens[id], CAFile: b.certs.CA}
+		return &c
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ss := &slaveSet{cancel: cancel}
 	if prog.binary != "" {
-		cfgPath, err := slaveproc.WriteConfig(b.tmp, cfg)
+		cfgPath, err := slaveproc.WriteConfig(b.tmp, slaveCfg(ids[0]))
 		if err != nil {
 			cancel()
 			return nil, err
 		}
-		ss.procs, err = slaveproc.Start(slaveproc.Options{Binary: prog.binary, Config: cfgPath, LogDir: b.tmp,
-			StopTimeout: SlaveStopTimeout, Died: died}, ids...)
+		opt := slaveproc.Options{Binary: prog.binary, Config: cfgPath, LogDir: b.tmp,
+			StopTimeout: SlaveStopTimeout, Died: died}
+		if tokens != nil {
+			opt.EnvFor = func(id string) []string { return []string{config.EnvPrefix + "SLAVE_API_TOKEN_FILE=" + tokens[id]} }
+		}
+		ss.procs, err = slaveproc.Start(opt, ids...)
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("benchsuite: %w", err)
@@ -93,7 +127,7 @@ func (b *bench) startSlaves(cfg *config.Config, n int, prog slaveProgram, newCli
 		return ss, nil
 	}
 	for _, id := range ids {
-		run, err := prog.inProcess(cfg, id, newClient(), b.opt.Logger)
+		run, err := prog.inProcess(slaveCfg(id), id, newClient(), b.opt.Logger)
 		if err != nil {
 			ss.stop()
 			return nil, fmt.Errorf("benchsuite: slave: %w", err)
@@ -146,13 +180,15 @@ func (ss *slaveSet) pids() []int {
 	return ss.procs.Pids()
 }
 
-// runCrawl crawls the site with the master and n slaves of a program.
+// runCrawl crawls the site with the master and n slaves of a program,
+// slaves of the work API if prog.api.
 func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *RunResult, err error) {
-	cfg, err := b.crawlConfig(n)
+	api := prog.api
+	cfg, err := b.crawlConfig(n, api)
 	if err != nil {
 		return nil, err
 	}
-	res = &RunResult{Slaves: n, Subprocess: prog.binary != "", Crawl: cfg.Crawl.Name, Colly: prog.colly,
+	res = &RunResult{Slaves: n, API: api, Subprocess: prog.binary != "", Crawl: cfg.Crawl.Name, Colly: prog.colly,
 		SlaveCPUPer1k: math.NaN(), SlavePeakRSS: -1, SlaveRSSFirst: -1, SlaveRSSLast: -1}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -163,6 +199,16 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 	}()
 	b.site.ResetHits()
 	fmt.Fprintf(b.opt.Out, "bench: crawl %s with %d slave(s)…\n", cfg.Crawl.Name, n)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-s%d", cfg.Crawl.Name, i+1)
+	}
+	var tokens map[string]string // API slaves' token files by id
+	if api {
+		if tokens, err = b.issueTokens(ctx, &cfg, ids); err != nil {
+			return nil, err
+		}
+	}
 
 	ropt, err := cfg.RedisOptions()
 	if err != nil {
@@ -198,16 +244,50 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 	mctx, cancelMaster := context.WithCancelCause(runCtx)
 	defer cancelMaster(nil)
 	masterClient := newClient() // before the slaves: in-process ones append theirs
-	ss, err := b.startSlaves(&cfg, n, prog, newClient, func(err error) { cancelMaster(err) })
-	if err != nil {
-		return nil, err
+	var ss *slaveSet
+	startSlaves := func() error {
+		var err error
+		ss, err = b.startSlaves(&cfg, ids, prog, tokens, newClient, func(err error) { cancelMaster(err) })
+		return err
 	}
-	defer ss.stop()
+	apiUp := make(chan struct{})
+	if !api {
+		if err := startSlaves(); err != nil {
+			return nil, err
+		}
+		close(apiUp)
+	}
+	defer func() {
+		<-apiUp // the slaves were started, or never will be
+		if ss != nil {
+			ss.stop()
+		}
+	}()
+	mopt := masterd.Options{ExitWhenDone: true, Logger: b.opt.Logger, ProgressEvery: time.Hour, Redis: masterClient}
+	var served apiServed
+	if api {
+		mopt.APIServed = served.add
+		// API slaves start once the master listens, as direct slaves
+		// start once Redis does: neither waits out a retry
+		mopt.APIReady = func(string) {
+			defer close(apiUp)
+			if err := startSlaves(); err != nil {
+				cancelMaster(err)
+			}
+		}
+	}
 
 	smp := &sampler{start: start, done: redisDone(b.mon, cfg.Crawl.Name), rdb: b.mon, crawl: cfg.Crawl.Name,
 		hosts: b.hostKeys, baseMem: info0.usedMemory}
 	if prog.binary != "" {
-		smp.slaveRSS = ss.rss
+		smp.slaveRSS = func() int64 {
+			select {
+			case <-apiUp:
+				return ss.rss()
+			default:
+				return 0
+			}
+		}
 	}
 	sctx, stopSampler := context.WithCancel(runCtx)
 	var swg sync.WaitGroup
@@ -215,9 +295,19 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 	go func() { defer swg.Done(); smp.run(sctx) }()
 	defer func() { stopSampler(); swg.Wait() }()
 
-	merr := masterd.New(&cfg, masterd.Options{ExitWhenDone: true, Logger: b.opt.Logger,
-		ProgressEvery: time.Hour, Redis: masterClient}).Run(mctx)
+	merr := masterd.New(&cfg, mopt).Run(mctx)
 	masterEnd := time.Now()
+	select {
+	case <-apiUp:
+	default:
+		close(apiUp) // the master never served its API
+	}
+	if ss == nil {
+		if merr == nil {
+			merr = context.Cause(mctx)
+		}
+		return nil, fmt.Errorf("benchsuite: master: %w", merr)
+	}
 	slaveCPU, slaveRSS := ss.usage()
 	cpu1 := selfCPU()
 	stopSampler()
@@ -250,6 +340,15 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 	}
 	pages := st.Done
 	res.Pages, res.Failed, res.Lost = pages, st.Failed, st.Lost
+	res.APIRequestsPerPage, res.APIClaimMs = math.NaN(), math.NaN()
+	if api {
+		served.mu.Lock()
+		res.APIRequestsPerPage = perPage(served.n, pages)
+		if served.claims > 0 {
+			res.APIClaimMs = 1000 * served.claimTime.Seconds() / float64(served.claims)
+		}
+		served.mu.Unlock()
+	}
 	res.Seconds = elapsed.Seconds()
 	res.PagesPerSec = float64(pages) / elapsed.Seconds()
 	res.ProcessCPUPer1k = per1k(cpu1-cpu0, pages)
@@ -351,4 +450,45 @@ func fetchTimes(ctx context.Context, db *sql.DB, crawl string) ([]time.Time, err
 		out = append(out, at)
 	}
 	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// issueTokens issues a work API token for each slave id, as
+// `master token issue` would, into files in the bench's directory.
+func (b *bench) issueTokens(ctx context.Context, cfg *config.Config, ids []string) (map[string]string, error) {
+	db, err := masterd.OpenStore(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: mysql: %w", err)
+	}
+	defer db.Close()
+	files := map[string]string{}
+	for _, id := range ids {
+		tok, _, err := db.IssueToken(ctx, cfg.Crawl.Name, id, store.TokenLimits{})
+		if err != nil {
+			return nil, fmt.Errorf("benchsuite: %w", err)
+		}
+		p := filepath.Join(b.tmp, id+".token")
+		if err := os.WriteFile(p, []byte(tok+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("benchsuite: token file: %w", err)
+		}
+		files[id] = p
+	}
+	return files, nil
+}
+
+// apiServed counts the work API's requests of a crawl and times its
+// claims (masterd.Options.APIServed).
+type apiServed struct {
+	mu        sync.Mutex
+	n, claims int64
+	claimTime time.Duration
+}
+
+func (a *apiServed) add(path string, d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n++
+	if path == api.PathClaim {
+		a.claims++
+		a.claimTime += d
+	}
 }

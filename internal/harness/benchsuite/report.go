@@ -119,6 +119,9 @@ func (r *Report) Markdown() string {
 		}
 		sb.WriteString("\n")
 	}
+	if len(r.APIRuns) > 0 {
+		r.apiMarkdown(&sb)
+	}
 	if r.SVGPath != "" {
 		fmt.Fprintf(&sb, "![pages/s over time](%s)\n\n", filepath.Base(r.SVGPath))
 	}
@@ -324,4 +327,38 @@ func fmtList(xs []float64) string {
 		out[i] = fmtF(x, 2)
 	}
 	return strings.Join(out, ", ")
+}
+
+// apiMarkdown renders the comparison of work API slaves with direct ones.
+func (r *Report) apiMarkdown(sb *strings.Builder) {
+	sb.WriteString("## Slaves of the work API\n\n")
+	sb.WriteString("Each slave count crawled again right after its direct crawl, with slaves of the master's work API " +
+		"(HTTP/2 over TLS on loopback, a token each, no Redis or MySQL address): the master runs the frontier's functions for them. " +
+		"Each column is the round with the median API/direct ratio.\n\n")
+	var cols []string
+	for _, run := range r.APIRuns {
+		cols = append(cols, fmt.Sprintf("%d slave%s: direct", run.Slaves, plural(run.Slaves)), "API")
+	}
+	sb.WriteString("| metric | " + strings.Join(cols, " | ") + " |\n|---|" + strings.Repeat("---:|", len(cols)) + "\n")
+	row := func(name string, f func(*RunResult) string) {
+		var cells []string
+		for k, run := range r.APIRuns {
+			cells = append(cells, f(r.APIDirectRuns[k]), f(run))
+		}
+		sb.WriteString("| " + name + " | " + strings.Join(cells, " | ") + " |\n")
+	}
+	row("pages/s", func(x *RunResult) string { return fmtF(x.PagesPerSec, 0) })
+	row("pages/s to 99% of the site", func(x *RunResult) string { return fmtF(x.PagesPerSec99, 0) })
+	row("CPU s / 1,000 pages, slaves' own", func(x *RunResult) string { return fmtF(x.SlaveCPUPer1k, 2) })
+	row("CPU s / 1,000 pages, this process (master, site)", func(x *RunResult) string { return fmtF(x.ProcessCPUPer1k, 2) })
+	row("Redis CPU s / 1,000 pages", func(x *RunResult) string { return fmtF(x.RedisCPUPer1k, 3) })
+	row("work API requests / page", func(x *RunResult) string { return fmtF(x.APIRequestsPerPage, 2) })
+	row("master's time per claim request, ms", func(x *RunResult) string { return fmtF(x.APIClaimMs, 2) })
+	row("fetches missing / extra", func(x *RunResult) string { return fmt.Sprintf("%d / %d", x.Missing, x.Extra) })
+	sb.WriteString("\nAPI / direct pages/s per round:\n\n")
+	for _, n := range r.Options.Slaves {
+		xs := r.APIVsDirect[n]
+		fmt.Fprintf(sb, "- %d slave(s): %s (median %s)\n", n, fmtList(xs), fmtF(median(xs), 2))
+	}
+	sb.WriteString("\n")
 }

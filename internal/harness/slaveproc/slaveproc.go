@@ -65,6 +65,9 @@ type Options struct {
 	StopTimeout time.Duration
 	// Died is called when a slave exits before Stop, with why.
 	Died func(error)
+	// EnvFor, when set, gives a slave's own environment variables (added
+	// to Env), such as its work API token file.
+	EnvFor func(id string) []string
 }
 
 // Set is the slave processes Start started.
@@ -95,6 +98,9 @@ func Start(opt Options, ids ...string) (*Set, error) {
 func (s *Set) start(opt Options, id string) error {
 	cmd := exec.CommandContext(s.ctx, opt.Binary, "run", "--config", opt.Config, "--id", id)
 	cmd.Env = Env()
+	if opt.EnvFor != nil {
+		cmd.Env = append(cmd.Env, opt.EnvFor(id)...)
+	}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = opt.StopTimeout
 	var logPath string

@@ -1,0 +1,134 @@
+package masterd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/redcrawl/redcrawl/master/store"
+	"github.com/redcrawl/redcrawl/master/workapi"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/metrics"
+	"github.com/redcrawl/redcrawl/shared/plan"
+	"github.com/redcrawl/redcrawl/shared/rules"
+	api "github.com/redcrawl/redcrawl/shared/workapi"
+)
+
+// apiComponent serves the work API (api.listen): slaves on machines you do
+// not trust get and return work through it with a token.
+type apiComponent struct {
+	api *workapi.Server
+	srv *http.Server
+	ln  net.Listener
+	tls bool
+	log *slog.Logger
+}
+
+func (a *apiComponent) run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { defer close(done); a.api.Run(ctx) }()
+	errc := make(chan error, 1)
+	go func() {
+		if a.tls {
+			errc <- a.srv.ServeTLS(a.ln, "", "")
+		} else {
+			errc <- a.srv.Serve(a.ln)
+		}
+	}()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = a.srv.Shutdown(sctx)
+		<-errc
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("work API server stopped", "err", err)
+		}
+	}
+	<-done
+}
+
+// apiServer listens on api.listen; a port in use is an error, not a master
+// without its API. match gives a URL's rule set (the rules in force).
+func (m *Master) apiServer(match func() *rules.Set, met *metrics.Master) (*apiComponent, error) {
+	planner, err := plan.New(m.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("master: work API: %w", err)
+	}
+	tlsCfg, err := m.cfg.APITLSConfig()
+	if err != nil {
+		return nil, fmt.Errorf("master: %w", err)
+	}
+	ln, err := net.Listen("tcp", m.cfg.API.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("master: api.listen: %w", err)
+	}
+	a := m.cfg.API
+	srv := workapi.New(workapi.Options{Crawl: m.cfg.Crawl.Name, Front: m.front, Tokens: storeTokens{m.store},
+		Planner: linkPlanner{planner: planner, rules: match}, Library: frontier.LibraryName(),
+		Limits: workapi.Limits{MaxInFlight: a.MaxInFlight, Rate: a.Rate, MaxBody: a.MaxBody, MaxLinks: a.MaxLinks},
+		Log:    m.log, RL: m.rl, Limited: met.APILimited, Served: func(path string, d time.Duration) {
+			met.APIServed(path, d)
+			if m.opt.APIServed != nil {
+				m.opt.APIServed(path, d)
+			}
+		}})
+	hs := &http.Server{Handler: srv.Handler(), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelDebug)}
+	scheme := "http://"
+	if tlsCfg != nil {
+		scheme = "https://"
+	}
+	m.log.Info("work API listening", "url", scheme+ln.Addr().String(), "max_in_flight", a.MaxInFlight, "rate", a.Rate)
+	if m.opt.APIReady != nil {
+		m.opt.APIReady(ln.Addr().String())
+	}
+	return &apiComponent{api: srv, srv: hs, ln: ln, tls: tlsCfg != nil, log: m.log}, nil
+}
+
+// storeTokens finds the work API's tokens in MySQL.
+type storeTokens struct{ st *store.Store }
+
+func (s storeTokens) TokenByHash(ctx context.Context, raw string) (workapi.Token, bool, error) {
+	t, ok, err := s.st.TokenByHash(ctx, store.TokenHash(raw))
+	if err != nil || !ok {
+		return workapi.Token{}, false, err
+	}
+	return workapi.Token{ID: t.ID, Crawl: t.Crawl, Slave: t.Slave, Revoked: t.Revoked(),
+		MaxInFlight: t.Limits.MaxInFlight, Rate: t.Limits.Rate}, true, nil
+}
+
+// linkPlanner plans the links a slave of the work API reports, as a
+// direct slave plans its own (shared/plan) with the rule set in force.
+type linkPlanner struct {
+	planner *plan.Planner
+	rules   func() *rules.Set
+}
+
+// maxSitemapLevel is the deepest sitemap nesting a slave may report (the
+// slave's own limit).
+const maxSitemapLevel = 3
+
+func (p linkPlanner) Link(l api.Link) (frontier.Task, *frontier.HostPolicy, bool) {
+	if l.Depth < 0 || l.Hops < 0 || l.Hops > 100 || l.Sitemap < 0 || l.Sitemap > maxSitemapLevel {
+		return frontier.Task{}, nil, false
+	}
+	var match func(*url.URL) *rules.RuleSet
+	if p.rules != nil {
+		if set := p.rules(); set != nil {
+			match = set.Match
+		}
+	}
+	t, policy, err := p.planner.Reported(l.URL, l.Depth, l.Hops, match)
+	if err != nil {
+		return frontier.Task{}, nil, false
+	}
+	t.Sitemap, t.SitemapAnyHost, t.LastMod = l.Sitemap, l.SitemapAnyHost && l.Sitemap > 0, l.LastMod
+	return t, policy, true
+}
