@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/redcrawl/redcrawl/internal/harness/selfcert"
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
@@ -174,6 +175,15 @@ func TestUnitDirectives(t *testing.T) {
 			stopAtLeast: cfg.Slave.ShutdownTimeout + stopMargin,
 			credentials: map[string]string{"redis-password": "CRAWLER_REDIS_PASSWORD_FILE"},
 		},
+		{
+			// a slave of the work API: its token, and no Redis or MySQL
+			// credential
+			file:        "redcrawl-api-slave@.service",
+			user:        "redcrawl-slave",
+			execStart:   "/usr/local/bin/redcrawl-slave run --config /etc/redcrawl/config.yaml --id %i",
+			stopAtLeast: cfg.Slave.ShutdownTimeout + stopMargin,
+			credentials: map[string]string{"api-token": "CRAWLER_SLAVE_API_TOKEN_FILE"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -217,6 +227,9 @@ func TestUnitDirectives(t *testing.T) {
 				creds[id] = ""
 			}
 			env := u.env(t)
+			if len(creds) != len(tt.credentials) {
+				t.Errorf("credentials %v, want exactly %v", creds, tt.credentials)
+			}
 			for id, name := range tt.credentials {
 				if _, ok := creds[id]; !ok {
 					t.Errorf("no LoadCredential=%s:...", id)
@@ -298,17 +311,34 @@ func TestUnitEnvironmentIsConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	envFile := readEnvFile(t, filepath.Join("systemd", "slave.env.example"))
+	apiEnvFile := readEnvFile(t, filepath.Join("systemd", "api-slave.env.example"))
+	certs, err := selfcert.Make(t.TempDir(), "10.0.0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		file  string
+		base  string // the unit a drop-in adds to
 		extra map[string]string
+		// creds are credential files by ID; others are the secret file
+		creds map[string]string
 	}{
 		{file: "redcrawl-master.service"},
 		{file: "redcrawl-slave@.service", extra: envFile},
+		{file: "redcrawl-api-slave@.service", extra: apiEnvFile},
+		{file: "master-api.conf", base: "redcrawl-master.service",
+			extra: map[string]string{"CRAWLER_API_LISTEN": "10.0.0.5:8443", "CRAWLER_API_TLS_CERT": certs.ServerCert},
+			creds: map[string]string{"api-tls-key": certs.ServerKey}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			u := parseUnit(t, filepath.Join("systemd", tt.file))
-			env := u.env(t)
+			env := map[string]string{}
+			if tt.base != "" {
+				env = parseUnit(t, filepath.Join("systemd", tt.base)).env(t)
+			}
+			for k, v := range parseUnit(t, filepath.Join("systemd", tt.file)).env(t) {
+				env[k] = v
+			}
 			for k, v := range tt.extra {
 				env[k] = v
 			}
@@ -316,8 +346,11 @@ func TestUnitEnvironmentIsConfig(t *testing.T) {
 				if !strings.HasPrefix(k, "CRAWLER_") {
 					continue
 				}
-				if strings.HasPrefix(v, "%d/") {
-					v = secret // every credential is the same test file
+				if id, ok := strings.CutPrefix(v, "%d/"); ok {
+					v = secret // every other credential is the same test file
+					if f, ok := tt.creds[id]; ok {
+						v = f
+					}
 				}
 				t.Setenv(k, v)
 			}
@@ -366,7 +399,7 @@ func installUnits(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, f := range []string{"redcrawl-master.service", "redcrawl-slave@.service"} {
+	for _, f := range []string{"redcrawl-master.service", "redcrawl-slave@.service", "redcrawl-api-slave@.service"} {
 		b, err := os.ReadFile(filepath.Join("systemd", f))
 		if err != nil {
 			t.Fatal(err)
@@ -379,16 +412,22 @@ func installUnits(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	dropin := filepath.Join(dir, "redcrawl-slave@render1.service.d")
-	if err := os.Mkdir(dropin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join("systemd", "slave-render.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dropin, "render.conf"), b, 0o644); err != nil {
-		t.Fatal(err)
+	for _, d := range []struct{ dir, file, as string }{
+		{"redcrawl-slave@render1.service.d", "slave-render.conf", "render.conf"},
+		// the master serving the work API
+		{"redcrawl-master.service.d", "master-api.conf", "api.conf"},
+	} {
+		dropin := filepath.Join(dir, d.dir)
+		if err := os.Mkdir(dropin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join("systemd", d.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dropin, d.as), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return dir
 }
@@ -424,7 +463,7 @@ func runAnalyze(t *testing.T, bin, dir string, args ...string) (string, error) {
 func TestUnitsVerify(t *testing.T) {
 	bin := systemdAnalyze(t)
 	dir := installUnits(t)
-	for _, name := range []string{"redcrawl-master.service", "redcrawl-slave@pi1.service", "redcrawl-slave@render1.service"} {
+	for _, name := range []string{"redcrawl-master.service", "redcrawl-slave@pi1.service", "redcrawl-slave@render1.service", "redcrawl-api-slave@friend1.service"} {
 		t.Run(name, func(t *testing.T) {
 			out, err := runAnalyze(t, bin, dir, "verify", "--man=no", name)
 			if err != nil || strings.TrimSpace(out) != "" {
@@ -449,6 +488,7 @@ func TestUnitsSecurity(t *testing.T) {
 		{"redcrawl-master.service", "20"},
 		{"redcrawl-slave@pi1.service", "20"},
 		{"redcrawl-slave@render1.service", "20"},
+		{"redcrawl-api-slave@friend1.service", "20"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

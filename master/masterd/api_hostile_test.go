@@ -111,47 +111,29 @@ func TestHostileAPISlave(t *testing.T) {
 	waitAPIUp(t, cl, baseA)
 
 	attacks := hostileAPIAttacks(own.cfg, a.cfg, a.site, honestA)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var rounds int
 	var failures []string
 	codes := map[int]int{}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		start := time.Now()
-		for {
-			select {
-			case <-stop:
-				if time.Since(start) >= 30*time.Second {
-					return
-				}
-			default:
+	atk := startAttacks(30*time.Second, func() {
+		for _, at := range attacks {
+			base, tok := baseOwn, evilTok
+			switch at.target {
+			case "other crawl":
+				base = baseA
+			case "revoked":
+				tok = revokedTok
 			}
-			for _, at := range attacks {
-				base, tok := baseOwn, evilTok
-				switch at.target {
-				case "other crawl":
-					base = baseA
-				case "revoked":
-					tok = revokedTok
-				}
-				code, err := apiDoErr(cl, base, tok, at.method, at.path, at.body)
-				if at.target == "other crawl" && errors.Is(err, syscall.ECONNREFUSED) {
-					continue // its crawl is over and its API closed
-				}
-				codes[code]++
-				if !at.ok(code) && len(failures) < 20 {
-					failures = append(failures, fmt.Sprintf("%s: status %d (%v)", at.name, code, err))
-				}
+			code, err := apiDoErr(cl, base, tok, at.method, at.path, at.body)
+			if at.target == "other crawl" && errors.Is(err, syscall.ECONNREFUSED) {
+				continue // its crawl is over and its API closed
 			}
-			rounds++
-			time.Sleep(20 * time.Millisecond)
+			codes[code]++
+			if !at.ok(code) && len(failures) < 20 {
+				failures = append(failures, fmt.Sprintf("%s: status %d (%v)", at.name, code, err))
+			}
 		}
-	}()
+	})
 	masters.Wait()
-	close(stop)
-	wg.Wait()
+	rounds := atk.stop()
 	for _, f := range failures {
 		t.Error(f)
 	}

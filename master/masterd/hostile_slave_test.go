@@ -72,39 +72,21 @@ func TestHostileDirectSlave(t *testing.T) {
 
 	evil := srv.CrawlClient(t, cfgA.Crawl.Name, frontier.RoleSlave, "evil")
 	attacks := hostileAttacks(t, cfgA, cfgB)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var rounds int
 	var failures []string
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		start := time.Now()
-		for {
-			select {
-			case <-stop:
-				if time.Since(start) >= 30*time.Second {
-					return
-				}
-			default:
+	atk := startAttacks(30*time.Second, func() {
+		for _, a := range attacks {
+			if msg := a.try(ctx, evil); msg != "" && len(failures) < 20 {
+				failures = append(failures, a.name+": "+msg)
 			}
-			for _, a := range attacks {
-				if msg := a.try(ctx, evil); msg != "" && len(failures) < 20 {
-					failures = append(failures, a.name+": "+msg)
-				}
-			}
-			rounds++
-			time.Sleep(20 * time.Millisecond)
 		}
-	}()
+	})
 	var masters sync.WaitGroup
 	for _, cfg := range []*config.Config{cfgA, cfgB} {
 		masters.Add(1)
 		go func() { defer masters.Done(); runMaster(t, cfg) }()
 	}
 	masters.Wait()
-	close(stop)
-	wg.Wait()
+	rounds := atk.stop()
 	for _, f := range failures {
 		t.Error(f)
 	}
@@ -238,3 +220,40 @@ func hostileAttacks(t *testing.T, cfgA, cfgB *config.Config) []hostileAttack {
 
 // siteHosts0 is the first of a crawl's allowed hosts.
 func siteHosts0(cfg *config.Config) string { return cfg.Crawl.AllowHosts[0] }
+
+// attackLoop repeats a hostile slave's round of attacks in a goroutine.
+type attackLoop struct {
+	stopc  chan struct{}
+	done   chan struct{}
+	rounds int
+}
+
+// startAttacks runs round over and over, 20 ms apart, until stop is called
+// and at least atLeast has passed.
+func startAttacks(atLeast time.Duration, round func()) *attackLoop {
+	a := &attackLoop{stopc: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		start := time.Now()
+		for {
+			select {
+			case <-a.stopc:
+				if time.Since(start) >= atLeast {
+					return
+				}
+			default:
+			}
+			round()
+			a.rounds++
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return a
+}
+
+// stop ends the attacks (once atLeast has passed) and returns the rounds.
+func (a *attackLoop) stop() int {
+	close(a.stopc)
+	<-a.done
+	return a.rounds
+}

@@ -421,6 +421,27 @@ func TestValidate(t *testing.T) {
 		{"dns server without port", func(c *Config) { c.DNS.Server = "127.0.0.53" }, "dns.server"},
 		{"dns max ttl below min", func(c *Config) { c.DNS.MaxTTL = time.Second }, "dns.max_ttl"},
 		{"tiny warc files", func(c *Config) { c.Storage.WARCMaxFileBytes = 1000 }, "storage.warc_max_file_bytes"},
+		{"work API without TLS", func(c *Config) { c.API.Listen = "0.0.0.0:8443" }, "api.tls_cert"},
+		{"work API in clear text off loopback", func(c *Config) { c.API.Listen = "10.0.0.5:8443"; c.API.AllowInsecure = true }, "api.allow_insecure"},
+		{"work API listen without port", func(c *Config) { c.API.Listen = "127.0.0.1" }, "api.listen"},
+		{"work API cert without key", func(c *Config) {
+			c.API.Listen, c.API.TLSCert = "127.0.0.1:8443", "/etc/redcrawl/tls/api.crt"
+		}, "api.tls_key"},
+		{"no leases in flight", func(c *Config) { c.API.MaxInFlight = 0 }, "api.max_in_flight"},
+		{"no rate", func(c *Config) { c.API.Rate = 0 }, "api.rate"},
+		{"NaN rate", func(c *Config) { c.API.Rate = math.NaN() }, "api.rate"},
+		{"tiny body", func(c *Config) { c.API.MaxBody = 1000 }, "api.max_body"},
+		{"links past a sitemap's", func(c *Config) { c.API.MaxLinks = 50001 }, "api.max_links"},
+		{"a slave API URL of no form", func(c *Config) {
+			c.Slave.API.URLs, c.Slave.API.TokenFile = []string{"https://m1:8443", "m2:8443"}, "/t"
+		}, "slave.api.urls[1]"},
+		{"a slave API URL with a path", func(c *Config) {
+			c.Slave.API.URLs, c.Slave.API.TokenFile = []string{"https://m1:8443/work"}, "/t"
+		}, "slave.api.urls[0]"},
+		{"a slave API URL in clear text to a remote master", func(c *Config) {
+			c.Slave.API.URLs, c.Slave.API.TokenFile = []string{"http://10.0.0.5:8443"}, "/t"
+		}, "slave.api.urls[0]"},
+		{"a slave of the API without its token", func(c *Config) { c.Slave.API.URLs = []string{"https://m1:8443"} }, "slave.api.token_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -456,6 +477,13 @@ func TestValidateAccepts(t *testing.T) {
 			c.Fetch.Proxies = []string{"http://u:p@p1:3128", "https://p2:443", "socks5://u:p@p3:1080", "socks5h://p4:1080/"}
 		}},
 		{"dfs with a dns server", func(c *Config) { c.Crawl.Strategy = "dfs"; c.DNS.Server = "[::1]:53" }},
+		{"work API in clear text on loopback", func(c *Config) { c.API.Listen = "127.0.0.1:8443"; c.API.AllowInsecure = true }},
+		{"a slave of two masters' APIs", func(c *Config) {
+			c.Slave.API.URLs, c.Slave.API.TokenFile = []string{"https://m1.example:8443", "https://[2001:db8::1]:8443/"}, "/t"
+		}},
+		{"a slave of a loopback API in clear text", func(c *Config) {
+			c.Slave.API.URLs, c.Slave.API.TokenFile = []string{"http://127.0.0.1:8443"}, "/t"
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
