@@ -137,16 +137,6 @@ func applyDiff(src, diff, from, to string) (string, int, error) {
 	return strings.Join(out, ""), changed, nil
 }
 
-// product is an item as both programs write it.
-type product struct {
-	URL          string   `json:"url"`
-	Title        string   `json:"title"`
-	SKU          string   `json:"sku"`
-	Price        float64  `json:"price"`
-	Availability string   `json:"availability"`
-	Images       []string `json:"images"`
-}
-
 // politeDelay is the crawl's politeness delay: the shop is one host.
 const politeDelay = 40 * time.Millisecond
 
@@ -175,10 +165,10 @@ func TestStandaloneAndDistributed(t *testing.T) {
 			}
 			t.Cleanup(site.Close)
 			shop := site.Shop()
-			var want []product
+			var want []Product
 			for _, p := range shop.Products {
 				it := p.StaticItem()
-				want = append(want, product{URL: it.URL, Title: it.Title, SKU: it.SKU, Price: it.Price,
+				want = append(want, Product{URL: it.URL, Title: it.Title, SKU: it.SKU, Price: it.Price,
 					Availability: it.Availability, Images: it.Images})
 			}
 			sortProducts(want)
@@ -227,7 +217,7 @@ func buildPrograms(t *testing.T) programs {
 }
 
 // runStandalone runs the plain scraper and returns the products it wrote.
-func runStandalone(t *testing.T, bin, start string) []product {
+func runStandalone(t *testing.T, bin, start string) []Product {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(bin, start)
@@ -235,10 +225,10 @@ func runStandalone(t *testing.T, bin, start string) []product {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("standalone scraper: %v\n%s", err, stderr.String())
 	}
-	var ps []product
+	var ps []Product
 	sc := bufio.NewScanner(&stdout)
 	for sc.Scan() {
-		var p product
+		var p Product
 		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
 			t.Fatalf("standalone output %q: %v", sc.Text(), err)
 		}
@@ -253,7 +243,7 @@ func runStandalone(t *testing.T, bin, start string) []product {
 // with kill, the slave "victim" is killed while it holds a lease, after
 // its first pages. It returns the products stored in MySQL and the lost
 // tasks the master recorded.
-func runDistributed(t *testing.T, bin string, site *testsite.Site, kill bool) ([]product, []string) {
+func runDistributed(t *testing.T, bin string, site *testsite.Site, kill bool) ([]Product, []string) {
 	t.Helper()
 	shop := site.Shop()
 	start, _ := url.Parse(shop.API[0])
@@ -357,10 +347,10 @@ func runDistributed(t *testing.T, bin string, site *testsite.Site, kill bool) ([
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var ps []product
+	var ps []Product
 	bySlave := map[string]int{}
 	err = db.ExportItems(context.Background(), store.ItemFilter{Crawl: cfg.Crawl.Name, Item: "product"}, func(r store.ItemRow) error {
-		var p product
+		var p Product
 		if err := json.Unmarshal(r.Data, &p); err != nil {
 			return fmt.Errorf("item %s: %w", r.URL, err)
 		}
@@ -486,7 +476,7 @@ func checkHits(t *testing.T, site *testsite.Site, shop testsite.ShopInfo, lost [
 	}
 }
 
-func sortProducts(ps []product) {
+func sortProducts(ps []Product) {
 	sort.Slice(ps, func(i, j int) bool { return ps[i].URL < ps[j].URL })
 }
 
