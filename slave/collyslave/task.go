@@ -111,8 +111,8 @@ type runner struct {
 	in *internals
 	// serial is held while a page's callbacks run, for a collector that
 	// was not Async: standalone, its callbacks never run at once
-	serial  *sync.Mutex
-	current *task // the task holding serial
+	serial  chan struct{} // a lock of one; nil for an Async collector
+	current *task         // the task holding serial
 
 	adopt     sync.Once
 	installed bool
@@ -129,7 +129,7 @@ func newRunner(c *colly.Collector, in *internals) *runner {
 	cs := &runner{c: c, in: in, byReq: map[*slaved.Request]*task{}, pending: map[string][]*task{},
 		active: map[*task]bool{}}
 	if !c.Async {
-		cs.serial = &sync.Mutex{}
+		cs.serial = make(chan struct{}, 1)
 	}
 	cs.takeOver()
 	return cs
@@ -226,7 +226,7 @@ func (cs *runner) callers() []*task {
 // onError is the collector's one OnError callback: the user's, but not
 // for a redirect the slave follows through the frontier.
 func (cs *runner) onError(r *colly.Response, err error) {
-	if errors.Is(err, errRedirect) {
+	if errors.Is(err, errRedirect) || errors.Is(err, errStopping) {
 		return
 	}
 	for _, f := range cs.userErr {

@@ -24,6 +24,11 @@ var (
 	// queues its target, and the OnError callbacks do not see it.
 	errRedirect = errors.New("redirect: the slave queues the target as a task")
 
+	// errStopping ends a page's colly request when the slave stops hard
+	// while the page waits for the collector: the page is given back, and
+	// the OnError callbacks do not see it.
+	errStopping = errors.New("slave stopping: the page is given back")
+
 	// errTooLarge is a body the slave cut at fetch.max_body_bytes: the
 	// page fails as too_large, and the callbacks see an error.
 	errTooLarge = errors.New("body larger than fetch.max_body_bytes: the page fails as too_large")
@@ -66,7 +71,9 @@ func (cs *runner) fetch(ctx context.Context, r *slaved.Request, fetch slaved.Fet
 		}
 		cs.mu.Unlock()
 	}()
-	cs.lockSerial(t)
+	if !cs.lockSerial(t) {
+		return nil, ctx.Err() // a hard stop: the lease is given back
+	}
 	cerr := creq.Do()
 	cs.unlockSerial(t)
 	switch {
@@ -115,16 +122,22 @@ func errText(err error) string {
 }
 
 // lockSerial takes the collector for t's callbacks (a collector that was
-// not Async); unlockSerial gives it back, during the fetch and at the end.
-func (cs *runner) lockSerial(t *task) {
+// not Async), or gives up when the slave stops hard (false); unlockSerial
+// gives it back, during the fetch and at the end.
+func (cs *runner) lockSerial(t *task) bool {
 	if cs.serial == nil || t.serial {
-		return
+		return true
 	}
-	cs.serial.Lock()
+	select {
+	case cs.serial <- struct{}{}:
+	case <-t.ctx.Done():
+		return false
+	}
 	t.serial = true
 	cs.mu.Lock()
 	cs.current = t
 	cs.mu.Unlock()
+	return true
 }
 
 func (cs *runner) unlockSerial(t *task) {
@@ -135,7 +148,7 @@ func (cs *runner) unlockSerial(t *task) {
 	cs.current = nil
 	cs.mu.Unlock()
 	t.serial = false
-	cs.serial.Unlock()
+	<-cs.serial
 }
 
 // page is the slave's OnResponse hook: the links, items, retry and
@@ -205,7 +218,10 @@ func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := fetchContext(t.ctx, req.Context())
 	res, err := t.fetch(ctx, forwardHeader(req.Header, cs.c.UserAgent))
 	cancel()
-	cs.lockSerial(t)
+	if !cs.lockSerial(t) {
+		t.res, t.fetchErr = res, t.ctx.Err() // fetchHooked closes res
+		return nil, errStopping
+	}
 	if cs.serial == nil {
 		cs.mu.Lock()
 		cs.active[t] = true
