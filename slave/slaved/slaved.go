@@ -142,7 +142,7 @@ type Slave struct {
 	// (frontier.Control.Drain); set by Run before the heartbeater starts.
 	drain      context.CancelFunc
 	drainAsked atomic.Bool
-	finishSeen atomic.Bool // the heartbeat said the crawl is finished (ExitWhenDone)
+	finishSeen atomic.Bool  // the heartbeat said the crawl is finished (ExitWhenDone)
 	httpf      *httpFetcher // nil with Options.Fetcher
 
 	met         *metrics.Slave // Prometheus metrics, served at slave.metrics_listen
