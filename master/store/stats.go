@@ -20,8 +20,9 @@ type PageStats struct {
 	// Exceptions counts the exception rows by kind.
 	Exceptions map[string]int64 `json:"exceptions"`
 	// FailingHosts are the hosts with the most fetch failures (exceptions
-	// but those that are not a failed fetch: extract, rules,
-	// item_pipeline, forged_event, invalid_input, api_limit), most first.
+	// but those that are not a failed fetch: robots_denied, a URL not
+	// fetched by the crawl's own choice; extract, rules, item_pipeline,
+	// forged_event, invalid_input, api_limit), most first.
 	FailingHosts []HostCount `json:"failing_hosts,omitempty"`
 	// First and Last are the times of the first and the last page fetched
 	// (zero when there is none).
@@ -38,7 +39,7 @@ type HostCount struct {
 // notFetchFailures are the exception kinds that say nothing of a fetch
 // failing on a host.
 var notFetchFailures = []any{events.KindExtract, events.KindRules, events.KindItemPipeline, events.KindForgedEvent,
-	events.KindInvalidInput, events.KindAPILimit}
+	events.KindInvalidInput, events.KindAPILimit, events.KindRobotsDenied}
 
 // PageStats reads a crawl's summary from its page, item and exception
 // rows, with the topHosts hosts of the most fetch failures.

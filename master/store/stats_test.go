@@ -13,7 +13,7 @@ func TestPageStats(t *testing.T) {
 	ctx := t.Context()
 	s := open(t)
 	b, _ := mixed("c1")
-	// one more failure, a 5xx page, a 301 and an exception that is no
+	// one more failure, a 5xx page, a 301 and exceptions that are no
 	// failed fetch, so the classes and the host order are all exercised
 	const t0 = 1_700_000_000_123
 	b = append(b,
@@ -29,6 +29,8 @@ func TestPageStats(t *testing.T) {
 			Kind: events.KindExtract, URL: "http://c.test/2", Host: "c.test", At: t0 + 23}},
 		events.Envelope{ID: "1700000000200-6", Type: events.TypeException, Exception: &events.Exception{Crawl: "c1",
 			Kind: events.KindExtract, URL: "http://c.test/3", Host: "c.test", At: t0 + 24}},
+		events.Envelope{ID: "1700000000200-7", Type: events.TypeException, Exception: &events.Exception{Crawl: "c1",
+			Kind: events.KindRobotsDenied, URL: "http://c.test/private", Host: "c.test", At: t0 + 25}},
 	)
 	if err := s.Insert(ctx, b); err != nil {
 		t.Fatal(err)
@@ -42,14 +44,14 @@ func TestPageStats(t *testing.T) {
 		{"mixed", "c1", 5, PageStats{
 			Pages: map[string]int64{"2xx": 5, "3xx": 1, "4xx": 1, "5xx": 1}, Bytes: 5130, Items: 3,
 			Exceptions: map[string]int64{events.KindDNS: 1, events.KindHTTPStatus: 1, events.KindRenderTimeout: 1,
-				events.KindTimeout: 1, events.KindExtract: 3},
+				events.KindTimeout: 1, events.KindExtract: 3, events.KindRobotsDenied: 1},
 			FailingHosts: []HostCount{{"a.test", 2}, {"b.test", 2}},
 			First:        time.UnixMilli(t0).UTC(), Last: time.UnixMilli(t0 + 20).UTC(),
 		}},
 		{"top one", "c1", 1, PageStats{
 			Pages: map[string]int64{"2xx": 5, "3xx": 1, "4xx": 1, "5xx": 1}, Bytes: 5130, Items: 3,
 			Exceptions: map[string]int64{events.KindDNS: 1, events.KindHTTPStatus: 1, events.KindRenderTimeout: 1,
-				events.KindTimeout: 1, events.KindExtract: 3},
+				events.KindTimeout: 1, events.KindExtract: 3, events.KindRobotsDenied: 1},
 			FailingHosts: []HostCount{{"a.test", 2}},
 			First:        time.UnixMilli(t0).UTC(), Last: time.UnixMilli(t0 + 20).UTC(),
 		}},
