@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -21,15 +22,40 @@ import (
 	"github.com/redcrawl/redcrawl/master/store/storetest"
 )
 
-// buildSlave builds bin/slave into a test directory.
+// slaveBin is bin/slave built once for the package's tests (buildSlave),
+// in a directory TestMain removes.
+var slaveBin struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if slaveBin.dir != "" {
+		os.RemoveAll(slaveBin.dir)
+	}
+	os.Exit(code)
+}
+
+// buildSlave builds bin/slave once and returns its path.
 func buildSlave(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "slave")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/redcrawl/redcrawl/slave").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build slave: %v\n%s", err, out)
+	slaveBin.once.Do(func() {
+		if slaveBin.dir, slaveBin.err = os.MkdirTemp("", "redcrawl-test-slave-"); slaveBin.err != nil {
+			return
+		}
+		slaveBin.path = filepath.Join(slaveBin.dir, "slave")
+		out, err := exec.Command("go", "build", "-o", slaveBin.path, "github.com/redcrawl/redcrawl/slave").CombinedOutput()
+		if err != nil {
+			slaveBin.err = fmt.Errorf("go build slave: %v\n%s", err, out)
+		}
+	})
+	if slaveBin.err != nil {
+		t.Fatal(slaveBin.err)
 	}
-	return bin
+	return slaveBin.path
 }
 
 // crawlRules is the test's rule file: an item per ordinary page.

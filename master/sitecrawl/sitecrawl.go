@@ -149,6 +149,10 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 		return res, fmt.Errorf("crawl: %w", err)
 	}
 
+	// the rules before any slave runs: its first pages get their items
+	if _, err := masterd.PublishRules(ctx, &cfg, front); err != nil {
+		return res, err
+	}
 	st0, err := front.Stats(ctx)
 	if err != nil {
 		return res, fmt.Errorf("crawl: %w", err)
