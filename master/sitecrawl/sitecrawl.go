@@ -20,6 +20,7 @@ import (
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
 
@@ -235,6 +236,9 @@ loop:
 		return res, err
 	}
 	res.Fetched = res.Stats.PageCount() - before.PageCount()
+	if before.PageCount() == 0 {
+		res.Stats.SetElapsed(elapsed) // the whole crawl is this run: its time, start-up included
+	}
 	fmt.Fprintln(opt.Stdout)
 	res.Stats.Render(opt.Stdout)
 	fmt.Fprintf(opt.Stdout, "\nthis run: %d pages fetched in %s", res.Fetched, elapsed.Round(100*time.Millisecond))
@@ -266,9 +270,9 @@ func Hint(st masterd.CrawlStats, seed masterd.SeedResult) string {
 	case seed.Added == 0 && seed.Seen > 0:
 		return fmt.Sprintf("every start URL was already seen by crawl %s: crawl again under another name (--crawl NAME) or recrawl it (master seed --recrawl --crawl %s)",
 			st.Crawl, st.Crawl)
-	case st.Exceptions["blocked"] > 0:
+	case st.Exceptions[events.KindBlocked] > 0:
 		return "fetches to private addresses were refused: a site on loopback or an intranet needs fetch.allow_private_networks: true"
-	case st.Exceptions["robots_denied"] > 0:
+	case st.Exceptions[events.KindRobotsDenied] > 0:
 		return fmt.Sprintf("robots.txt denied or could not be read (master exceptions --crawl %s --kind robots_denied); a site on loopback or an intranet needs fetch.allow_private_networks: true",
 			st.Crawl)
 	case len(st.Exceptions) > 0:
