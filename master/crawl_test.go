@@ -211,6 +211,8 @@ func TestCrawlUsage(t *testing.T) {
 		{"crawl", "-o", "items.txt", "http://a.test/"},
 		{"crawl", "--item-fields", "a", "http://a.test/"},
 		{"crawl", "--slaves", "-1", "http://a.test/"},
+		{"crawl", "--slaves", "0", "http://a.test/"},
+		{"crawl", "--slaves", "65", "http://a.test/"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(args, nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "master crawl: ") {

@@ -57,6 +57,10 @@ func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 			opt.ItemFields = append(opt.ItemFields, name)
 		}
 	}
+	if *slaves < 1 {
+		fmt.Fprintf(stderr, "master crawl: --slaves %d: want 1 to 64\n", *slaves)
+		return 2
+	}
 	if err := sitecrawl.CheckOptions(opt); err != nil {
 		fmt.Fprintf(stderr, "master crawl: %v\n", err)
 		return 2
