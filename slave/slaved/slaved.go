@@ -102,6 +102,7 @@ type Slave struct {
 	dups      *dupCache
 	fetcher   Fetcher
 	robots    *robotsCache
+	overload  *overload // hosts answering 503 to most requests (overload.go)
 	front     Backend
 	rdb       redis.UniversalClient
 	dns       *dnscache.Resolver // nil with Options.Fetcher
@@ -169,7 +170,7 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 	s := &Slave{cfg: cfg, opt: opt, id: opt.ID, idGiven: idGiven, host: host, log: log,
 		rl: ratelog.New(log, 30*time.Second), plan: planner, canon: planner.Canonicalizer(), scope: planner.Scope(),
 		traps:    planner.Traps(),
-		handlers: NewHandlers(), dups: newDupCache(1 << 16),
+		handlers: NewHandlers(), dups: newDupCache(1 << 16), overload: newOverload(),
 		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1),
 		token: robots.ProductToken(cfg.Fetch.UserAgent), linkOpt: linkOptions(cfg)}
