@@ -563,3 +563,38 @@ func TestWakeWaitersUntil(t *testing.T) {
 		t.Errorf("a host ready after the waiter looks again announced %d times, want 0", n)
 	}
 }
+
+// TestWakeWaitersRecovered: a lease taken back after its deadline makes its
+// host claimable again, which a waiting slave hears of.
+func TestWakeWaitersRecovered(t *testing.T) {
+	rdb := checkRedis(t)
+	ctx := context.Background()
+	f, _ := checkCrawl(t, rdb, func(o *Options) { o.HostConcurrency = 1; o.LeaseDuration = 300 * time.Millisecond })
+	ps := rdb.Subscribe(ctx, f.Keys().WorkChannel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// a.test is at its concurrency (s1's lease): s2 waits
+	res, err := f.ClaimWaitOpts(ctx, "s2", 5, ClaimOptions{})
+	if err != nil || len(res.Leases) != 0 || !res.Busy {
+		t.Fatalf("claim: %+v, %v; want busy", res, err)
+	}
+	n := 0
+	for deadline := time.Now().Add(10 * time.Second); n == 0; time.Sleep(50 * time.Millisecond) {
+		if n, err = f.RecoverExpired(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("s1's lease not taken back 10 s after its deadline")
+		}
+	}
+	select {
+	case m := <-ps.Channel():
+		if m.Payload != WorkMessage {
+			t.Errorf("message %q, want %q", m.Payload, WorkMessage)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("a lease taken back was not announced to the waiting slave")
+	}
+}
