@@ -35,7 +35,11 @@ Supervise the crawl: migrations, lost tasks, slaves, events to MySQL.
 		fmt.Fprintf(stderr, "master run: unexpected arguments %q\n", f.Args())
 		return 2
 	}
-	if err := masterd.New(cfg, masterd.Options{ExitWhenDone: *exitWhenDone, Logger: log}).Run(ctx); err != nil {
+	opt := masterd.Options{ExitWhenDone: *exitWhenDone, Logger: log}
+	if *exitWhenDone {
+		opt.Summary = stdout // the crawl's stats once it is finished
+	}
+	if err := masterd.New(cfg, opt).Run(ctx); err != nil {
 		log.Error("master failed", "err", err)
 		return 1
 	}
@@ -173,6 +177,7 @@ Show the crawl's counters.
 		fmt.Fprintf(tw, "recrawl\trun %d: counts unavailable (%s)\n", st.RecrawlRun, st.RecrawlError)
 	}
 	tw.Flush()
+	printSummary(stdout, st.Summary, st.SummaryError)
 	return 0
 }
 
@@ -271,6 +276,17 @@ func rulesCheck(cfgPath string, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: %d files, %d rule sets, version %s\n", dir, len(set.Files), len(set.Sets), set.Version)
 	return 0
+}
+
+// printSummary prints a crawl's stats after a blank line, or why they are
+// missing.
+func printSummary(w io.Writer, sum *masterd.CrawlStats, why string) {
+	fmt.Fprintln(w)
+	if sum == nil {
+		fmt.Fprintf(w, "stats from mysql unavailable: %s\n", why)
+		return
+	}
+	sum.Render(w)
 }
 
 func readLines(path string, stdin io.Reader) ([]string, error) {

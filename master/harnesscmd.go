@@ -14,7 +14,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
 	"github.com/redcrawl/redcrawl/internal/harness/demo"
-	"github.com/redcrawl/redcrawl/internal/harness/slaveproc"
+	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/shared/cli"
 )
 

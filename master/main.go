@@ -1,5 +1,6 @@
 // Command master runs and administers a redcrawl crawl.
 //
+//	master crawl  [--config config.yaml] [--crawl NAME] [--slaves N] [-o items.jsonl|.json|.csv] [--item-fields a,b] URL...
 //	master run    [--config config.yaml] [--crawl NAME] [--exit-when-done]
 //	master seed   [--config config.yaml] [--crawl NAME] URL... | --file FILE | --recrawl
 //	master status [--config config.yaml] [--crawl NAME] [--json]
@@ -37,11 +38,16 @@ import (
 const usage = `usage: master <command> [flags]
 
 commands:
+  crawl URL...
+          crawl a site with one command: seeds, a master and --slaves N local slaves
+          until the crawl is finished, a progress line, the items to -o FILE (.jsonl,
+          .json or .csv; --item-fields a,b for flat rows), then the crawl's stats;
+          exit 0 when pages were fetched, 1 when nothing was
   run     supervise the crawl (migrations, lost tasks, slaves, events to MySQL)
   seed    add seed URLs (arguments, or --file FILE with one URL a line, - for stdin),
           recorded in MySQL, then enqueued (README: Recorded seeds);
           --recrawl: fetch every recorded page again now, conditionally (README: Incremental recrawls)
-  status  show the crawl's counters (--json for machine-readable output)
+  status  show the crawl's counters and stats (--json for machine-readable output)
   demo    crawl a built-in demo site on loopback with a master and slaves (processes of
           the slave binary beside this master), then summarize
   bench   crawl a synthetic site with 1, 2 and 4 slaves and with plain colly; write a
@@ -80,6 +86,7 @@ Run "master <command> -h" for the command's flags.
 // reads its own flags from args.
 var commands = map[string]func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int{
 	"run":     runCmd,
+	"crawl":   crawlCmd,
 	"seed":    seedCmd,
 	"status":  statusCmd,
 	"export":  exportCmd,

@@ -14,6 +14,7 @@ package masterd
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -60,6 +61,9 @@ type Options struct {
 	// ID names this master among the crawl's masters (its share of the
 	// shards, its stream consumer); "" = master-<host name>.
 	ID string
+	// Summary, when set, is written the crawl's stats (CrawlStats) when
+	// Run ends with the crawl finished and every event stored.
+	Summary io.Writer
 }
 
 // Master is the crawl's supervisor.
@@ -225,6 +229,7 @@ func (m *Master) Run(ctx context.Context) error {
 	if st, err := m.front.Stats(context.WithoutCancel(ctx)); err == nil {
 		m.log.Info("master stopped", "done", st.Done, "failed", st.Failed, "queued", st.Queued,
 			"in_flight", st.InFlight, "lost", st.Lost, "finished", st.Finished)
+		m.writeSummary(context.WithoutCancel(ctx), st)
 	}
 	return nil
 }
@@ -386,6 +391,22 @@ func (m *Master) warnEviction(ctx context.Context) {
 	if p != "" && p != "noeviction" {
 		m.log.Warn("redis maxmemory-policy is not noeviction: Redis may silently drop queued URLs, leases and dedup state", "policy", p)
 	}
+}
+
+// writeSummary writes the finished crawl's stats to Options.Summary.
+func (m *Master) writeSummary(ctx context.Context, st frontier.Stats) {
+	if m.opt.Summary == nil || !st.Finished {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sum, err := crawlStats(ctx, st, m.store, time.Now())
+	if err != nil {
+		m.log.Warn("crawl stats", "err", err)
+		return
+	}
+	fmt.Fprintln(m.opt.Summary)
+	sum.Render(m.opt.Summary)
 }
 
 func (m *Master) close() {

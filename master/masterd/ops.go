@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
@@ -183,6 +184,10 @@ type StatusReport struct {
 	// MySQL could not be read, RecrawlError says why.
 	Recrawl      *RecrawlStatus `json:"recrawl,omitempty"`
 	RecrawlError string         `json:"recrawl_error,omitempty"`
+	// Summary is the crawl's stats from its MySQL rows too (nil when
+	// MySQL could not be read: SummaryError says why).
+	Summary      *CrawlStats `json:"summary,omitempty"`
+	SummaryError string      `json:"summary_error,omitempty"`
 }
 
 // Status returns a crawl's snapshot.
@@ -198,18 +203,30 @@ func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 	}
 	v, _, _, err := f.GetRules(ctx)
 	rep := StatusReport{Stats: st, RulesVersion: v}
-	if err == nil && st.RecrawlRun > 0 {
-		// the counts are in MySQL: best effort, the queues are shown anyway
-		db, serr := OpenStore(ctx, cfg)
-		if serr == nil {
-			rep.Recrawl, serr = recrawlStatus(ctx, db, st)
-			db.Close()
+	if err != nil {
+		return rep, err
+	}
+	// the counts are in MySQL: best effort, the queues are shown anyway
+	db, serr := OpenStore(ctx, cfg)
+	if serr != nil {
+		rep.SummaryError = serr.Error()
+		if st.RecrawlRun > 0 {
+			rep.RecrawlError = serr.Error()
 		}
-		if serr != nil {
+		return rep, nil
+	}
+	defer db.Close()
+	if st.RecrawlRun > 0 {
+		if rep.Recrawl, serr = recrawlStatus(ctx, db, st); serr != nil {
 			rep.RecrawlError = serr.Error()
 		}
 	}
-	return rep, err
+	if sum, serr := crawlStats(ctx, st, db, time.Now()); serr != nil {
+		rep.SummaryError = serr.Error()
+	} else {
+		rep.Summary = &sum
+	}
+	return rep, nil
 }
 
 func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), error) {

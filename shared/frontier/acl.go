@@ -24,7 +24,8 @@ import (
 //     stream for XADD only (XADD's MAXLEN could trim a stream: a slave can
 //     trim only its own); the registry for ZADD only (it can join, never
 //     remove another slave); its own lease, lease data and heartbeat keys;
-//     the settings, the rule set, the control hash and the scope hosts
+//     the settings, the rule set, the control hash, the scope hosts and
+//     the finish hash (the heartbeat tells a slave the crawl finished)
 //     read-only; the rules channel to subscribe. Nothing of another crawl,
 //     no other slave's keys, and no administrative command: no CONFIG,
 //     FLUSHALL/FLUSHDB, KEYS, SCAN, MODULE, DEBUG, SCRIPT, FUNCTION,
@@ -130,8 +131,8 @@ var slaveGroups = []struct {
 var slaveOwnCommands = []string{"+zadd", "+zrem", "+hget", "+hmget", "+hset", "+hdel", "+hgetall",
 	"+get", "+set", "+exists", "+del"}
 
-// slaveReadCommands read the settings, the rule set, the control hash and
-// the scope hosts.
+// slaveReadCommands read the settings, the rule set, the control hash, the
+// scope hosts and the finish hash.
 var slaveReadCommands = []string{"+get", "+hget", "+hmget", "+hkeys", "+hgetall", "+sismember"}
 
 // ACLRules returns the Redis ACL rules (the arguments of ACL SETUSER after
@@ -168,7 +169,7 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 		}
 		var read, events, registry, own []string
 		for _, k := range both {
-			read = append(read, k.Settings, k.Rules, k.Control, k.ScopeHosts)
+			read = append(read, k.Settings, k.Rules, k.Control, k.ScopeHosts, k.Finish)
 			events = append(events, k.SlaveEvents(slave))
 			registry = append(registry, k.Slaves)
 			own = append(own, k.SlaveLease(slave), k.SlaveLeaseData(slave), k.SlaveBeat(slave))

@@ -11,7 +11,8 @@ import (
 // suffixes below, which library.go writes into the library's header, so
 // the formats are defined in this file only.
 //
-//	crawl:{name}:finish        hash   idle_since, finished: the finish decision (master only)
+//	crawl:{name}:finish        hash   idle_since, finished: the finish decision (written by the
+//	                                  master only; a slave's heartbeat reads finished)
 //	crawl:{name}:owner         string the master serving this shard, with a TTL (owner.go)
 //	crawl:{name}:masters       zset   master id -> last seen (ms), shard 0 (owner.go)
 //	crawl:{name}:meta          hash   seen_bits, leaseseq, lib (the library the crawl's
@@ -168,8 +169,9 @@ type Keys struct {
 	// Streams is the set of slave event streams the sink reads (master
 	// only): a retired slave's stream stays in it until drained.
 	Streams string
-	// Finish holds the finish decision's marks (master only: a slave's
-	// user cannot end the crawl).
+	// Finish holds the finish decision's marks (written by the master
+	// only: a slave's user cannot end the crawl; it reads the mark with
+	// its heartbeat).
 	Finish string
 	// Settings holds the crawl's settings, which the functions read
 	// (settings.go); the master writes it, a slave may only read it.

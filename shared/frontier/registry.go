@@ -3,11 +3,14 @@ package frontier
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/shared/events"
 )
@@ -34,7 +37,21 @@ func (f *shard) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Cont
 	if len(arr) == 0 {
 		return Control{}, fmt.Errorf("heartbeat: no result")
 	}
-	return controlOf(hb.Slave, arr[1:]), nil
+	c := controlOf(hb.Slave, arr[1:])
+	if c.Finished, err = f.Finished(ctx); err != nil {
+		return Control{}, fmt.Errorf("heartbeat: %w", err)
+	}
+	return c, nil
+}
+
+// Finished reports whether the crawl is finished: the mark of the master's
+// finish decision (shard 0's finish hash), which a slave's user may read.
+func (f *shard) Finished(ctx context.Context) (bool, error) {
+	_, err := f.rdb.HGet(ctx, f.keys.Finish, "finished").Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return err == nil, wrap("finished", err)
 }
 
 // Leave implements Registry: the slave gives back the leases it still

@@ -18,10 +18,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redcrawl/redcrawl/internal/harness/slaveproc"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
-	"github.com/redcrawl/redcrawl/master/store"
+	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
@@ -196,14 +195,11 @@ func summary(ctx context.Context, cfg *config.Config, site *testsite.Site, elaps
 	if err != nil {
 		return err
 	}
-	exc, err := db.Exceptions(ctx, store.ExceptionFilter{Crawl: cfg.Crawl.Name, Limit: 10000})
+	stats, err := masterd.ReadCrawlStats(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	kinds := map[string]int{}
-	for _, e := range exc {
-		kinds[e.Kind]++
-	}
+	stats.SetElapsed(elapsed)
 
 	// what the site saw
 	hits := site.HitCounts()
@@ -283,13 +279,9 @@ func summary(ctx context.Context, cfg *config.Config, site *testsite.Site, elaps
 	}
 	fmt.Fprintf(tw, "mysql rows\tpages %d, exceptions %d, slave events %d, lost tasks %d, duplicates %d\n",
 		counts.Pages, counts.Exceptions, counts.SlaveEvents, counts.Lost, counts.Duplicates)
-	var ks []string
-	for k, n := range kinds {
-		ks = append(ks, fmt.Sprintf("%s %d", k, n))
-	}
-	sort.Strings(ks)
-	fmt.Fprintf(tw, "exceptions by kind\t%s\n", strings.Join(ks, ", "))
 	tw.Flush()
+	fmt.Fprintln(out)
+	stats.Render(out)
 	if missing > 0 || private > 0 || !st.Finished {
 		return fmt.Errorf("demo crawl incomplete: %d expected URLs missing, %d disallowed fetches", missing, private)
 	}
