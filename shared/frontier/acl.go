@@ -103,7 +103,9 @@ var slaveGroups = []struct {
 	{func(k Keys) []string { return []string{k.Retry} }, []string{"+zrangebyscore", "+zrem", "+zadd"}},
 	{func(k Keys) []string { return []string{k.Failed} }, []string{"+rpush"}},
 	{func(k Keys) []string { return []string{k.PQData} }, []string{"+hget", "+hset", "+hdel"}},
-	{func(k Keys) []string { return []string{k.HostPages} }, []string{"+hincrby", "+hsetnx"}},
+	{func(k Keys) []string { return []string{k.HostPages} }, []string{"+hget", "+hset", "+hsetnx"}},
+	// the fresh hosts' tasks
+	{func(k Keys) []string { return []string{k.Fresh} }, []string{"+hget", "+hset", "+hdel", "+hscan", "+exists"}},
 	{func(k Keys) []string { return []string{k.QueryVars} }, []string{"+hincrby"}},
 	{func(k Keys) []string { return []string{k.Validators} }, []string{"+exists", "+hmget", "+hdel"}},
 	// a host's queues, priorities and importance-ordered queues, static
@@ -168,7 +170,7 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 		}
 		var read, events, registry, own []string
 		for _, k := range both {
-			read = append(read, k.Settings, k.Rules, k.Control, k.ScopeHosts)
+			read = append(read, k.Settings, k.Rules, k.Control, k.ScopeHosts, k.Prefix+sfxScope+"*")
 			events = append(events, k.SlaveEvents(slave))
 			registry = append(registry, k.Slaves)
 			own = append(own, k.SlaveLease(slave), k.SlaveLeaseData(slave), k.SlaveBeat(slave))

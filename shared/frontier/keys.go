@@ -1,6 +1,8 @@
 package frontier
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"strconv"
 )
 
@@ -35,6 +37,13 @@ import (
 //	crawl:{name}:bloom:<s>     string Bloom filter segment s (decimal), bloom dedup mode
 //	                                  only (instead of seen): bits s·bloom_seg ..
 //	                                  (s+1)·bloom_seg-1 of the filter (bloom.go)
+//	crawl:{name}:fresh         hash   host -> prio \t task: the one queued task of a host
+//	                                  that has no queue of its own, nothing in flight
+//	                                  and no next fetch time pending (bfs and dfs, static
+//	                                  tasks): such a host is claimable and is in no
+//	                                  ready set; a second task moves both to the host's
+//	                                  own queue (queue.lua: push). A claim walks it with
+//	                                  HSCAN from meta's fresh_cursor
 //	crawl:{name}:q:<host>:<p>  list   tasks of one host at priority p, FIFO
 //	crawl:{name}:qp:<host>     zset   priorities with a non-empty queue for host
 //	crawl:{name}:ready         zset   hosts with queued tasks and a free slot,
@@ -69,7 +78,12 @@ import (
 //	                                  another's lease. The master's user takes them back.
 //	crawl:{name}:retry         zset   host \t prio \t task -> due time (ms)
 //	crawl:{name}:failed        list   reason \t host \t prio \t task
-//	crawl:{name}:scopehosts    set    host names of the seeds (scope when allow_hosts is empty)
+//	crawl:{name}:scope:<b>     set    the seeds' host names (scope when allow_hosts is
+//	                                  empty) as 52-bit fingerprints: b = the first 3 hex
+//	                                  digits of the name's SHA-1, member = the next 13 as
+//	                                  a decimal (intset-encoded, 8 bytes each: ScopeMember)
+//	crawl:{name}:scopehosts    set    legacy: the seeds' host names as crawls created
+//	                                  before scope:<b> kept them; still read, not written
 //	crawl:{name}:slaves        zset   slave id -> when it registered (ms): the registry the
 //	                                  recoverer and the monitor walk. A slave adds itself
 //	                                  (ZADD, its only right on this key); the master removes
@@ -87,7 +101,10 @@ import (
 //	                                  new crawl), field = its other bits (big-endian bytes),
 //	                                  value = first URL
 //	crawl:{name}:hpages        hash   host -> URLs enqueued (only with MaxPagesPerHost);
-//	                                  field "\t" + host marks a host whose cap was reported
+//	                                  field "\t" + host marks a host whose cap was reported.
+//	                                  A host whose one URL waits in fresh has counted 1
+//	                                  without a field: it is written when a second URL
+//	                                  comes or the first is claimed
 //	crawl:{name}:qvar          hash   8-byte fingerprint of Task.PathKey -> URLs enqueued
 //	                                  (only with MaxQueryVariants); for a Task.DateQuery
 //	                                  the fingerprint, "d" and Options.MaxDateVariants
@@ -136,6 +153,9 @@ type Keys struct {
 	Retry      string
 	Failed     string
 	ScopeHosts string
+	// Fresh holds the one queued task of hosts with nothing else (see
+	// above).
+	Fresh string
 	Slaves     string
 	Events     string
 	Robots     string // hash of older versions, no longer used: see RobotsHost
@@ -203,6 +223,7 @@ var fixedKeys = []struct {
 	{"RETRY", "retry", func(k *Keys) *string { return &k.Retry }},
 	{"FAILED", "failed", func(k *Keys) *string { return &k.Failed }},
 	{"SCOPE", "scopehosts", func(k *Keys) *string { return &k.ScopeHosts }},
+	{"FRESH", "fresh", func(k *Keys) *string { return &k.Fresh }},
 	{"SLAVES", "slaves", func(k *Keys) *string { return &k.Slaves }},
 	{"EVENTS", "events", func(k *Keys) *string { return &k.Events }},
 	{"PQDATA", "pqdata", func(k *Keys) *string { return &k.PQData }},
@@ -238,6 +259,7 @@ const (
 	sfxRPQ     = "rpq:"
 	sfxBloom   = "bloom:"
 	sfxSlave   = "s:"
+	sfxScope   = "scope:"
 )
 
 // NewKeys returns the keys of a crawl.
@@ -304,6 +326,16 @@ func (k Keys) PQ(host string) string { return k.Prefix + sfxPQ + host }
 // Content returns the key of a content fingerprint bucket.
 func (k Keys) Content(bucket uint32) string {
 	return k.Prefix + sfxContent + strconv.FormatUint(uint64(bucket), 16)
+}
+
+// ScopeMember returns the key and member of a seed host name in the
+// scope sets: the first 3 hex digits of its SHA-1 name the set, the next
+// 13 (52 bits) are the member, in decimal (the library's scope_fp).
+func (k Keys) ScopeMember(host string) (key, member string) {
+	sum := sha1.Sum([]byte(host))
+	h := hex.EncodeToString(sum[:])
+	v, _ := strconv.ParseUint(h[3:16], 16, 64)
+	return k.Prefix + sfxScope + h[:3], strconv.FormatUint(v, 10)
 }
 
 // RobotsHost returns the key of a host's robots.txt record.

@@ -37,7 +37,7 @@ import (
 // own: no EVAL, EVALSHA, SCRIPT or FUNCTION (acl.go).
 
 // LibraryVersion is the version of the frontier's functions library.
-const LibraryVersion = 1
+const LibraryVersion = 2
 
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -91,7 +91,7 @@ var eventTypes = []events.Type{events.TypePage, events.TypeException, events.Typ
 var keyPrefixes = []struct{ lua, suffix string }{
 	{"SEEN_PFX", sfxSeen}, {"QUEUE_PFX", sfxQueue}, {"PRIOS_PFX", sfxPrios}, {"PQ_PFX", sfxPQ},
 	{"CONTENT_PFX", sfxContent}, {"RQUEUE_PFX", sfxRQueue}, {"RPRIOS_PFX", sfxRPrios}, {"RPQ_PFX", sfxRPQ},
-	{"BLOOM_PFX", sfxBloom}, {"SLAVE_PFX", sfxSlave},
+	{"BLOOM_PFX", sfxBloom}, {"SLAVE_PFX", sfxSlave}, {"SCOPE_PFX", sfxScope},
 }
 
 // library is one build of the library: the production one (lib) or the

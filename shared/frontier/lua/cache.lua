@@ -118,6 +118,15 @@ local function hincr(key, host, d)
   hmark(key, host)
   return v
 end
+-- flush_hash writes the changed fields of one hash now (the fresh hash,
+-- before a claim reads a range of it)
+local function flush_hash(key)
+  local d = hdirty[key]
+  if d and #d.list > 0 then
+    write_back(key, d.list, hcache[key], 'HSET', 'HDEL', false)
+    d.list, d.set = {}, {}
+  end
+end
 -- flush_hashes writes the changed fields: one HSET and one HDEL per hash
 local function flush_hashes()
   for _, key in ipairs(hdirty_keys) do
@@ -291,7 +300,7 @@ end
 -- claim at once and a crawl where no slave waits publishes nothing. The
 -- mark costs a call one HGET, and only when it made a host claimable.
 local function wake_waiters()
-  local any = false
+  local any = CALL.fresh_added
   for _, rh in ipairs(readied) do
     if in_ready[rh[1]][rh[2]] then
       any = true
@@ -316,7 +325,7 @@ local function finish()
   flush_events()
   --[[mark:flush_events]]
   LH.flush()
-  if #readied > 0 then wake_waiters() end
+  if #readied > 0 or CALL.fresh_added then wake_waiters() end
   -- a slave adds work only while it holds a lease, and a crawl with a
   -- lease is neither idle nor finished: only the master's functions (seeds,
   -- requeues, leases taken back) reopen it

@@ -105,12 +105,25 @@ local function ready_host(host)
   end
 end
 
--- enqueue a task on its host, in the queues of its class (render tasks in
--- rq/rqp/rpq, claimable from rready): bfs and dfs put it in the list of its
--- priority (front: first among its priority), priority and aopic in the
--- host's pq with score prio and its depth, hops and attempt in pqdata
-local function push(host, prio, task, front)
-  local r = is_render(task)
+-- goes_fresh reports whether a task of class r for host, which has no
+-- task in the fresh hash, goes there: bfs and dfs, a static task, and a
+-- host with no queue of its own, nothing in flight and no next fetch
+-- time pending
+local function goes_fresh(host, r)
+  if PQ or r then return false end
+  return host_infl(host) == 0 and host_next(host) <= call_now() and not queued(false, host)
+end
+
+-- fresh_task returns a fresh hash value's priority and task, nil when it
+-- has not their form (a value no function wrote)
+local function fresh_task(v)
+  local prio, task = string.match(v, '^([^\t]*)\t(.*)$')
+  if not prio or not tonumber(prio) or not task_url(task) then return nil end
+  return prio, task
+end
+
+-- push_queue puts a task in its host's queues of class r (see push)
+local function push_queue(r, host, prio, task, front)
   if PQ then
     local f, url = string.match(task, '^([^\t]*\t[^\t]*\t[^\t]*)\t(.*)$')
     redis.call('ZADD', kq_pq(r, host), prio, url)
@@ -123,6 +136,33 @@ local function push(host, prio, task, front)
     if len == 1 then redis.call('ZADD', kq_prios(r, host), prio, prio) end
   end
   has_queue[r][host] = true
+end
+
+-- enqueue a task on its host, in the queues of its class (render tasks in
+-- rq/rqp/rpq, claimable from rready): bfs and dfs put it in the list of its
+-- priority (front: first among its priority), priority and aopic in the
+-- host's pq with score prio and its depth, hops and attempt in pqdata.
+-- A host with nothing queued, in flight or pending (goes_fresh) keeps its
+-- first task in the fresh hash, claimable without a ready-set entry; its
+-- second task moves the first to its own queue, ahead of it unless the
+-- second goes to the front, and the host to the ready set.
+local function push(host, prio, task, front)
+  local r = is_render(task)
+  if not PQ and not r then
+    local cur = hget(K_FRESH, host)
+    if cur then
+      hdel(K_FRESH, host)
+      local p0, t0 = fresh_task(cur)
+      if p0 then push_queue(false, host, p0, t0, false) else stat('refused', 1) end
+    elseif goes_fresh(host, r) then
+      hset(K_FRESH, host, prio .. '\t' .. task)
+      CALL.fresh_added = true
+      stat('queued', 1)
+      work_added = true
+      return
+    end
+  end
+  push_queue(r, host, prio, task, front)
   stat('queued', 1)
   if r then stat('rqueued', 1) end
   work_added = true
@@ -195,15 +235,19 @@ end
 -- in 'd' for a query that holds a date, which has its own cap
 -- (MaxDateVariants) and its own field: qv .. the cap, as before the cap
 -- was a setting; any other qv is none.
-local function admit(host, qv, enforce)
-  local counted = false
+--
+-- A host whose one task waits in the fresh hash has counted one URL
+-- without a field in hpages: the field is written when its count passes
+-- one, when its first URL does not go to fresh (task: the URL's task), or
+-- when a claim takes it.
+local function admit(host, qv, enforce, task)
+  local pages
   if MAX_HOST_PAGES > 0 then
-    local c = redis.call('HINCRBY', K_HPAGES, host, 1)
-    if enforce and c > MAX_HOST_PAGES then
-      redis.call('HINCRBY', K_HPAGES, host, -1)
-      return false, 'host'
-    end
-    counted = true
+    local c = tonumber(redis.call('HGET', K_HPAGES, host) or '0') or 0
+    if c == 0 and hget(K_FRESH, host) then c = 1 end
+    c = c + 1
+    if enforce and c > MAX_HOST_PAGES then return false, 'host' end
+    pages = c
   end
   local qcap = MAX_QVAR
   if #qv == 9 and string.byte(qv, 9) == 100 then
@@ -216,9 +260,11 @@ local function admit(host, qv, enforce)
     local c = redis.call('HINCRBY', K_QVAR, qv, 1)
     if enforce and c > qcap then
       redis.call('HINCRBY', K_QVAR, qv, -1)
-      if counted then redis.call('HINCRBY', K_HPAGES, host, -1) end
       return false, 'qvar'
     end
+  end
+  if pages and (pages > 1 or not goes_fresh(host, is_render(task))) then
+    redis.call('HSET', K_HPAGES, host, pages)
   end
   return true
 end
@@ -245,6 +291,23 @@ local function allowed(h)
   return false
 end
 
+-- scope_fp returns the scope set and member of a seed's host name: the
+-- first 3 hex digits of its SHA-1 and the next 13 in decimal
+-- (Keys.ScopeMember)
+local function scope_fp(h)
+  local x = redis.sha1hex(h)
+  return K_SCOPE_PFX .. string.sub(x, 1, 3), string.format('%.0f', tonumber(string.sub(x, 4, 16), 16))
+end
+
+-- scope_has reports whether h is a seed's host name: in the scope sets,
+-- or in the legacy scopehosts set of a crawl created before them
+local function scope_has(h)
+  if CALL.legacy_scope == nil then CALL.legacy_scope = redis.call('EXISTS', K_SCOPE) == 1 end
+  if CALL.legacy_scope and redis.call('SISMEMBER', K_SCOPE, h) == 1 then return true end
+  local key, m = scope_fp(h)
+  return redis.call('SISMEMBER', key, m) == 1
+end
+
 -- link_args reports whether the tuple at ARGV[j] has the form every use
 -- of it before check_task relies on: only the seen arguments of the Bloom
 -- filter and of a fixed layout need a look (seen_args); a host, scope host
@@ -254,7 +317,7 @@ local function link_args(j)
 end
 
 -- take_link puts the link tuple at ARGV[j] through its checks, scope
--- (in_scope caches each scope host's answer: SISMEMBER scopehosts with
+-- (in_scope caches each scope host's answer: scope_has with
 -- scope by seeds, else crawl.allow_hosts), dedup and the trap caps. It
 -- returns 'new' for a link seen now and admitted (counted in the stats'
 -- seen; the caller queues it), 'old' for one seen before, and nil for one
@@ -269,7 +332,7 @@ local function take_link(j, in_scope, slave, now)
     local ok_scope = in_scope[lscope]
     if ok_scope == nil then
       if SCOPE_BY_SEEDS then
-        ok_scope = redis.call('SISMEMBER', K_SCOPE, lscope) == 1
+        ok_scope = scope_has(lscope)
       else
         ok_scope = allowed(lscope)
       end
@@ -286,7 +349,7 @@ local function take_link(j, in_scope, slave, now)
     refuse(ARGV[j + 5], why, slave, now)
     return nil
   end
-  local ok, cap = admit(lhost, ARGV[j + 6], true)
+  local ok, cap = admit(lhost, ARGV[j + 6], true, ARGV[j + 5])
   if not ok then
     trap_drop(lhost, ARGV[j + 5], cap, slave, now)
     return nil
@@ -326,7 +389,7 @@ local function requeue_or_fail(host, prio, task, reason, now, slave)
   if attempt >= C.MAX_ATTEMPTS then
     redis.call('RPUSH', K.FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. nt)
     stat('failed', 1)
-    to_lambda(-tonumber(prio))
+    to_lambda(-(tonumber(prio) or 0))
     emit('exception', cjson.encode({crawl = CRAWL, kind = 'failed', url = url, host = host,
       slave = slave, attempt = attempt, status = 0,
       message = 'gave up after ' .. attempt .. ' attempts: ' .. reason, at = now}))
