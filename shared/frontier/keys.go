@@ -155,13 +155,13 @@ type Keys struct {
 	ScopeHosts string
 	// Fresh holds the one queued task of hosts with nothing else (see
 	// above).
-	Fresh string
-	Slaves     string
-	Events     string
-	Robots     string // hash of older versions, no longer used: see RobotsHost
-	PQData     string
-	HostPages  string
-	QueryVars  string
+	Fresh     string
+	Slaves    string
+	Events    string
+	Robots    string // hash of older versions, no longer used: see RobotsHost
+	PQData    string
+	HostPages string
+	QueryVars string
 	// RenderReady, HostConc, HostJitter and HostPDelay: render tasks and
 	// per-host policies (see above).
 	RenderReady string
