@@ -104,6 +104,8 @@ var slaveGroups = []struct {
 	{func(k Keys) []string { return []string{k.Failed} }, []string{"+rpush"}},
 	{func(k Keys) []string { return []string{k.PQData} }, []string{"+hget", "+hset", "+hdel"}},
 	{func(k Keys) []string { return []string{k.HostPages} }, []string{"+hget", "+hset", "+hsetnx"}},
+	// the idle hosts whose next fetch time is pending
+	{func(k Keys) []string { return []string{k.Cool} }, []string{"+zadd", "+zrem", "+zrangebyscore"}},
 	// the fresh hosts' tasks
 	{func(k Keys) []string { return []string{k.Fresh} }, []string{"+hget", "+hset", "+hdel", "+hscan", "+exists"}},
 	{func(k Keys) []string { return []string{k.QueryVars} }, []string{"+hincrby"}},

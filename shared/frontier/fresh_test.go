@@ -166,3 +166,52 @@ func TestScopeSets(t *testing.T) {
 		t.Errorf("claimed (-want +got):\n%s", d)
 	}
 }
+
+// TestIdleHostCostsNothing: a host with nothing queued or in flight keeps
+// its politeness fields (hnext, hdelay) only while its next fetch time is
+// pending (in hcool); a claim after that time drops them.
+func TestIdleHostCostsNothing(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	f := newFrontier(t, rdb, "idlehost", func(o *frontier.Options) { o.Delay = 20 * time.Millisecond })
+	k := f.Keys()
+	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := f.Claim(ctx, "s1", 10)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("claim: %v %v", ls, err)
+	}
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done,
+		HostDelay: 30 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	fields := func() []bool {
+		var out []bool
+		for _, key := range []string{k.HostNext, k.HostDelay, k.HostInfl} {
+			ok, err := rdb.HExists(ctx, key, "a.test").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, ok)
+		}
+		n, err := rdb.ZCard(ctx, k.Cool).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(out, n == 1)
+	}
+	if d := cmp.Diff([]bool{true, true, false, true}, fields()); d != "" {
+		t.Errorf("pending: hnext, hdelay, hinfl, in hcool (-want +got):\n%s", d)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && fields()[0] {
+		time.Sleep(10 * time.Millisecond)
+		if _, err := f.Claim(ctx, "s1", 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := cmp.Diff([]bool{false, false, false, false}, fields()); d != "" {
+		t.Errorf("passed: hnext, hdelay, hinfl, in hcool (-want +got):\n%s", d)
+	}
+}

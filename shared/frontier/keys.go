@@ -48,7 +48,12 @@ import (
 //	crawl:{name}:qp:<host>     zset   priorities with a non-empty queue for host
 //	crawl:{name}:ready         zset   hosts with queued tasks and a free slot,
 //	                                  scored by next allowed fetch time (ms)
-//	crawl:{name}:hnext         hash   host -> next allowed fetch time (ms)
+//	crawl:{name}:hnext         hash   host -> next allowed fetch time (ms); a host with
+//	                                  nothing queued or in flight loses its hnext and
+//	                                  hdelay fields once that time has passed (hcool)
+//	crawl:{name}:hcool         zset   hosts with nothing queued or in flight whose next
+//	                                  fetch time is pending, scored by it: a claim drops
+//	                                  the politeness fields of those whose time passed
 //	crawl:{name}:hinfl         hash   host -> requests in flight
 //	crawl:{name}:hdelay        hash   host -> politeness delay from the slaves (ms):
 //	                                  robots.txt Crawl-delay, autothrottle (Completion.HostDelay)
@@ -155,7 +160,10 @@ type Keys struct {
 	ScopeHosts string
 	// Fresh holds the one queued task of hosts with nothing else (see
 	// above).
-	Fresh     string
+	Fresh string
+	// Cool lists the idle hosts whose next fetch time is pending (see
+	// above).
+	Cool      string
 	Slaves    string
 	Events    string
 	Robots    string // hash of older versions, no longer used: see RobotsHost
@@ -224,6 +232,7 @@ var fixedKeys = []struct {
 	{"FAILED", "failed", func(k *Keys) *string { return &k.Failed }},
 	{"SCOPE", "scopehosts", func(k *Keys) *string { return &k.ScopeHosts }},
 	{"FRESH", "fresh", func(k *Keys) *string { return &k.Fresh }},
+	{"COOL", "hcool", func(k *Keys) *string { return &k.Cool }},
 	{"SLAVES", "slaves", func(k *Keys) *string { return &k.Slaves }},
 	{"EVENTS", "events", func(k *Keys) *string { return &k.Events }},
 	{"PQDATA", "pqdata", func(k *Keys) *string { return &k.PQData }},

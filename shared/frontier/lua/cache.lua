@@ -317,6 +317,10 @@ end
 local function finish()
   --[[mark:finish_entry]]
   flush_hashes()
+  if CALL.cool then
+    call_chunked('ZADD', K.COOL, CALL.cool, 2)
+    CALL.cool = nil
+  end
   --[[mark:flush_hashes]]
   flush_ready()
   --[[mark:flush_ready]]

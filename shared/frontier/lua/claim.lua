@@ -3,7 +3,7 @@
 -- fresh_scan returns up to maxn {host, value} of the fresh hash, walking
 -- it with HSCAN from meta's fresh_cursor (a small hash comes whole, in the
 -- order its hosts came: FIFO), at most 16 steps, and keeps the cursor
-local function fresh_scan(maxn)
+function FRESH.scan(maxn)
   local out, seen = {}, {}
   local start = redis.call('HGET', K_META, 'fresh_cursor') or '0'
   if #start > 20 or not string.match(start, '^%d+$') then start = '0' end
@@ -65,6 +65,16 @@ local function claim_tasks(slave, maxn, render, now)
     if host and tonumber(prio) and task_url(task) then push(host, prio, task, false) else stat('refused', 1) end
   end
   --[[mark:k_retries]]
+
+  -- idle hosts whose next time has passed lose their politeness fields
+  -- (ready_host), 64 a claim
+  local cooled = redis.call('ZRANGEBYSCORE', K.COOL, '-inf', now, 'LIMIT', 0, 64)
+  if #cooled > 0 then
+    redis.call('ZREM', K.COOL, unpack(cooled))
+    for _, h in ipairs(cooled) do
+      if host_infl(h) == 0 and host_next(h) <= now and not queued(false, h) and not queued(true, h) then FRESH.drop_idle(h) end
+    end
+  end
 
   -- paused crawl, draining slave: no lease; look again in a second
   local ctl = redis.call('HMGET', K.CONTROL, 'paused', 'drain:' .. slave)
@@ -136,7 +146,7 @@ local function claim_tasks(slave, maxn, render, now)
   -- neither starves the other
   if not PQ then
     flush_hash(K_FRESH)
-    local fresh = fresh_scan(maxn)
+    local fresh = FRESH.scan(maxn)
     if #fresh > 0 then
       local merged = {}
       for k = 1, math.max(#cands, #fresh) do
@@ -199,7 +209,7 @@ local function claim_tasks(slave, maxn, render, now)
           hdel(K_FRESH, host)
           has_queue[false][host] = false
           if MAX_HOST_PAGES > 0 then redis.call('HSETNX', K_HPAGES, host, 1) end
-          local p, t = fresh_task(v)
+          local p, t = FRESH.task(v)
           if p then prio, got = p, {t} else prio, got = '0', {''} end
           take = 1
         elseif PQ then

@@ -94,14 +94,39 @@ end
 
 -- make host claimable in each class (ready, rready) where it has queued
 -- tasks and a free slot; the slots and next time are the host's, shared
+-- drop_idle removes an idle host's politeness fields (hnext, hdelay):
+-- nothing queued, in flight or pending is left of it
+function FRESH.drop_idle(host)
+  if hget(K_HNEXT, host) then hdel(K_HNEXT, host) end
+  if hget(K_HDELAY, host) then hdel(K_HDELAY, host) end
+end
+
+-- make host claimable in each class (ready, rready) where it has queued
+-- tasks and a free slot; the slots and next time are the host's, shared.
+-- A host with nothing queued or in flight goes to hcool while its next
+-- time is pending, and loses its politeness fields once it has passed
+-- (FRESH.drop_idle; a claim sweeps hcool): an idle host costs nothing.
 local function ready_host(host)
-  local free = host_infl(host) < host_conc(host)
+  local infl = host_infl(host)
+  local free = infl < host_conc(host)
+  local any = false
   for _, r in ipairs(CLASSES) do
-    if free and queued(r, host) then
-      ready_add(r, host, host_next(host))
+    if queued(r, host) then
+      any = true
+      if free then ready_add(r, host, host_next(host)) else ready_rem(r, host) end
     else
       ready_rem(r, host)
     end
+  end
+  if any or infl > 0 then return end
+  local nxt = host_next(host)
+  if nxt > call_now() then
+    local cool = CALL.cool or {}
+    cool[#cool + 1] = nxt
+    cool[#cool + 1] = host
+    CALL.cool = cool
+  else
+    FRESH.drop_idle(host)
   end
 end
 
@@ -109,14 +134,14 @@ end
 -- task in the fresh hash, goes there: bfs and dfs, a static task, and a
 -- host with no queue of its own, nothing in flight and no next fetch
 -- time pending
-local function goes_fresh(host, r)
+function FRESH.goes(host, r)
   if PQ or r then return false end
   return host_infl(host) == 0 and host_next(host) <= call_now() and not queued(false, host)
 end
 
 -- fresh_task returns a fresh hash value's priority and task, nil when it
 -- has not their form (a value no function wrote)
-local function fresh_task(v)
+function FRESH.task(v)
   local prio, task = string.match(v, '^([^\t]*)\t(.*)$')
   if not prio or not tonumber(prio) or not task_url(task) then return nil end
   return prio, task
@@ -142,7 +167,7 @@ end
 -- rq/rqp/rpq, claimable from rready): bfs and dfs put it in the list of its
 -- priority (front: first among its priority), priority and aopic in the
 -- host's pq with score prio and its depth, hops and attempt in pqdata.
--- A host with nothing queued, in flight or pending (goes_fresh) keeps its
+-- A host with nothing queued, in flight or pending (FRESH.goes) keeps its
 -- first task in the fresh hash, claimable without a ready-set entry; its
 -- second task moves the first to its own queue, ahead of it unless the
 -- second goes to the front, and the host to the ready set.
@@ -152,9 +177,9 @@ local function push(host, prio, task, front)
     local cur = hget(K_FRESH, host)
     if cur then
       hdel(K_FRESH, host)
-      local p0, t0 = fresh_task(cur)
+      local p0, t0 = FRESH.task(cur)
       if p0 then push_queue(false, host, p0, t0, false) else stat('refused', 1) end
-    elseif goes_fresh(host, r) then
+    elseif FRESH.goes(host, r) then
       hset(K_FRESH, host, prio .. '\t' .. task)
       CALL.fresh_added = true
       stat('queued', 1)
@@ -263,7 +288,7 @@ local function admit(host, qv, enforce, task)
       return false, 'qvar'
     end
   end
-  if pages and (pages > 1 or not goes_fresh(host, is_render(task))) then
+  if pages and (pages > 1 or not FRESH.goes(host, is_render(task))) then
     redis.call('HSET', K_HPAGES, host, pages)
   end
   return true
@@ -294,17 +319,17 @@ end
 -- scope_fp returns the scope set and member of a seed's host name: the
 -- first 3 hex digits of its SHA-1 and the next 13 in decimal
 -- (Keys.ScopeMember)
-local function scope_fp(h)
+function FRESH.scope_fp(h)
   local x = redis.sha1hex(h)
-  return K_SCOPE_PFX .. string.sub(x, 1, 3), string.format('%.0f', tonumber(string.sub(x, 4, 16), 16))
+  return K.SCOPE_PFX .. string.sub(x, 1, 3), string.format('%.0f', tonumber(string.sub(x, 4, 16), 16))
 end
 
 -- scope_has reports whether h is a seed's host name: in the scope sets,
 -- or in the legacy scopehosts set of a crawl created before them
-local function scope_has(h)
+function FRESH.scope_has(h)
   if CALL.legacy_scope == nil then CALL.legacy_scope = redis.call('EXISTS', K_SCOPE) == 1 end
   if CALL.legacy_scope and redis.call('SISMEMBER', K_SCOPE, h) == 1 then return true end
-  local key, m = scope_fp(h)
+  local key, m = FRESH.scope_fp(h)
   return redis.call('SISMEMBER', key, m) == 1
 end
 
@@ -332,7 +357,7 @@ local function take_link(j, in_scope, slave, now)
     local ok_scope = in_scope[lscope]
     if ok_scope == nil then
       if SCOPE_BY_SEEDS then
-        ok_scope = scope_has(lscope)
+        ok_scope = FRESH.scope_has(lscope)
       else
         ok_scope = allowed(lscope)
       end

@@ -35,7 +35,7 @@ register('seed', function()
         refuse(ARGV[j + 5], why)
       else
         if SCOPE_BY_SEEDS then
-          local key, m = scope_fp(ARGV[j + 3])
+          local key, m = FRESH.scope_fp(ARGV[j + 3])
           redis.call('SADD', key, m)
         end
         if seen_add(ARGV[j], ARGV[j + 1]) then
