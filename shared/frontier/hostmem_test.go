@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -118,4 +119,92 @@ func keyParts(b *testing.B, rdb *redis.Client, keys frontier.Keys) map[string]in
 		b.Fatal(err)
 	}
 	return parts
+}
+
+// BenchmarkClaimManyHosts measures a claim of 10 (and its completion)
+// while a crawl holds many queued hosts, few of them ready: fresh hosts
+// with one URL each (claimable), plus 100,000 hosts with two URLs whose
+// next fetch time is an hour away (queued in their own lists, in the
+// ready set with a future score). It reports claim latency p50 and p99
+// (ms); a claim's cost must not grow with the hosts queued. 1M hosts take
+// a few minutes to seed; -short runs 100k only.
+//
+//	REDCRAWL_TEST_REDIS=redis://127.0.0.1:6392/0 go test -run '^$' -bench ClaimManyHosts -benchtime 2000x -timeout 30m ./shared/frontier/
+func BenchmarkClaimManyHosts(b *testing.B) {
+	for _, hosts := range []int{100_000, 1_000_000} {
+		b.Run(strconv.Itoa(hosts), func(b *testing.B) {
+			if hosts > 100_000 && testing.Short() {
+				b.Skip("1M hosts: not with -short")
+			}
+			claimManyHosts(b, hosts, 100_000)
+		})
+	}
+}
+
+func claimManyHosts(b *testing.B, fresh, waiting int) {
+	ctx := context.Background()
+	rdb := testRedis(b)
+	crawl := uniqueCrawl(b, rdb, "claimhosts")
+	f, err := frontier.NewRedis(ctx, rdb, frontier.Options{Crawl: crawl, HostConcurrency: 1, ExpectedURLs: 10_000_000,
+		MaxPagesPerHost: 1_000_000, Delay: time.Second, LeaseDuration: time.Hour, MaxAttempts: 3})
+	if err != nil {
+		b.Fatal(err)
+	}
+	k := f.Keys()
+	later := time.Now().Add(time.Hour).UnixMilli()
+	for i := 0; i < waiting; i += 1000 {
+		pipe := rdb.Pipeline()
+		for j := i; j < min(i+1000, waiting); j++ {
+			pipe.HSet(ctx, k.HostNext, fmt.Sprintf("wait%06d.example.com", j), later)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	batch := make([]frontier.Task, 0, 1000)
+	seed := func() {
+		if _, err := f.Seed(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		batch = batch[:0]
+	}
+	for i := range waiting * 2 {
+		host := fmt.Sprintf("wait%06d.example.com", i/2)
+		batch = append(batch, frontier.Task{URL: fmt.Sprintf("https://%s/page/%d.html", host, i%2), Host: host, ScopeHost: host})
+		if len(batch) == cap(batch) {
+			seed()
+		}
+	}
+	for i := range fresh {
+		host := fmt.Sprintf("www.host%07d.example.com", i)
+		batch = append(batch, frontier.Task{URL: "https://" + host + "/", Host: host, ScopeHost: host})
+		if len(batch) == cap(batch) {
+			seed()
+		}
+	}
+	if len(batch) > 0 {
+		seed()
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		ls, err := f.Claim(ctx, "s1", 10)
+		lat = append(lat, time.Since(start))
+		if err != nil || len(ls) == 0 {
+			b.Fatalf("claim: %d leases, %v", len(ls), err)
+		}
+		cs := make([]frontier.Completion, len(ls))
+		for i, l := range ls {
+			cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done}
+		}
+		if _, err := f.Complete(ctx, "s1", cs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(lat[len(lat)/2]), "claim-p50-ms")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "claim-p99-ms")
 }
