@@ -40,16 +40,15 @@ func drainClaims(t *testing.T, f *frontier.Redis, links []frontier.Task) []strin
 	return nil
 }
 
-// TestFreshHosts: a host's one queued task waits in the fresh hash, with no
-// queue, priorities or ready entry of its own; a second task (in another
-// call) moves both to the host's queue, which keeps priority order and
-// FIFO; a host whose next fetch time is pending gets a queue of its own at
-// once.
+// TestFreshHosts: a host's first queued tasks (up to 4) wait in the fresh
+// hash, with no queue, priorities or ready entry of their own; a fifth
+// (in another call) moves them to the host's queue; either way a host's
+// tasks are claimed in priority order and FIFO within a priority, and the
+// front of its priority for a released task. A host whose next fetch time
+// is pending gets a queue of its own at once.
 func TestFreshHosts(t *testing.T) {
 	rdb := testRedis(t)
 	ctx := context.Background()
-	f := newFrontier(t, rdb, "fresh", nil)
-	k := f.Keys()
 	exists := func(key string) bool {
 		n, err := rdb.Exists(ctx, key).Result()
 		if err != nil {
@@ -57,6 +56,7 @@ func TestFreshHosts(t *testing.T) {
 		}
 		return n == 1
 	}
+	var k frontier.Keys
 	layout := func() []bool {
 		fresh, err := rdb.HExists(ctx, k.Fresh, "a.test").Result()
 		if err != nil {
@@ -64,33 +64,53 @@ func TestFreshHosts(t *testing.T) {
 		}
 		return []bool{fresh, exists(k.Prios("a.test")), exists(k.Ready)}
 	}
-	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/5", 5)}); err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff([]bool{true, false, false}, layout()); d != "" {
-		t.Errorf("one task: fresh, prios, ready (-want +got):\n%s", d)
-	}
-	for _, u := range []string{"http://a.test/0", "http://a.test/0b"} {
-		if _, err := f.Seed(ctx, []frontier.Task{tk(u, 0)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if d := cmp.Diff([]bool{false, true, true}, layout()); d != "" {
-		t.Errorf("three tasks: fresh, prios, ready (-want +got):\n%s", d)
-	}
-	got := drainClaims(t, f, nil)
-	if d := cmp.Diff([]string{"http://a.test/0", "http://a.test/0b", "http://a.test/5"}, got); d != "" {
-		t.Errorf("claimed (-want +got):\n%s", d)
+	for _, tc := range []struct {
+		name   string
+		seeds  []frontier.Task
+		layout []bool // fresh, prios, ready
+		want   []string
+	}{
+		{"one", []frontier.Task{tk("http://a.test/5", 5)}, []bool{true, false, false}, []string{"http://a.test/5"}},
+		{"four", []frontier.Task{tk("http://a.test/5", 5), tk("http://a.test/0", 0), {URL: "https://a.test/0b", Host: "a.test", ScopeHost: "a.test"},
+			tk("http://a.test/3", 3)}, []bool{true, false, false},
+			[]string{"http://a.test/0", "https://a.test/0b", "http://a.test/3", "http://a.test/5"}},
+		{"five", []frontier.Task{tk("http://a.test/5", 5), tk("http://a.test/0", 0), tk("http://a.test/0b", 0),
+			tk("http://a.test/3", 3), tk("http://a.test/0c", 0)}, []bool{false, true, true},
+			[]string{"http://a.test/0", "http://a.test/0b", "http://a.test/0c", "http://a.test/3", "http://a.test/5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFrontier(t, rdb, "fresh", nil)
+			k = f.Keys()
+			for _, s := range tc.seeds {
+				if _, err := f.Seed(ctx, []frontier.Task{s}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d := cmp.Diff(tc.layout, layout()); d != "" {
+				t.Errorf("fresh, prios, ready (-want +got):\n%s", d)
+			}
+			// the first is released and claimed again
+			ls, err := f.Claim(ctx, "s1", 10)
+			if err != nil || len(ls) != 1 {
+				t.Fatalf("claim: %v %v", ls, err)
+			}
+			if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Release}}); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, drainClaims(t, f, nil)); d != "" {
+				t.Errorf("claimed (-want +got):\n%s", d)
+			}
+		})
 	}
 
 	// a delay: the host's next task, found by its page, waits for its turn
 	// in its own queue, not in fresh
-	f = newFrontier(t, rdb, "freshdelay", func(o *frontier.Options) { o.Delay = time.Hour })
+	f := newFrontier(t, rdb, "freshdelay", func(o *frontier.Options) { o.Delay = time.Hour })
 	k = f.Keys()
 	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0)}); err != nil {
 		t.Fatal(err)
 	}
-	got = drainClaims(t, f, []frontier.Task{tk("http://a.test/next", 1), tk("http://c.test/", 1)})
+	got := drainClaims(t, f, []frontier.Task{tk("http://a.test/next", 1), tk("http://c.test/", 1)})
 	sort.Strings(got)
 	if d := cmp.Diff([]string{"http://a.test/", "http://b.test/", "http://c.test/"}, got); d != "" {
 		t.Errorf("claimed with a delay (-want +got):\n%s", d)

@@ -28,7 +28,8 @@ func TestRenderTaskString(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := f.Keys()
-	// the host's one static task waits in the fresh hash: prio \t task
+	// the host's one static task waits in the fresh hash: length:prio \t
+	// depth \t hops \t attempt \t URL, the URL's http:// and host as h
 	fresh, err := rdb.HGet(ctx, k.Fresh, "a.test").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestRenderTaskString(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([][]string{{"2\t2\t0\t0\thttp://a.test/s"}, {"r2\t0\t0\thttp://a.test/r"}}, [][]string{static, render}); d != "" {
+	if d := cmp.Diff([][]string{{"11:2\t2\t0\t0\th/s"}, {"r2\t0\t0\thttp://a.test/r"}}, [][]string{static, render}); d != "" {
 		t.Fatalf("queued task strings (-want +got):\n%s", d)
 	}
 	for _, tc := range []struct {

@@ -200,18 +200,27 @@ local function claim_tasks(slave, maxn, render, now)
       local take = 1
       if hd == 0 then take = conc - infl end
       take = math.min(take, maxn - n, conc - infl)
+      local fresh_first = c[3]
       while take > 0 do
         -- got: the tasks taken from one queue, all of priority prio
         local prio, got
-        if c[3] then
-          -- its one task; the host's page count is written now (admit)
+        if fresh_first then
+          -- its first task; the rest go to the host's own queue (where
+          -- the next turn of this loop finds them), and its page count is
+          -- written now (admit)
+          fresh_first = false
           local v = hget(K_FRESH, host)
+          local list = v and FRESH.decode(host, v)
           hdel(K_FRESH, host)
           has_queue[false][host] = false
-          if MAX_HOST_PAGES > 0 then redis.call('HSETNX', K_HPAGES, host, 1) end
-          local p, t = FRESH.task(v)
-          if p then prio, got = p, {t} else prio, got = '0', {''} end
-          take = 1
+          if MAX_HOST_PAGES > 0 then redis.call('HSETNX', K_HPAGES, host, list and #list or 1) end
+          if list then
+            prio, got = list[1][1], {list[1][2]}
+            for e = 2, #list do push_queue(false, host, list[e][1], list[e][2], false) end
+          else
+            prio, got = '0', {''}
+          end
+          if not list or #list == 1 then take = 1 end
         elseif PQ then
           local top = redis.call('ZPOPMIN', kq_pq(r, host))
           forget_queue(r, host)

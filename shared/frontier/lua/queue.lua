@@ -92,8 +92,6 @@ local function refuse(task, why, slave, now)
   end
 end
 
--- make host claimable in each class (ready, rready) where it has queued
--- tasks and a free slot; the slots and next time are the host's, shared
 -- drop_idle removes an idle host's politeness fields (hnext, hdelay):
 -- nothing queued, in flight or pending is left of it
 function FRESH.drop_idle(host)
@@ -130,6 +128,16 @@ local function ready_host(host)
   end
 end
 
+-- A fresh host's tasks are one value of the fresh hash: up to FRESH.MAX
+-- entries in the order a claim takes them (priority, then FIFO; a task
+-- pushed to the front goes before its priority's others), each
+-- <length>:<body>, the body prio \t depth \t hops \t attempt \t U, where U
+-- is the URL with its scheme and host (the field) left out: s or h and
+-- the rest for https:// or http:// and the host, = and the URL otherwise.
+FRESH.MAX = 4
+-- FRESH.BYTES: a value past it takes no more tasks
+FRESH.BYTES = 1024
+
 -- goes_fresh reports whether a task of class r for host, which has no
 -- task in the fresh hash, goes there: bfs and dfs, a static task, and a
 -- host with no queue of its own, nothing in flight and no next fetch
@@ -139,12 +147,78 @@ function FRESH.goes(host, r)
   return host_infl(host) == 0 and host_next(host) <= call_now() and not queued(false, host)
 end
 
--- fresh_task returns a fresh hash value's priority and task, nil when it
--- has not their form (a value no function wrote)
-function FRESH.task(v)
-  local prio, task = string.match(v, '^([^\t]*)\t(.*)$')
-  if not prio or not tonumber(prio) or not task_url(task) then return nil end
-  return prio, task
+-- FRESH.body is a task's entry body (see above)
+function FRESH.body(host, prio, task)
+  local f3, url = string.match(task, '^([^\t]*\t[^\t]*\t[^\t]*)\t(.*)$')
+  local u
+  if string.sub(url, 1, 8 + #host) == 'https://' .. host then
+    u = 's' .. string.sub(url, 9 + #host)
+  elseif string.sub(url, 1, 7 + #host) == 'http://' .. host then
+    u = 'h' .. string.sub(url, 8 + #host)
+  else
+    u = '=' .. url
+  end
+  return prio .. '\t' .. f3 .. '\t' .. u
+end
+
+-- FRESH.decode returns a fresh value's entries, {prio, task} each, nil
+-- when it has not their form (a value no function wrote)
+function FRESH.decode(host, v)
+  local out, pos = {}, 1
+  while pos <= #v do
+    local c = string.find(v, ':', pos, true)
+    local n = c and tonumber(string.sub(v, pos, c - 1))
+    if not n or n < 1 or c + n > #v then return nil end
+    local prio, f3, kind, rest = string.match(string.sub(v, c + 1, c + n), '^([^\t]*)\t([^\t]*\t[^\t]*\t[^\t]*)\t(.)(.*)$')
+    if not prio or not tonumber(prio) then return nil end
+    local url
+    if kind == 's' then
+      url = 'https://' .. host .. rest
+    elseif kind == 'h' then
+      url = 'http://' .. host .. rest
+    else
+      url = rest
+    end
+    out[#out + 1] = {prio, f3 .. '\t' .. url}
+    pos = c + n + 1
+  end
+  if #out == 0 then return nil end
+  return out
+end
+
+-- FRESH.encode is the fresh value of entries
+function FRESH.encode(host, list)
+  local parts = {}
+  for i, e in ipairs(list) do
+    local b = FRESH.body(host, e[1], e[2])
+    parts[i] = #b .. ':' .. b
+  end
+  return table.concat(parts)
+end
+
+-- FRESH.insert puts a task among a fresh host's entries in claim order
+function FRESH.insert(list, prio, task, front)
+  local p = tonumber(prio)
+  local at = #list + 1
+  for i, e in ipairs(list) do
+    local q = tonumber(e[1])
+    if q > p or (front and q == p) then
+      at = i
+      break
+    end
+  end
+  table.insert(list, at, {prio, task})
+end
+
+-- FRESH.room returns the host's fresh entries when the host is fresh and
+-- has room for one more task, nil otherwise, and its current entries (or
+-- nil) as second value
+function FRESH.room(host)
+  local cur = hget(K_FRESH, host)
+  if not cur then return nil end
+  local list = FRESH.decode(host, cur)
+  if list and #list < FRESH.MAX and #cur < FRESH.BYTES then return list, list end
+  return nil, list
 end
 
 -- push_queue puts a task in its host's queues of class r (see push)
@@ -168,19 +242,32 @@ end
 -- priority (front: first among its priority), priority and aopic in the
 -- host's pq with score prio and its depth, hops and attempt in pqdata.
 -- A host with nothing queued, in flight or pending (FRESH.goes) keeps its
--- first task in the fresh hash, claimable without a ready-set entry; its
--- second task moves the first to its own queue, ahead of it unless the
--- second goes to the front, and the host to the ready set.
+-- first FRESH.MAX tasks in the fresh hash, claimable without a ready-set
+-- entry; one more moves them to its own queue, in their order, and the
+-- host to the ready set.
 local function push(host, prio, task, front)
   local r = is_render(task)
   if not PQ and not r then
-    local cur = hget(K_FRESH, host)
-    if cur then
-      hdel(K_FRESH, host)
-      local p0, t0 = FRESH.task(cur)
-      if p0 then push_queue(false, host, p0, t0, false) else stat('refused', 1) end
+    local list
+    if hget(K_FRESH, host) then
+      local room, cur = FRESH.room(host)
+      if room then
+        list = room
+      else
+        -- full: the host's tasks go to its own queue, in their order
+        hdel(K_FRESH, host)
+        if cur then
+          for _, e in ipairs(cur) do push_queue(false, host, e[1], e[2], false) end
+        else
+          stat('refused', 1)
+        end
+      end
     elseif FRESH.goes(host, r) then
-      hset(K_FRESH, host, prio .. '\t' .. task)
+      list = {}
+    end
+    if list then
+      FRESH.insert(list, prio, task, front)
+      hset(K_FRESH, host, FRESH.encode(host, list))
       CALL.fresh_added = true
       stat('queued', 1)
       work_added = true
@@ -261,15 +348,18 @@ end
 -- (MaxDateVariants) and its own field: qv .. the cap, as before the cap
 -- was a setting; any other qv is none.
 --
--- A host whose one task waits in the fresh hash has counted one URL
--- without a field in hpages: the field is written when its count passes
--- one, when its first URL does not go to fresh (task: the URL's task), or
--- when a claim takes it.
+-- A host whose tasks wait in the fresh hash, with no field in hpages,
+-- has counted its fresh entries: the field is written when a URL of the
+-- host does not go to fresh (task: the URL's task) or a claim takes one.
 local function admit(host, qv, enforce, task)
-  local pages
+  local pages, field
   if MAX_HOST_PAGES > 0 then
-    local c = tonumber(redis.call('HGET', K_HPAGES, host) or '0') or 0
-    if c == 0 and hget(K_FRESH, host) then c = 1 end
+    field = redis.call('HGET', K_HPAGES, host)
+    local c = tonumber(field or '0') or 0
+    if not field and hget(K_FRESH, host) then
+      local _, cur = FRESH.room(host)
+      c = cur and #cur or 1
+    end
     c = c + 1
     if enforce and c > MAX_HOST_PAGES then return false, 'host' end
     pages = c
@@ -288,8 +378,12 @@ local function admit(host, qv, enforce, task)
       return false, 'qvar'
     end
   end
-  if pages and (pages > 1 or not FRESH.goes(host, is_render(task))) then
-    redis.call('HSET', K_HPAGES, host, pages)
+  if pages then
+    local stays = false
+    if not field and not PQ and not is_render(task) then
+      if hget(K_FRESH, host) then stays = FRESH.room(host) ~= nil else stays = FRESH.goes(host, false) end
+    end
+    if not stays then redis.call('HSET', K_HPAGES, host, pages) end
   end
   return true
 end

@@ -101,8 +101,12 @@ register('reseed', function()
       elseif PQ then
         queued = redis.call('ZSCORE', kq_pq(r, host), url) ~= false
       else
-        queued = hget(K_FRESH, host) == prio .. '\t' .. task or
-          redis.call('LPOS', kq_queue(r, host, prio), task) ~= false
+        queued = false
+        local fv = hget(K_FRESH, host)
+        for _, e in ipairs(fv and FRESH.decode(host, fv) or {}) do
+          if e[1] == prio and e[2] == task then queued = true end
+        end
+        queued = queued or redis.call('LPOS', kq_queue(r, host, prio), task) ~= false
       end
       if not queued then
         seen_add(ARGV[j], ARGV[j + 1])
