@@ -136,7 +136,7 @@ var slaveOwnCommands = []string{"+zadd", "+zrem", "+hget", "+hmget", "+hset", "+
 
 // slaveReadCommands read the settings, the rule set, the control hash and
 // the scope hosts.
-var slaveReadCommands = []string{"+get", "+hget", "+hmget", "+hkeys", "+hgetall", "+sismember"}
+var slaveReadCommands = []string{"+get", "+hget", "+hmget", "+hkeys", "+hgetall", "+sismember", "+exists"}
 
 // ACLRules returns the Redis ACL rules (the arguments of ACL SETUSER after
 // the user name, or the words after "user NAME" of an ACL file line) of a

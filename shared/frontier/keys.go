@@ -37,13 +37,17 @@ import (
 //	crawl:{name}:bloom:<s>     string Bloom filter segment s (decimal), bloom dedup mode
 //	                                  only (instead of seen): bits s·bloom_seg ..
 //	                                  (s+1)·bloom_seg-1 of the filter (bloom.go)
-//	crawl:{name}:fresh         hash   host -> prio \t task: the one queued task of a host
+//	crawl:{name}:fresh         hash   host -> the first queued tasks (up to 4) of a host
 //	                                  that has no queue of its own, nothing in flight
 //	                                  and no next fetch time pending (bfs and dfs, static
-//	                                  tasks): such a host is claimable and is in no
-//	                                  ready set; a second task moves both to the host's
-//	                                  own queue (queue.lua: push). A claim walks it with
-//	                                  HSCAN from meta's fresh_cursor
+//	                                  tasks), in claim order: entries <length>:prio \t
+//	                                  depth \t hops \t attempt \t U, U the URL without its
+//	                                  http(s):// and host (s or h, then the rest; = and
+//	                                  the URL when it does not start with them). Such a
+//	                                  host is claimable and in no ready set; a fifth task
+//	                                  or a claim moves the rest to the host's own queue
+//	                                  (queue.lua: push, FRESH). A claim walks the hash
+//	                                  with HSCAN from meta's fresh_cursor
 //	crawl:{name}:q:<host>:<p>  list   tasks of one host at priority p, FIFO
 //	crawl:{name}:qp:<host>     zset   priorities with a non-empty queue for host
 //	crawl:{name}:ready         zset   hosts with queued tasks and a free slot,
@@ -107,9 +111,10 @@ import (
 //	                                  value = first URL
 //	crawl:{name}:hpages        hash   host -> URLs enqueued (only with MaxPagesPerHost);
 //	                                  field "\t" + host marks a host whose cap was reported.
-//	                                  A host whose one URL waits in fresh has counted 1
-//	                                  without a field: it is written when a second URL
-//	                                  comes or the first is claimed
+//	                                  A host whose URLs wait in fresh without a field has
+//	                                  counted its fresh entries: the field is written
+//	                                  when a URL of it does not go to fresh or a claim
+//	                                  takes one
 //	crawl:{name}:qvar          hash   8-byte fingerprint of Task.PathKey -> URLs enqueued
 //	                                  (only with MaxQueryVariants); for a Task.DateQuery
 //	                                  the fingerprint, "d" and Options.MaxDateVariants
@@ -158,8 +163,8 @@ type Keys struct {
 	Retry      string
 	Failed     string
 	ScopeHosts string
-	// Fresh holds the one queued task of hosts with nothing else (see
-	// above).
+	// Fresh holds the first queued tasks of hosts with nothing else
+	// (see above).
 	Fresh string
 	// Cool lists the idle hosts whose next fetch time is pending (see
 	// above).
