@@ -186,6 +186,7 @@ func (f *shard) snapshot(ctx context.Context) (Snapshot, error) {
 	nextRetry := pipe.ZRangeWithScores(ctx, f.keys.Retry, 0, 0)
 	finish := pipe.HGetAll(ctx, f.keys.Finish)
 	ready := pipe.ZCard(ctx, f.keys.Ready)
+	fresh := pipe.HLen(ctx, f.keys.Fresh)
 	control := pipe.HGetAll(ctx, f.keys.Control)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Snapshot{}, wrap("stats", err)
@@ -219,7 +220,7 @@ func (f *shard) snapshot(ctx context.Context) (Snapshot, error) {
 
 		Duplicates:  get(st.Val(), "duplicates"),
 		TrapDropped: get(st.Val(), "trap_dropped"),
-		Hosts:       ready.Val(),
+		Hosts:       ready.Val() + fresh.Val(),
 
 		RenderQueued: get(st.Val(), "rqueued"),
 		Requeued:     get(st.Val(), "requeued"),
