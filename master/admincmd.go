@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -92,7 +91,7 @@ func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.
 	if cfg == nil {
 		return code
 	}
-	slog.SetDefault(cfg.NewLogger(stderr))
+	setLogger(cfg.NewLogger(stderr))
 	b, closeFn, err := masterd.OpenBackend(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "master %s: %v\n", cmd, err)

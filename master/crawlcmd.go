@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/cli"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/rules"
 )
 
@@ -36,6 +38,11 @@ Supervise the crawl: migrations, lost tasks, slaves, events to MySQL.
 		return 2
 	}
 	if err := masterd.New(cfg, masterd.Options{ExitWhenDone: *exitWhenDone, Logger: log}).Run(ctx); err != nil {
+		var se *retry.StartError
+		if errors.As(err, &se) { // one line that says what to check
+			fmt.Fprintf(stderr, "master: %v\n", err)
+			return 1
+		}
 		log.Error("master failed", "err", err)
 		return 1
 	}

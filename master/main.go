@@ -30,7 +30,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/cli"
+	"github.com/redcrawl/redcrawl/shared/clientlog"
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
@@ -141,8 +143,16 @@ func setup(f *cli.Flags, args []string, cfgPath, crawl *string, stderr io.Writer
 		return nil, nil, code
 	}
 	log = cfg.NewLogger(stderr)
-	slog.SetDefault(log)
+	setLogger(log)
 	return cfg, log, 0
+}
+
+// setLogger makes log the default logger, the Redis client's and the
+// MySQL driver's (rate-limited: shared/clientlog).
+func setLogger(log *slog.Logger) {
+	slog.SetDefault(log)
+	clientlog.InstallRedis(log)
+	store.InstallDriverLogger(log)
 }
 
 // loadConfig loads the config file with crawl (when not "") as

@@ -225,7 +225,7 @@ func OpenBackend(ctx context.Context, cfg *config.Config) (admin.Backend, func()
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := OpenStore(ctx, cfg)
+	st, err := openStoreOnce(ctx, cfg)
 	if err != nil {
 		closeFront()
 		return nil, nil, err

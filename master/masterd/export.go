@@ -36,7 +36,7 @@ type exportRecord struct {
 // wrote. CSV needs its header first, so it reads the items twice: once for
 // the field names, once to write; neither pass holds the items in memory.
 func Export(ctx context.Context, cfg *config.Config, opt ExportOptions, w io.Writer) (int, error) {
-	db, err := OpenStore(ctx, cfg)
+	db, err := openStoreOnce(ctx, cfg)
 	if err != nil {
 		return 0, err
 	}

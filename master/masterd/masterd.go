@@ -341,7 +341,9 @@ func (m *Master) scrapeTargets(ctx context.Context) ([]admin.SDTarget, error) {
 	return out, nil
 }
 
-// connect opens Redis and MySQL, waiting for them to be reachable.
+// connect opens Redis and MySQL, waiting for them to be reachable: up to
+// redis.startup_timeout and mysql.startup_timeout, and not at all when they
+// refuse the credentials (a *retry.StartError).
 func (m *Master) connect(ctx context.Context) error {
 	if m.opt.Redis != nil {
 		m.rdb = m.opt.Redis
@@ -352,8 +354,8 @@ func (m *Master) connect(ctx context.Context) error {
 		}
 		m.rdb = rdb
 	}
-	err := retry.Until(ctx, m.rl, "redis", func() error {
-		f, err := frontier.NewRedis(ctx, m.rdb, frontier.OptionsFromConfig(m.cfg))
+	err := retry.Start(ctx, m.rl, frontier.RedisServer(m.cfg), func(wctx context.Context) error {
+		f, err := frontier.NewRedis(wctx, m.rdb, frontier.OptionsFromConfig(m.cfg))
 		m.front = f
 		return err
 	})
@@ -361,8 +363,8 @@ func (m *Master) connect(ctx context.Context) error {
 		return err
 	}
 	m.warnEviction(ctx)
-	return retry.Until(ctx, m.rl, "mysql", func() error {
-		s, err := OpenStore(ctx, m.cfg)
+	return retry.Start(ctx, m.rl, MySQLServer(m.cfg), func(wctx context.Context) error {
+		s, err := OpenStore(wctx, m.cfg)
 		m.store = s
 		return err
 	})

@@ -2,7 +2,6 @@ package masterd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/plan"
 	"github.com/redcrawl/redcrawl/shared/rules"
-	"github.com/redcrawl/redcrawl/shared/secret"
 )
 
 // SeedResult says what became of seeds.
@@ -36,7 +34,7 @@ func Seed(ctx context.Context, cfg *config.Config, rawURLs []string) (SeedResult
 		return SeedResult{}, err
 	}
 	defer closeFn()
-	st, err := OpenStore(ctx, cfg)
+	st, err := openStoreOnce(ctx, cfg)
 	if err != nil {
 		return SeedResult{}, fmt.Errorf("seed: nothing enqueued: the seeds are recorded in MySQL first: %w", err)
 	}
@@ -220,10 +218,7 @@ func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), err
 	f, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(cfg))
 	if err != nil {
 		rdb.Close()
-		if errors.Is(err, frontier.ErrUnavailable) {
-			return nil, nil, fmt.Errorf("redis at %s is unreachable: %w", secret.URL(cfg.Redis.URL), err)
-		}
-		return nil, nil, err
+		return nil, nil, onceErr(frontier.RedisServer(cfg), err)
 	}
 	return f, func() { rdb.Close() }, nil
 }

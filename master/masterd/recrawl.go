@@ -114,7 +114,7 @@ func Recrawl(ctx context.Context, cfg *config.Config) (int, error) {
 		return 0, err
 	}
 	defer closeFn()
-	st, err := OpenStore(ctx, cfg)
+	st, err := openStoreOnce(ctx, cfg)
 	if err != nil {
 		return 0, fmt.Errorf("recrawl: %w", err)
 	}
