@@ -94,8 +94,7 @@ func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.
 	setLogger(cfg.NewLogger(stderr))
 	b, closeFn, err := masterd.OpenBackend(ctx, cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "master %s: %v\n", cmd, err)
-		return 1
+		return commandErr(stderr, "master "+cmd, err)
 	}
 	defer closeFn()
 	name := cfg.Crawl.Name

@@ -93,8 +93,7 @@ every recorded page again now, conditionally (README: Incremental recrawls).
 		}
 		n, err := masterd.Recrawl(ctx, cfg)
 		if err != nil {
-			fmt.Fprintf(stderr, "master seed --recrawl: %v\n", err)
-			return 1
+			return commandErr(stderr, "master seed --recrawl", err)
 		}
 		fmt.Fprintf(stdout, "crawl %s: recrawl started, %d pages enqueued\n", cfg.Crawl.Name, n)
 		return 0
@@ -140,8 +139,7 @@ Show the crawl's counters.
 	}
 	st, err := masterd.Status(ctx, cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "master status: %v\n", err)
-		return 1
+		return commandErr(stderr, "master status", err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -184,7 +182,7 @@ Show the crawl's counters.
 }
 
 func exportCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	f := cli.New("master export", `usage: master export [--config config.yaml] --crawl NAME [--rule R] [--item I] --format jsonl|csv [--out FILE]
+	f := cli.New("master export", `usage: master export [--config config.yaml] [--crawl NAME] [--rule R] [--item I] --format jsonl|csv [--out FILE]
 
 Stream extracted items out of MySQL.
 `, stdout, stderr)
@@ -196,10 +194,6 @@ Stream extracted items out of MySQL.
 	cfg, _, code := setup(f, args, cfgPath, crawl, stderr)
 	if cfg == nil {
 		return code
-	}
-	if *crawl == "" {
-		fmt.Fprintln(stderr, "master export: --crawl is required")
-		return 2
 	}
 	if *format != "jsonl" && *format != "csv" {
 		fmt.Fprintf(stderr, "master export: --format %q must be jsonl or csv\n", *format)
@@ -218,8 +212,10 @@ Stream extracted items out of MySQL.
 	n, err := masterd.Export(ctx, cfg, masterd.ExportOptions{Crawl: cfg.Crawl.Name, Rule: *rule, Item: *item,
 		Format: *format}, w)
 	if err != nil {
-		fmt.Fprintf(stderr, "master export: %v\n", err)
-		return 1
+		if *out != "" && n == 0 {
+			os.Remove(*out) // nothing exported: leave no empty file
+		}
+		return commandErr(stderr, "master export", err)
 	}
 	fmt.Fprintf(stderr, "exported %d items\n", n)
 	return 0
@@ -278,6 +274,17 @@ func rulesCheck(cfgPath string, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: %d files, %d rule sets, version %s\n", dir, len(set.Files), len(set.Sets), set.Version)
 	return 0
+}
+
+// commandErr prints a command's error and returns its exit status: 2 for
+// an unknown crawl (bad usage), 1 otherwise.
+func commandErr(stderr io.Writer, cmd string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+	var uc *masterd.UnknownCrawlError
+	if errors.As(err, &uc) {
+		return 2
+	}
+	return 1
 }
 
 func readLines(path string, stdin io.Reader) ([]string, error) {

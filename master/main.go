@@ -7,7 +7,7 @@
 //	master bench  [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results]
 //	master rules check [--config config.yaml] [DIR]
 //	master migrate [--config config.yaml]
-//	master export [--config config.yaml] --crawl NAME [--rule R] [--item I] --format jsonl|csv [--out FILE]
+//	master export [--config config.yaml] [--crawl NAME] [--rule R] [--item I] --format jsonl|csv [--out FILE]
 //	master exceptions [--crawl NAME] [--since 1h] [--kind K] [--host H] [--slave S] [--json]
 //	master lost | slaves [--crawl NAME] [--json]
 //	master pause | resume [--crawl NAME]

@@ -221,13 +221,13 @@ func (b *backend) checkCrawl(crawl string) error {
 // the admin backend over them (the CLI's admin commands); close releases
 // the connections. The rule files are read from rules.dir for seeding.
 func OpenBackend(ctx context.Context, cfg *config.Config) (admin.Backend, func(), error) {
-	f, closeFront, err := open(ctx, cfg)
+	st, err := openStoreOnce(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := openStoreOnce(ctx, cfg)
+	f, closeFront, err := openExisting(ctx, cfg, st)
 	if err != nil {
-		closeFront()
+		st.Close()
 		return nil, nil, err
 	}
 	b := &backend{cfg: cfg, front: f, store: st}

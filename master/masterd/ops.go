@@ -183,9 +183,10 @@ type StatusReport struct {
 	RecrawlError string         `json:"recrawl_error,omitempty"`
 }
 
-// Status returns a crawl's snapshot.
+// Status returns a crawl's snapshot; a crawl Redis does not hold is an
+// *UnknownCrawlError (and is not created).
 func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
-	f, closeFn, err := open(ctx, cfg)
+	f, closeFn, err := openExisting(ctx, cfg, nil)
 	if err != nil {
 		return StatusReport{}, err
 	}

@@ -1,0 +1,77 @@
+package frontier
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// CrawlExists reports whether a crawl exists in Redis (its meta key,
+// which its creation writes first): read only, so a command given a typo
+// can refuse it without creating it.
+func CrawlExists(ctx context.Context, rdb redis.UniversalClient, crawl string) (bool, error) {
+	n, err := rdb.Exists(ctx, NewKeys(crawl).Meta).Result()
+	if err != nil {
+		return false, wrap("crawl exists", err)
+	}
+	return n > 0, nil
+}
+
+// Crawls lists the crawls in Redis, sorted: the names of the meta keys a
+// SCAN of every primary finds (a crawl's other shards, whose tags hold a
+// colon, are not crawls of their own). Read only.
+func Crawls(ctx context.Context, rdb redis.UniversalClient) ([]string, error) {
+	match := NewKeys("*").Meta
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	scan := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, match, 1000).Iterator()
+		for it.Next(ctx) {
+			name, ok := crawlOfMeta(it.Val())
+			if ok {
+				mu.Lock()
+				seen[name] = true
+				mu.Unlock()
+			}
+		}
+		return it.Err()
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, scan)
+	case *redis.Client:
+		err = scan(ctx, c)
+	default:
+		return nil, fmt.Errorf("list crawls: a %T cannot scan", rdb)
+	}
+	if err != nil {
+		return nil, wrap("list crawls", err)
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// crawlOfMeta is the crawl of a meta key crawl:{name}:meta, false for a
+// shard's (crawl:{name:k}:meta) or another key.
+func crawlOfMeta(key string) (string, bool) {
+	k := NewKeys("\x00")
+	prefix, suffix, _ := strings.Cut(k.Meta, "\x00")
+	name, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return "", false
+	}
+	name, ok = strings.CutSuffix(name, suffix)
+	if !ok || !ValidName(name) {
+		return "", false
+	}
+	return name, true
+}
