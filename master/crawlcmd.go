@@ -164,6 +164,9 @@ Show the crawl's counters.
 		st.Crawl, st.Queued, st.RenderQueued, st.InFlight, st.Retry, st.Done, st.Failed, st.Seen, st.Lost, st.Duplicates,
 		st.TrapDropped, st.SlavesAlive, st.RenderSlaves, st.PagesPerSec, rv, st.Paused, st.Finished)
 	fmt.Fprintf(tw, "shards\t%s\n", shards)
+	if n := st.PrivateRefused; n != nil && *n > 0 {
+		fmt.Fprintf(tw, "private addresses refused\t%d (set fetch.allow_private_networks: true to crawl loopback or intranet sites)\n", *n)
+	}
 	if only, due := st.OnlyRetries(time.Now()); only {
 		fmt.Fprintf(tw, "waiting\tonly on %d retries; the next is due in %s\n", st.Retry, due.Round(100*time.Millisecond))
 	} else if st.Retry > 0 && st.NextRetryAt > 0 {

@@ -22,7 +22,8 @@ import (
 // TestUnknownCrawl runs the commands that read or act on a crawl against
 // the real Redis and MariaDB with a crawl name that does not exist: each
 // exits 2 naming the crawls that do, and creates no key of it in Redis.
-// Without --crawl they use crawl.name.
+// Without --crawl they use crawl.name; status counts the fetches refused
+// as private addresses.
 func TestUnknownCrawl(t *testing.T) {
 	ctx := context.Background()
 	dsn := storetest.DSN(t)
@@ -57,7 +58,9 @@ func TestUnknownCrawl(t *testing.T) {
 	}
 	defer db.Close()
 	if err := db.Insert(ctx, []events.Envelope{{ID: "1-1", Item: &events.Item{Crawl: crawl, Rule: "r", Item: "i",
-		URL: "http://a.test/", Data: json.RawMessage(`{"title":"A"}`), Slave: "s1", FetchedAt: time.Now().UnixMilli()}}}); err != nil {
+		URL: "http://a.test/", Data: json.RawMessage(`{"title":"A"}`), Slave: "s1", FetchedAt: time.Now().UnixMilli()}},
+		{ID: "1-2", Exception: &events.Exception{Crawl: crawl, Kind: events.KindBlocked, Host: "127.0.0.1", Slave: "s1",
+			URL: "http://127.0.0.1/", Message: "netguard: refused", At: time.Now().UnixMilli()}}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -72,7 +75,7 @@ func TestUnknownCrawl(t *testing.T) {
 		{"exceptions unknown", []string{"exceptions", "--crawl", typo}, 2, []string{"does not exist", crawl}},
 		{"pause unknown", []string{"pause", "--crawl", typo}, 2, []string{"does not exist", crawl}},
 		{"seed --recrawl unknown", []string{"seed", "--recrawl", "--crawl", typo}, 2, []string{"does not exist", crawl}},
-		{"status default crawl.name", []string{"status"}, 0, []string{crawl}},
+		{"status default crawl.name", []string{"status"}, 0, []string{crawl, "private addresses refused  1 (set fetch.allow_private_networks: true"}},
 		{"export default crawl.name", []string{"export"}, 0, []string{`"title":"A"`, "exported 1 items"}},
 	}
 	for _, tc := range tests {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/plan"
 	"github.com/redcrawl/redcrawl/shared/rules"
@@ -181,6 +182,10 @@ type StatusReport struct {
 	// MySQL could not be read, RecrawlError says why.
 	Recrawl      *RecrawlStatus `json:"recrawl,omitempty"`
 	RecrawlError string         `json:"recrawl_error,omitempty"`
+	// PrivateRefused counts the fetches refused as non-public addresses
+	// (exceptions of kind blocked, fetch.allow_private_networks): nil
+	// when MySQL could not be read.
+	PrivateRefused *int `json:"private_refused,omitempty"`
 }
 
 // Status returns a crawl's snapshot; a crawl Redis does not hold is an
@@ -197,12 +202,15 @@ func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 	}
 	v, _, _, err := f.GetRules(ctx)
 	rep := StatusReport{Stats: st, RulesVersion: v}
+	// the counts of MySQL: best effort, the queues are shown anyway
+	db, serr := OpenStore(ctx, cfg)
+	if serr == nil {
+		defer db.Close()
+		rep.PrivateRefused = privateRefused(ctx, db, cfg.Crawl.Name)
+	}
 	if err == nil && st.RecrawlRun > 0 {
-		// the counts are in MySQL: best effort, the queues are shown anyway
-		db, serr := OpenStore(ctx, cfg)
 		if serr == nil {
 			rep.Recrawl, serr = recrawlStatus(ctx, db, st)
-			db.Close()
 		}
 		if serr != nil {
 			rep.RecrawlError = serr.Error()
@@ -233,4 +241,14 @@ func Migrate(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	return store.MigrateConfig(ctx, mm)
+}
+
+// privateRefused counts a crawl's fetches refused as non-public addresses;
+// nil when MySQL cannot say.
+func privateRefused(ctx context.Context, db *store.Store, crawl string) *int {
+	n, err := db.CountExceptions(ctx, store.ExceptionFilter{Crawl: crawl, Kind: events.KindBlocked})
+	if err != nil {
+		return nil
+	}
+	return &n
 }
