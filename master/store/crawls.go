@@ -50,3 +50,23 @@ func (s *Store) HasCrawl(ctx context.Context, crawl string) (bool, error) {
 	}
 	return one == 1, nil
 }
+
+// crawlTables are the tables whose rows belong to one crawl (a crawl
+// column).
+var crawlTables = []string{"pages", "exceptions", "slave_events", "heartbeats", "lost_tasks", "proxy_events",
+	"duplicates", "items", "schedule_runs", "seeds", "page_validators", "api_tokens"}
+
+// DeleteCrawl deletes every row of a crawl, table by table, and returns
+// how many it deleted (the demo's clean-up).
+func (s *Store) DeleteCrawl(ctx context.Context, crawl string) (int64, error) {
+	var n int64
+	for _, t := range crawlTables {
+		res, err := s.DB.ExecContext(ctx, "DELETE FROM "+t+" WHERE crawl = ?", crawl)
+		if err != nil {
+			return n, fmt.Errorf("delete crawl %s: %s: %w", crawl, t, err)
+		}
+		k, _ := res.RowsAffected()
+		n += k
+	}
+	return n, nil
+}

@@ -28,27 +28,16 @@ func Crawls(ctx context.Context, rdb redis.UniversalClient) ([]string, error) {
 	match := NewKeys("*").Meta
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	scan := func(ctx context.Context, c *redis.Client) error {
-		it := c.Scan(ctx, 0, match, 1000).Iterator()
-		for it.Next(ctx) {
-			name, ok := crawlOfMeta(it.Val())
-			if ok {
-				mu.Lock()
+	err := scanAll(ctx, rdb, match, func(_ context.Context, _ *redis.Client, keys []string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range keys {
+			if name, ok := crawlOfMeta(k); ok {
 				seen[name] = true
-				mu.Unlock()
 			}
 		}
-		return it.Err()
-	}
-	var err error
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, scan)
-	case *redis.Client:
-		err = scan(ctx, c)
-	default:
-		return nil, fmt.Errorf("list crawls: a %T cannot scan", rdb)
-	}
+		return nil
+	})
 	if err != nil {
 		return nil, wrap("list crawls", err)
 	}
@@ -74,4 +63,35 @@ func crawlOfMeta(key string) (string, bool) {
 		return "", false
 	}
 	return name, true
+}
+
+// scanAll SCANs every primary for keys matching match and hands them to fn
+// in batches of at most 500, with the node that holds them.
+func scanAll(ctx context.Context, rdb redis.UniversalClient, match string, fn func(context.Context, *redis.Client, []string) error) error {
+	scan := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, match, 1000).Iterator()
+		var keys []string
+		for it.Next(ctx) {
+			if keys = append(keys, it.Val()); len(keys) == 500 {
+				if err := fn(ctx, c, keys); err != nil {
+					return err
+				}
+				keys = keys[:0]
+			}
+		}
+		if err := it.Err(); err != nil {
+			return err
+		}
+		if len(keys) > 0 {
+			return fn(ctx, c, keys)
+		}
+		return nil
+	}
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, scan)
+	case *redis.Client:
+		return scan(ctx, c)
+	}
+	return fmt.Errorf("a %T cannot scan", rdb)
 }
