@@ -15,6 +15,7 @@
 //	master drain --slave ID | retire-proxy --proxy URL [--crawl NAME]
 //	master acl --crawl NAME [--role slave|master|admin] [--slave ID] [--password-file F]
 //	master acl --mysql [...]
+//	master dashboard-link [--config config.yaml] [--ttl 10m]
 //	master token issue --slave ID [--out FILE] | revoke --slave ID | list [--crawl NAME]
 //
 // Each command has its own flags: "master COMMAND -h" prints them and
@@ -58,6 +59,9 @@ commands:
           print the Redis ACL rules of a role of a crawl (one user per slave)
   acl --mysql [--user U] [--host H] [--database D] [--migrate-user M] [--password-file F]
           print the MySQL/MariaDB users and GRANTs of least privilege
+  dashboard-link [--ttl 10m]
+          print a one-time login link to the dashboard (a browser, headless or not, or a
+          script opens it once and is logged in)
   token issue --slave ID [--out FILE] | revoke --slave ID | list
           the work API's tokens: a slave on a machine you do not trust holds one and no
           Redis or MySQL credential (api.listen, slave.api.urls)
@@ -90,6 +94,8 @@ var commands = map[string]func(ctx context.Context, args []string, stdin io.Read
 	"demo":    demoCmd,
 	"bench":   benchCmd,
 	"token":   tokenCmd,
+	// dashboard-link prints a one-time login link to the dashboard
+	"dashboard-link": dashboardLinkCmd,
 }
 
 func main() {

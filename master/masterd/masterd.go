@@ -168,7 +168,7 @@ func (m *Master) Run(ctx context.Context) error {
 		}), now: time.Now, log: m.log, rl: m.rl, onFire: met.ScheduledRun}
 	comps = append(comps, sched)
 	if m.cfg.Admin.Listen != "" {
-		be := &backend{cfg: m.cfg, front: m.front, store: m.store, schedules: func() []admin.ScheduleView {
+		be := &backend{cfg: m.cfg, front: m.front, store: m.store, rdb: m.rdb, schedules: func() []admin.ScheduleView {
 			vs := sched.Views()
 			out := make([]admin.ScheduleView, len(vs))
 			for i, v := range vs {

@@ -95,3 +95,17 @@ func scanAll(ctx context.Context, rdb redis.UniversalClient, match string, fn fu
 	}
 	return fmt.Errorf("a %T cannot scan", rdb)
 }
+
+// PeekSnapshot reads an existing crawl's snapshot without opening it:
+// nothing is created and its settings are left as its master wrote them
+// (NewRedis writes this process's). Shard 0's only: a sharded crawl's other
+// shards are not added. The dashboard lists the crawls its master does not
+// run with it.
+func PeekSnapshot(ctx context.Context, rdb redis.UniversalClient, crawl string) (Snapshot, error) {
+	if !ValidName(crawl) {
+		return Snapshot{}, fmt.Errorf("peek crawl: invalid name %q", crawl)
+	}
+	k := NewKeys(crawl)
+	s := &shard{rdb: rdb, opt: Options{Crawl: crawl}, keys: k, allKeys: k.all()}
+	return s.snapshot(ctx)
+}

@@ -190,8 +190,11 @@
       return out;
     }, { id: id + '-schedules', cls: 'schedules' });
     const n = domid(c.crawl);
-    richCell(tr, 12, [st, c.paused, (c.failed || 0) > 0].join('|'), () => [
-      actButton('Pause', 'pause', { crawl: c.crawl }, { id: 'btn-pause-' + n, hidden: c.paused }),
+    richCell(tr, 12, [st, c.paused, (c.failed || 0) > 0, !!c.other].join('|'), () => c.other ? [
+      el('span', { className: 'muted' }, "not this master's"),
+    ] : [
+      // a finished crawl has nothing left to pause
+      actButton('Pause', 'pause', { crawl: c.crawl }, { id: 'btn-pause-' + n, hidden: c.paused || c.finished }),
       actButton('Resume', 'resume', { crawl: c.crawl }, { id: 'btn-resume-' + n, hidden: !c.paused }),
       actButton('Requeue failed', 'requeue', { crawl: c.crawl }, {
         id: 'btn-requeue-' + n, disabled: !(c.failed > 0),
