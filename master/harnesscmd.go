@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -91,11 +92,25 @@ collector (slave/collyslave), beside the stock slave's.
 	withAPI := f.Bool("api", false, "also crawl each slave count with slaves of the work API, right after the direct ones")
 	collyBinary := f.String("colly-slave-binary", "", "a colly-callback slave program (internal/harness/benchsuite/collybench), run as the slave binary is")
 	collyCounts := f.String("colly-slave-counts", "1", "slave counts of the colly-callback crawls")
+	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of this process (the master, its work API and the site) to this file")
 	var sizes sizeFlags
 	f.Var(&sizes, "size", "LABEL=PATH: a file whose size the report lists (repeatable)")
 	cfg, log, code := setup(f, args, cfgPath, nil, stderr)
 	if cfg == nil {
 		return code
+	}
+	if *cpuProfile != "" {
+		pf, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "master bench: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			fmt.Fprintf(stderr, "master bench: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 	counts, ok := parseCounts(*slaveCounts)
 	if !ok {
