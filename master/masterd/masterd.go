@@ -98,6 +98,7 @@ func New(cfg *config.Config, opt Options) *Master {
 // until the crawl is finished.
 func (m *Master) Run(ctx context.Context) error {
 	if err := m.connect(ctx); err != nil {
+		m.close() // what connected before the error
 		if ctx.Err() != nil {
 			return nil
 		}
