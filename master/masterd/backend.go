@@ -92,7 +92,7 @@ func (b *backend) Overview(ctx context.Context) (admin.Overview, error) {
 }
 
 // maxOtherCrawls bounds the other crawls the dashboard lists.
-const maxOtherCrawls = 50
+const maxOtherCrawls = 200
 
 // otherCrawls are the crawls of this Redis but this master's, read without
 // opening them (frontier.PeekSnapshot), at most maxOtherCrawls; none when

@@ -23,6 +23,8 @@ import (
 func TestDashboardLinkAndCrawls(t *testing.T) {
 	cfg := clusterConfig(t)
 	cfg.Admin.Token = dashToken
+	// a Redis of its own: the shared one holds the crawls of other tests
+	cfg.Redis.URL = "redis://" + testutil.StartRedis(t, nil).Addr + "/0"
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// the other crawl, opened as its own master would
