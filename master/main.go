@@ -4,11 +4,11 @@
 //	master run    [--config config.yaml] [--crawl NAME] [--exit-when-done]
 //	master seed   [--config config.yaml] [--crawl NAME] URL... | --file FILE | --recrawl
 //	master status [--config config.yaml] [--crawl NAME] [--json]
-//	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N] [--slave-binary bin/slave]
+//	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N] [--slave-binary bin/slave] [--keep]
 //	master bench  [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results]
 //	master rules check [--config config.yaml] [DIR]
 //	master migrate [--config config.yaml]
-//	master export [--config config.yaml] --crawl NAME [--rule R] [--item I] --format jsonl|csv [--out FILE]
+//	master export [--config config.yaml] [--crawl NAME] [--rule R] [--item I] --format jsonl|csv [--out FILE]
 //	master exceptions [--crawl NAME] [--since 1h] [--kind K] [--host H] [--slave S] [--json]
 //	master lost | slaves [--crawl NAME] [--json]
 //	master pause | resume [--crawl NAME]
@@ -16,6 +16,7 @@
 //	master drain --slave ID | retire-proxy --proxy URL [--crawl NAME]
 //	master acl --crawl NAME [--role slave|master|admin] [--slave ID] [--password-file F]
 //	master acl --mysql [...]
+//	master dashboard-link [--config config.yaml] [--ttl 10m]
 //	master token issue --slave ID [--out FILE] | revoke --slave ID | list [--crawl NAME]
 //
 // Each command has its own flags: "master COMMAND -h" prints them and
@@ -31,7 +32,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/cli"
+	"github.com/redcrawl/redcrawl/shared/clientlog"
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
@@ -62,6 +65,9 @@ commands:
           print the Redis ACL rules of a role of a crawl (one user per slave)
   acl --mysql [--user U] [--host H] [--database D] [--migrate-user M] [--password-file F]
           print the MySQL/MariaDB users and GRANTs of least privilege
+  dashboard-link [--ttl 10m]
+          print a one-time login link to the dashboard (a browser, headless or not, or a
+          script opens it once and is logged in)
   token issue --slave ID [--out FILE] | revoke --slave ID | list
           the work API's tokens: a slave on a machine you do not trust holds one and no
           Redis or MySQL credential (api.listen, slave.api.urls)
@@ -95,6 +101,8 @@ var commands = map[string]func(ctx context.Context, args []string, stdin io.Read
 	"demo":    demoCmd,
 	"bench":   benchCmd,
 	"token":   tokenCmd,
+	// dashboard-link prints a one-time login link to the dashboard
+	"dashboard-link": dashboardLinkCmd,
 }
 
 func main() {
@@ -148,8 +156,16 @@ func setup(f *cli.Flags, args []string, cfgPath, crawl *string, stderr io.Writer
 		return nil, nil, code
 	}
 	log = cfg.NewLogger(stderr)
-	slog.SetDefault(log)
+	setLogger(log)
 	return cfg, log, 0
+}
+
+// setLogger makes log the default logger, the Redis client's and the
+// MySQL driver's (rate-limited: shared/clientlog).
+func setLogger(log *slog.Logger) {
+	slog.SetDefault(log)
+	clientlog.InstallRedis(log)
+	store.InstallDriverLogger(log)
 }
 
 // loadConfig loads the config file with crawl (when not "") as

@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,7 +20,9 @@ import (
 	"syscall"
 
 	"github.com/redcrawl/redcrawl/shared/cli"
+	"github.com/redcrawl/redcrawl/shared/clientlog"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
@@ -78,6 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log := cfg.NewLogger(stderr)
 	slog.SetDefault(log)
+	clientlog.InstallRedis(log) // go-redis's lines rate-limited as ours
 	if lim := cfg.SlaveMemoryLimit(); lim > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(lim)
 	}
@@ -89,6 +93,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := s.Run(ctx); err != nil {
+		var se *retry.StartError
+		if errors.As(err, &se) { // one line that says what to check
+			fmt.Fprintf(stderr, "slave: %v\n", err)
+			return 1
+		}
 		log.Error("slave failed", "err", err)
 		return 1
 	}

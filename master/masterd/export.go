@@ -59,14 +59,21 @@ type exportRecord struct {
 
 // Export streams the extracted items of a crawl out of MySQL, one JSON
 // object a line or as CSV with a column per field, and returns how many it
-// wrote. CSV needs its header first, so it reads the items twice: once for
+// wrote. A crawl MySQL holds no rows of is an *UnknownCrawlError
+// (opt.Crawl "" = crawl.name). CSV needs its header first, so it reads the items twice: once for
 // the field names, once to write; neither pass holds the items in memory.
 func Export(ctx context.Context, cfg *config.Config, opt ExportOptions, w io.Writer) (int, error) {
-	db, err := OpenStore(ctx, cfg)
+	db, err := openStoreOnce(ctx, cfg)
 	if err != nil {
 		return 0, err
 	}
 	defer db.Close()
+	if opt.Crawl == "" {
+		opt.Crawl = cfg.Crawl.Name
+	}
+	if err := checkStoreCrawl(ctx, db, opt.Crawl); err != nil {
+		return 0, err
+	}
 	f := store.ItemFilter{Crawl: opt.Crawl, Rule: opt.Rule, Item: opt.Item}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	n := 0

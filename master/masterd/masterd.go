@@ -102,6 +102,7 @@ func New(cfg *config.Config, opt Options) *Master {
 // until the crawl is finished.
 func (m *Master) Run(ctx context.Context) error {
 	if err := m.connect(ctx); err != nil {
+		m.close() // what connected before the error
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -172,7 +173,7 @@ func (m *Master) Run(ctx context.Context) error {
 		}), now: time.Now, log: m.log, rl: m.rl, onFire: met.ScheduledRun}
 	comps = append(comps, sched)
 	if m.cfg.Admin.Listen != "" {
-		be := &backend{cfg: m.cfg, front: m.front, store: m.store, schedules: func() []admin.ScheduleView {
+		be := &backend{cfg: m.cfg, front: m.front, store: m.store, rdb: m.rdb, schedules: func() []admin.ScheduleView {
 			vs := sched.Views()
 			out := make([]admin.ScheduleView, len(vs))
 			for i, v := range vs {
@@ -346,7 +347,9 @@ func (m *Master) scrapeTargets(ctx context.Context) ([]admin.SDTarget, error) {
 	return out, nil
 }
 
-// connect opens Redis and MySQL, waiting for them to be reachable.
+// connect opens Redis and MySQL, waiting for them to be reachable: up to
+// redis.startup_timeout and mysql.startup_timeout, and not at all when they
+// refuse the credentials (a *retry.StartError).
 func (m *Master) connect(ctx context.Context) error {
 	if m.opt.Redis != nil {
 		m.rdb = m.opt.Redis
@@ -357,8 +360,8 @@ func (m *Master) connect(ctx context.Context) error {
 		}
 		m.rdb = rdb
 	}
-	err := retry.Until(ctx, m.rl, "redis", func() error {
-		f, err := frontier.NewRedis(ctx, m.rdb, frontier.OptionsFromConfig(m.cfg))
+	err := retry.Start(ctx, m.rl, frontier.RedisServer(m.cfg), func(wctx context.Context) error {
+		f, err := frontier.NewRedis(wctx, m.rdb, frontier.OptionsFromConfig(m.cfg))
 		m.front = f
 		return err
 	})
@@ -366,8 +369,8 @@ func (m *Master) connect(ctx context.Context) error {
 		return err
 	}
 	m.warnEviction(ctx)
-	return retry.Until(ctx, m.rl, "mysql", func() error {
-		s, err := OpenStore(ctx, m.cfg)
+	return retry.Start(ctx, m.rl, MySQLServer(m.cfg), func(wctx context.Context) error {
+		s, err := OpenStore(wctx, m.cfg)
 		m.store = s
 		return err
 	})

@@ -2,7 +2,6 @@ package masterd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -10,10 +9,10 @@ import (
 
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/plan"
 	"github.com/redcrawl/redcrawl/shared/rules"
-	"github.com/redcrawl/redcrawl/shared/secret"
 )
 
 // SeedResult says what became of seeds.
@@ -37,7 +36,7 @@ func Seed(ctx context.Context, cfg *config.Config, rawURLs []string) (SeedResult
 		return SeedResult{}, err
 	}
 	defer closeFn()
-	st, err := OpenStore(ctx, cfg)
+	st, err := openStoreOnce(ctx, cfg)
 	if err != nil {
 		return SeedResult{}, fmt.Errorf("seed: nothing enqueued: the seeds are recorded in MySQL first: %w", err)
 	}
@@ -188,11 +187,16 @@ type StatusReport struct {
 	// MySQL could not be read: SummaryError says why).
 	Summary      *CrawlStats `json:"summary,omitempty"`
 	SummaryError string      `json:"summary_error,omitempty"`
+	// PrivateRefused counts the fetches refused as non-public addresses
+	// (exceptions of kind blocked, fetch.allow_private_networks): nil
+	// when MySQL could not be read.
+	PrivateRefused *int `json:"private_refused,omitempty"`
 }
 
-// Status returns a crawl's snapshot.
+// Status returns a crawl's snapshot; a crawl Redis does not hold is an
+// *UnknownCrawlError (and is not created).
 func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
-	f, closeFn, err := open(ctx, cfg)
+	f, closeFn, err := openExisting(ctx, cfg, nil)
 	if err != nil {
 		return StatusReport{}, err
 	}
@@ -216,6 +220,7 @@ func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 		return rep, nil
 	}
 	defer db.Close()
+	rep.PrivateRefused = privateRefused(ctx, db, cfg.Crawl.Name)
 	if st.RecrawlRun > 0 {
 		if rep.Recrawl, serr = recrawlStatus(ctx, db, st); serr != nil {
 			rep.RecrawlError = serr.Error()
@@ -237,10 +242,7 @@ func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), err
 	f, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(cfg))
 	if err != nil {
 		rdb.Close()
-		if errors.Is(err, frontier.ErrUnavailable) {
-			return nil, nil, fmt.Errorf("redis at %s is unreachable: %w", secret.URL(cfg.Redis.URL), err)
-		}
-		return nil, nil, err
+		return nil, nil, onceErr(frontier.RedisServer(cfg), err)
 	}
 	return f, func() { rdb.Close() }, nil
 }
@@ -254,4 +256,14 @@ func Migrate(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	return store.MigrateConfig(ctx, mm)
+}
+
+// privateRefused counts a crawl's fetches refused as non-public addresses;
+// nil when MySQL cannot say.
+func privateRefused(ctx context.Context, db *store.Store, crawl string) *int {
+	n, err := db.CountExceptions(ctx, store.ExceptionFilter{Crawl: crawl, Kind: events.KindBlocked})
+	if err != nil {
+		return nil
+	}
+	return &n
 }
