@@ -3,6 +3,7 @@ package masterd
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -69,8 +70,13 @@ func TestExport(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if n, err := Export(t.Context(), cfg, ExportOptions{Crawl: "nothing-here", Format: "json"}, &b); err != nil || n != 0 || b.String() != "[\n]\n" {
+	if n, err := Export(t.Context(), cfg, ExportOptions{Crawl: crawl, Rule: "no-such-rule", Format: "json"}, &b); err != nil || n != 0 || b.String() != "[\n]\n" {
 		t.Errorf("empty json export: %d, %v, %q", n, err, b.String())
+	}
+	b.Reset()
+	var uc *UnknownCrawlError
+	if n, err := Export(t.Context(), cfg, ExportOptions{Crawl: "nothing-here", Format: "json"}, &b); !errors.As(err, &uc) || n != 0 || b.Len() != 0 {
+		t.Errorf("export of a crawl that does not exist: %d, %v, %q; want an UnknownCrawlError and nothing written", n, err, b.String())
 	}
 }
 
