@@ -6,7 +6,8 @@
 // dns.server is DNSAddr fetches them as it would real hosts.
 //
 // Host i has PagesPerHost pages: "/" (page 0) and "/page/<n>" for n in
-// 1..PagesPerHost-1. Page n links to every later page of its host and to
+// 1..PagesPerHost-1. Page n links to the LocalLinks next pages of its host
+// (with 4 pages a host: to every later page) and to
 // the roots of CrossLinks other hosts (already seeded: a crawler sees
 // them again and drops them), and is padded to about PageBytes. Every
 // host's root is a seed (Seeds), so each page is reached from its
@@ -41,6 +42,7 @@ const (
 	DefaultPagesPerHost = 4
 	DefaultPageBytes    = 15_000
 	DefaultCrossLinks   = 2
+	DefaultLocalLinks   = 8
 	DefaultAddrs        = 16
 	DefaultDomain       = "bench.test"
 	// maxAddrs is how many addresses 127.0.1.1..127.0.1.254 offer.
@@ -57,6 +59,7 @@ type Options struct {
 	PagesPerHost int    // default 4
 	PageBytes    int    // approximate page size, default 15 KB
 	CrossLinks   int    // links per page to other hosts' roots, default 2; negative = none
+	LocalLinks   int    // links per page to the next pages of its host, default 8
 	Addrs        int    // loopback addresses the names resolve to, default 16, at most 254
 	Domain       string // the hosts' parent domain, default "bench.test"
 	Seed         int64  // selects the cross links and the padding
@@ -72,6 +75,7 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.PagesPerHost, DefaultPagesPerHost)
 	def(&o.PageBytes, DefaultPageBytes)
 	def(&o.CrossLinks, DefaultCrossLinks)
+	def(&o.LocalLinks, DefaultLocalLinks)
 	def(&o.Addrs, DefaultAddrs)
 	if o.Domain == "" {
 		o.Domain = DefaultDomain
@@ -82,6 +86,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("hosts %d, want at least 1", o.Hosts)
 	case o.PagesPerHost < 1:
 		return o, fmt.Errorf("pages per host %d, want at least 1", o.PagesPerHost)
+	case o.LocalLinks < 1:
+		return o, fmt.Errorf("local links %d, want at least 1", o.LocalLinks)
 	case o.PageBytes < 0:
 		return o, fmt.Errorf("negative page bytes %d", o.PageBytes)
 	case o.Addrs < 1 || o.Addrs > maxAddrs:
@@ -373,13 +379,13 @@ func pageIndex(path string, pages int) (int, bool) {
 var words = strings.Fields(`crawl frontier host page link queue slave master
 redis politeness fetch parse extract index store lease claim shard broad web`)
 
-// render writes page n of host i: links to the later pages of its host,
+// render writes page n of host i: links to the next pages of its host,
 // to CrossLinks other roots, and padding.
 func (s *Site) render(b *bytes.Buffer, i, n int) {
 	o := &s.opts
 	fmt.Fprintf(b, "<!doctype html>\n<html><head><title>%s page %d</title></head><body>\n<h1>%s, page %d</h1>\n<ul>\n",
 		s.HostName(i), n, s.HostName(i), n)
-	for k := n + 1; k < o.PagesPerHost; k++ {
+	for k := n + 1; k < o.PagesPerHost && k <= n+o.LocalLinks; k++ {
 		fmt.Fprintf(b, "<li><a href=\"%s\">page %d</a></li>\n", pagePath(k), k)
 	}
 	x := mix(uint64(o.Seed), uint64(i)<<20|uint64(n))
