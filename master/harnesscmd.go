@@ -7,14 +7,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
 	"github.com/redcrawl/redcrawl/internal/harness/demo"
 	"github.com/redcrawl/redcrawl/internal/harness/slaveproc"
 	"github.com/redcrawl/redcrawl/shared/cli"
+	"github.com/redcrawl/redcrawl/shared/config"
 )
 
 // slaveBinaryFlag adds --slave-binary.
@@ -73,6 +76,14 @@ chart under --out. With --api each slave count crawls again with slaves of
 the work API (TLS on loopback, a token each), compared side by side. With
 --colly-slave-binary, the site is crawled also by slaves that run a colly
 collector (slave/collyslave), beside the stock slave's.
+
+With --broad it runs the broad-crawl benchmark instead: --broad-hosts
+named hosts (h<i>.bench.test, answered by a DNS server on loopback) of
+--broad-pages pages each, crawled with --broad-slaves slave counts of
+--concurrency fetches in total, once with --broad-many slaves of
+--broad-many-concurrency fetches each, and once on 20 hosts with as many
+pages; the master is a process of this binary. It writes
+broad-<stamp>.md and broad-latest.md under --out.
 `, stdout, stderr)
 	cfgPath := f.String("config", "config.yaml", "config file")
 	hosts := f.Int("hosts", 20, "number of site hosts on 127.0.0.x")
@@ -89,6 +100,14 @@ collector (slave/collyslave), beside the stock slave's.
 	withAPI := f.Bool("api", false, "also crawl each slave count with slaves of the work API, right after the direct ones")
 	collyBinary := f.String("colly-slave-binary", "", "a colly-callback slave program (internal/harness/benchsuite/collybench), run as the slave binary is")
 	collyCounts := f.String("colly-slave-counts", "1", "slave counts of the colly-callback crawls")
+	broad := f.Bool("broad", false, "run the broad-crawl benchmark (many named hosts, few pages each) instead")
+	broadHosts := f.Int("broad-hosts", benchsuite.DefaultBroadHosts, "--broad: hosts")
+	broadPages := f.Int("broad-pages", benchsuite.DefaultBroadPages, "--broad: pages per host")
+	broadSlaves := f.String("broad-slaves", "1,4,16", "--broad: slave counts, each with --concurrency fetches in total")
+	broadMany := f.Int("broad-many", 0, "--broad: also a run of this many slaves (0 = none)")
+	broadManyConc := f.Int("broad-many-concurrency", benchsuite.DefaultManyPerSlave, "--broad: fetches in flight per slave of the --broad-many run")
+	broadNarrow := f.Int("broad-narrow-hosts", benchsuite.DefaultNarrowHosts, "--broad: hosts of the comparison run with as many pages (-1 = none)")
+	broadIdle := f.Duration("broad-idle", benchsuite.DefaultIdleWindow, "--broad: how long the idle commands of the master and slaves waiting on one slow page are counted")
 	var sizes sizeFlags
 	f.Var(&sizes, "size", "LABEL=PATH: a file whose size the report lists (repeatable)")
 	cfg, log, code := setup(f, args, cfgPath, nil, stderr)
@@ -116,10 +135,56 @@ collector (slave/collyslave), beside the stock slave's.
 		fmt.Fprintf(stderr, "master bench: %v\n", err)
 		return 2
 	}
+	if *broad {
+		return broadBench(ctx, broadArgs{hosts: *broadHosts, pages: *broadPages, slaves: *broadSlaves, many: *broadMany,
+			manyConc: *broadManyConc, narrow: *broadNarrow, idle: *broadIdle, pageBytes: *pageBytes, conc: *conc,
+			hostConc: *hostConc, out: dir, slaveBinary: bin}, cfg, log, stdout, stderr)
+	}
 	rep, err := benchsuite.Run(ctx, benchsuite.Options{Hosts: *hosts, PagesPerHost: *pages, PageBytes: *pageBytes,
 		LinksPerPage: *linksPerPage, Slaves: counts, Concurrency: *conc, HostConcurrency: *hostConc,
 		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, API: *withAPI, Logger: log, Out: stdout,
 		CollySlaveBinary: *collyBinary, CollySlaves: collyCountList, Sizes: sizes})
+	if err != nil {
+		fmt.Fprintf(stderr, "master bench: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, rep.Markdown())
+	return 0
+}
+
+// broadArgs are bench's --broad flags.
+type broadArgs struct {
+	hosts, pages, many, manyConc, narrow, pageBytes, conc, hostConc int
+	slaves, out, slaveBinary                                        string
+	idle                                                            time.Duration
+}
+
+// broadBench runs `master bench --broad`, the master a process of this
+// binary.
+func broadBench(ctx context.Context, a broadArgs, cfg *config.Config, log *slog.Logger, stdout, stderr io.Writer) int {
+	counts, ok := parseCounts(a.slaves)
+	if !ok {
+		fmt.Fprintf(stderr, "master bench: --broad-slaves %q: want numbers like 1,4,16\n", a.slaves)
+		return 2
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"--broad-hosts", a.hosts}, {"--broad-pages", a.pages}, {"--broad-many-concurrency", a.manyConc}, {"--concurrency", a.conc}} {
+		if c.v < 1 {
+			fmt.Fprintf(stderr, "master bench: %s %d: want at least 1\n", c.name, c.v)
+			return 2
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "master bench: this binary's path (the master of the broad runs): %v\n", err)
+		return 1
+	}
+	rep, err := benchsuite.RunBroad(ctx, benchsuite.BroadOptions{Hosts: a.hosts, PagesPerHost: a.pages, PageBytes: a.pageBytes,
+		Slaves: counts, Concurrency: a.conc, Many: a.many, ManyPerSlave: a.manyConc, NarrowHosts: a.narrow,
+		HostConcurrency: a.hostConc, IdleWindow: a.idle, Config: cfg, SlaveBinary: a.slaveBinary, MasterBinary: self,
+		OutDir: a.out, Logger: log, Out: stdout})
 	if err != nil {
 		fmt.Fprintf(stderr, "master bench: %v\n", err)
 		return 1
