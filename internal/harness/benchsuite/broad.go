@@ -328,7 +328,7 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 		}
 	}()
 	site.ResetHits()
-	fmt.Fprintf(opt.Out, "broad: crawl %s: %d hosts × %d pages, %s slave(s) × fetches…\n", cfg.Crawl.Name, so.Hosts, so.PagesPerHost, label)
+	fmt.Fprintf(opt.Out, "broad: crawl %s: %d hosts × %d pages, %d slave(s) of %d fetches…\n", cfg.Crawl.Name, so.Hosts, so.PagesPerHost, n, per)
 	myPids := mysqlPids()
 	snap := func(ss *slaveSet, master func() time.Duration) cpuSnap {
 		c := cpuSnap{slaves: -1, master: master(), redis: redisCPU(ctx, b.mon), mysql: sumCPU(myPids)}
