@@ -81,8 +81,9 @@ With --broad it runs the broad-crawl benchmark instead: --broad-hosts
 named hosts (h<i>.bench.test, answered by a DNS server on loopback) of
 --broad-pages pages each, crawled with --broad-slaves slave counts of
 --concurrency fetches in total, once with --broad-many slaves of
---broad-many-concurrency fetches each, and once on 20 hosts with as many
-pages; the master is a process of this binary. It writes
+--broad-many-concurrency fetches each, and once on --broad-narrow-hosts
+hosts with as many pages; the master is a process of this binary, the
+slaves' dns.server the loopback DNS server. It writes
 broad-<stamp>.md and broad-latest.md under --out.
 `, stdout, stderr)
 	cfgPath := f.String("config", "config.yaml", "config file")
@@ -93,7 +94,7 @@ broad-<stamp>.md and broad-latest.md under --out.
 	slaveBinary := slaveBinaryFlag(f)
 	linksPerPage := f.Int("links", 8, "links per page")
 	pageBytes := f.Int("page-bytes", 15000, "page size")
-	conc := f.Int("concurrency", 64, "fetches in flight per slave (and colly's total)")
+	conc := f.Int("concurrency", 64, "fetches in flight per slave (and colly's total); with --broad, in total")
 	hostConc := f.Int("host-concurrency", 4, "requests in flight per host, both crawlers")
 	latency := f.Duration("latency", 0, "the site's delay before answering each request")
 	rounds := f.Int("rounds", 1, "repeat colly and every slave count this many times; report the median round")
