@@ -133,6 +133,7 @@ type BroadRun struct {
 	RedisCPUPerPageUs      float64 // Redis CPU µs a page, seeding and the idle tail included
 	RedisBytesPerHost      float64 // (used_memory after seeding − before) / hosts
 	SeenBytesPerHost       float64 // the part of it in the seen-URL set
+	DNSQueriesPerHost      float64 // queries the site's DNS server answered (A and AAAA each) / hosts
 	Claims                 uint64  // claim round trips of the slaves (their claim_seconds histograms)
 	ClaimP50Ms, ClaimP99Ms float64
 	// IdleCmdsPerSec and IdleScriptsPerSec are the Redis commands
@@ -497,6 +498,7 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 		return nil, fmt.Errorf("benchsuite: broad crawl %s: %w: %+v", label, errIncomplete, st.Stats)
 	}
 	res.Missing, res.Extra, res.Other = site.Hits()
+	res.DNSQueriesPerHost = float64(site.DNSQueries()) / float64(so.Hosts)
 
 	pages := res.Pages
 	if mp != nil {
@@ -523,9 +525,9 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 		res.AllInTailMs = msPerPage(cpu0.master, cpuTail.master, pages) + msPerPage(cpu0.redis, cpuTail.redis, pages) +
 			msPerPage(cpu0.mysql, cpuTail.mysql, pages)
 	}
-	fmt.Fprintf(opt.Out, "broad: %s: %d pages in %.1fs, %.0f pages/s; Redis %.0f µs a page, %.0f bytes a host; claim p50 %.2f ms p99 %.2f ms; idle %.0f commands/s; all-in CPU %.3f ms a page (%.3f with the tail)\n",
+	fmt.Fprintf(opt.Out, "broad: %s: %d pages in %.1fs, %.0f pages/s; Redis %.0f µs a page, %.0f bytes a host; claim p50 %.2f ms p99 %.2f ms; idle %.0f commands/s; %.2f DNS queries a host; all-in CPU %.3f ms a page (%.3f with the tail)\n",
 		label, res.Pages, res.Seconds, res.PagesPerSec, res.RedisCPUPerPageUs, res.RedisBytesPerHost,
-		res.ClaimP50Ms, res.ClaimP99Ms, res.IdleCmdsPerSec, res.AllInMs, res.AllInTailMs)
+		res.ClaimP50Ms, res.ClaimP99Ms, res.IdleCmdsPerSec, res.DNSQueriesPerHost, res.AllInMs, res.AllInTailMs)
 	return res, nil
 }
 

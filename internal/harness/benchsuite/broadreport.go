@@ -70,6 +70,7 @@ func (r *BroadReport) Markdown() string {
 	row("claim p50 / p99, ms", func(x *BroadRun) string {
 		return fmt.Sprintf("%s / %s (%d claims)", num(x.ClaimP50Ms, 2), num(x.ClaimP99Ms, 2), x.Claims)
 	})
+	row("DNS queries / host (A and AAAA each)", func(x *BroadRun) string { return num(x.DNSQueriesPerHost, 2) })
 	row("idle commands/s (function calls/s)", func(x *BroadRun) string {
 		return fmt.Sprintf("%s (%s)", num(x.IdleCmdsPerSec, 0), num(x.IdleScriptsPerSec, 0))
 	})

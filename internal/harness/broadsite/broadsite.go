@@ -111,6 +111,7 @@ type Site struct {
 	other atomic.Int64    // requests for anything else (HeldURL aside)
 
 	heldHits atomic.Int64
+	queries  atomic.Int64 // DNS queries answered
 	mu       sync.Mutex
 	release  chan struct{} // closed by Release; guarded by mu
 	released bool
@@ -134,7 +135,7 @@ func Start(opts Options) (*Site, error) {
 		return nil, fmt.Errorf("broadsite: %w", err)
 	}
 	s.port = lns[0].Addr().(*net.TCPAddr).Port
-	if s.dns, err = startDNS(s.resolve); err != nil {
+	if s.dns, err = startDNS(s.resolve, &s.queries); err != nil {
 		for _, ln := range lns {
 			ln.Close()
 		}
@@ -251,7 +252,12 @@ func (s *Site) held() <-chan struct{} {
 	return s.release
 }
 
-// ResetHits forgets the requests counted and holds HeldURL again, for
+// DNSQueries is the number of DNS queries answered since Start or the
+// last ResetHits (an A and an AAAA query each for a resolver that asks
+// both).
+func (s *Site) DNSQueries() int64 { return s.queries.Load() }
+
+// ResetHits forgets the requests and DNS queries counted and holds HeldURL again, for
 // another crawl of the same site.
 func (s *Site) ResetHits() {
 	for i := range s.hits {
@@ -259,6 +265,7 @@ func (s *Site) ResetHits() {
 	}
 	s.other.Store(0)
 	s.heldHits.Store(0)
+	s.queries.Store(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.released {

@@ -40,6 +40,11 @@ func TestDNS(t *testing.T) {
 		{"bench.test.", dns.TypeA, dns.RcodeNameError, ""},
 		{"h1.example.com.", dns.TypeA, dns.RcodeNameError, ""},
 	}
+	defer func() {
+		if got, want := s.DNSQueries(), int64(2*len(tests)); got != want {
+			t.Errorf("%d queries counted, want %d", got, want)
+		}
+	}()
 	for _, proto := range []string{"udp", "tcp"} {
 		c := &dns.Client{Net: proto, Timeout: 10 * time.Second}
 		for _, tt := range tests {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/miekg/dns"
 )
@@ -20,7 +21,7 @@ type dnsServer struct {
 // startDNS serves resolve's answers on 127.0.0.1, UDP and TCP on one
 // port: an A record (TTL) for a name of the site, an empty answer for its
 // other types, NXDOMAIN for any other name.
-func startDNS(resolve func(name string) (net.IP, bool)) (*dnsServer, error) {
+func startDNS(resolve func(name string) (net.IP, bool), queries *atomic.Int64) (*dnsServer, error) {
 	var pc net.PacketConn
 	var ln net.Listener
 	var err error
@@ -37,6 +38,7 @@ func startDNS(resolve func(name string) (net.IP, bool)) (*dnsServer, error) {
 		return nil, fmt.Errorf("a TCP port beside the UDP one: %w", err)
 	}
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		queries.Add(1)
 		m := new(dns.Msg)
 		m.SetReply(req)
 		m.Authoritative = true
