@@ -30,8 +30,9 @@ test-race: services
 ## beside them one slave running colly callbacks, slave/collyslave, with its pages/s and CPU per page against the stock slave's, and the
 ## sizes of the arm64 builds of the slave and of the colly example), the same with a 20 ms server latency (results/latency/) and a small
 ## 3,000-page site at 20 ms (results/small/: the start-up regime;
-## pages/s to 99% of the site, ramp, last fetch → finished), slaves of the work API against direct ones round by round (results/api/, 1 and 4 slaves),
-## then the Go benchmarks (with BenchmarkShardedCluster and BenchmarkShardedMemory: S=1 vs S=3 on a 3-node cluster, bytes per URL S=1 vs S=4; ~15-40 s at 1x;
+## pages/s to 99% of the site, ramp, last fetch → finished), the same small site with a URL that always answers 503 (Retry-After: 2)
+## on two of its hosts (results/failing/), slaves of the work API against direct ones round by round (results/api/, 1 and 4 slaves),
+## then the Go benchmarks (with BenchmarkIdle: idle Redis commands/s of a master and 4 slaves, wake-up p50/p99, ~30 s; BenchmarkShardedCluster and BenchmarkShardedMemory: S=1 vs S=3 on a 3-node cluster, bytes per URL S=1 vs S=4; ~15-40 s at 1x;
 ## BenchmarkSeedMemory: Redis bytes per seeded URL at 100k and 1M seeds, ~1-2 min), and the calendar trap under the default caps;
 ## last the broad crawl (results/broad/: 50,000 named hosts × 4 pages through a DNS server on loopback, 1, 4 and 16 slaves of 64
 ## fetches in total and 100 slaves of one, against 20 hosts with as many pages: pages/s, Redis CPU and bytes a host, claim p50/p99,
@@ -44,6 +45,7 @@ bench: services build
 		--colly-slave-binary $(BIN)/collybench --size "slave, linux/arm64=$(BIN)/arm64/slave" \
 		--size "collyshop (a colly slave: slave/examples/collyshop), linux/arm64=$(BIN)/arm64/collyshop"
 	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/small --hosts 10 --pages 300 --latency 20ms --slave-counts 1,2 --rounds 4
+	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/failing --hosts 10 --pages 300 --latency 20ms --failing-hosts 2 --slave-counts 1,2 --rounds 2
 	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/latency --latency 20ms --slave-counts 1,2,4 --rounds 2
 	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/api --slave-counts 1,4 --rounds 3 --api
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./shared/frontier/

@@ -98,6 +98,7 @@ broad-<stamp>.md and broad-latest.md under --out.
 	conc := f.Int("concurrency", 64, "fetches in flight per slave (and colly's total); with --broad, in total")
 	hostConc := f.Int("host-concurrency", 4, "requests in flight per host, both crawlers")
 	latency := f.Duration("latency", 0, "the site's delay before answering each request")
+	failing := f.Int("failing-hosts", 0, "hosts with one URL that always answers 503 with Retry-After: 2")
 	rounds := f.Int("rounds", 1, "repeat colly and every slave count this many times; report the median round")
 	withAPI := f.Bool("api", false, "also crawl each slave count with slaves of the work API, right after the direct ones")
 	collyBinary := f.String("colly-slave-binary", "", "a colly-callback slave program (internal/harness/benchsuite/collybench), run as the slave binary is")
@@ -135,6 +136,10 @@ broad-<stamp>.md and broad-latest.md under --out.
 		fmt.Fprintf(stderr, "master bench: --slave-counts %q: want numbers like 1,2,4\n", *slaveCounts)
 		return 2
 	}
+	if *failing < 0 || *failing > *hosts {
+		fmt.Fprintf(stderr, "master bench: --failing-hosts %d: want 0 to --hosts (%d)\n", *failing, *hosts)
+		return 2
+	}
 	var collyCountList []int
 	if *collyBinary != "" {
 		if collyCountList, ok = parseCounts(*collyCounts); !ok {
@@ -158,7 +163,8 @@ broad-<stamp>.md and broad-latest.md under --out.
 	}
 	rep, err := benchsuite.Run(ctx, benchsuite.Options{Hosts: *hosts, PagesPerHost: *pages, PageBytes: *pageBytes,
 		LinksPerPage: *linksPerPage, Slaves: counts, Concurrency: *conc, HostConcurrency: *hostConc,
-		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, API: *withAPI, Logger: log, Out: stdout,
+		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, FailingHosts: *failing,
+		API: *withAPI, Logger: log, Out: stdout,
 		CollySlaveBinary: *collyBinary, CollySlaves: collyCountList, Sizes: sizes})
 	if err != nil {
 		fmt.Fprintf(stderr, "master bench: %v\n", err)

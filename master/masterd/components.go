@@ -155,8 +155,16 @@ type finisher struct {
 	finished      chan struct{}
 }
 
+// finishBusyEvery is how often the finisher checks a crawl that has work
+// queued, in flight or waiting for retry: the finish can come no sooner
+// than the quiescence window after the crawl goes quiet, so the window's
+// own checks (a third of it) run only once it is quiet, and an idle crawl
+// waiting on a slow page costs Redis two checks a second.
+const finishBusyEvery = 500 * time.Millisecond
+
 func (f *finisher) run(ctx context.Context) {
-	t := time.NewTicker(min(f.quiescence/3, 500*time.Millisecond))
+	quiet := min(f.quiescence/3, finishBusyEvery)
+	t := time.NewTimer(quiet)
 	defer t.Stop()
 	lastLog := time.Now()
 	announced := false
@@ -169,14 +177,21 @@ func (f *finisher) run(ctx context.Context) {
 		var done bool
 		var err error
 		var st *frontier.Stats // read this tick, when it was
+		next := finishBusyEvery
 		if slices.Contains(f.owned(), 0) {
-			done, err = f.front.CheckFinished(ctx, f.quiescence)
+			var fs frontier.FinishState
+			fs, err = f.front.FinishCheck(ctx, f.quiescence)
+			done = fs == frontier.Finished
+			if fs == frontier.Quiet {
+				next = quiet
+			}
 		} else {
 			// another master decides; this one learns it
 			var s frontier.Stats
 			s, err = f.front.Stats(ctx)
 			st, done = &s, s.Finished
 		}
+		t.Reset(next)
 		if err != nil {
 			f.rl.Log(ctx, slog.LevelWarn, "finish", "check finished", "err", err)
 			continue

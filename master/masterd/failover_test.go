@@ -99,11 +99,15 @@ func TestShardedClusterFailover(t *testing.T) {
 		}
 		kShare, cShare := float64(s.Matched)/float64(keys), float64(s.CPU)/float64(cpu)
 		t.Logf("node %s: %d keys (%.0f%%), %v Redis CPU (%.0f%%)", s.Addr, s.Matched, 100*kShare, s.CPU, 100*cShare)
-		if kShare < 0.20 || kShare > 0.45 {
-			t.Errorf("node %s holds %.0f%% of the crawl's keys, want 20%% to 45%%", s.Addr, 100*kShare)
+		// every node used: its two shards hold a share of the 48 hosts
+		// that varies with their random ports (host:port picks the
+		// shard), so the bounds are wide; an idle node (0%) or one
+		// holding most of the crawl fails
+		if kShare < 0.15 || kShare > 0.52 {
+			t.Errorf("node %s holds %.0f%% of the crawl's keys, want 15%% to 52%%", s.Addr, 100*kShare)
 		}
-		if cShare < 0.20 || cShare > 0.45 {
-			t.Errorf("node %s spent %.0f%% of the Redis CPU, want 20%% to 45%%", s.Addr, 100*cShare)
+		if cShare < 0.15 || cShare > 0.52 {
+			t.Errorf("node %s spent %.0f%% of the Redis CPU, want 15%% to 52%%", s.Addr, 100*cShare)
 		}
 	}
 	victim := masters[0]

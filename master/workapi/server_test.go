@@ -289,7 +289,8 @@ func rawPost(t *testing.T, e *apiEnv, tok, path, body string) int {
 }
 
 // TestAPIWatch: a watch answers at once when the rules in force are not
-// the slave's, and when seeds are announced.
+// the slave's, and when work is announced to waiting slaves (a seed after
+// a claim that found nothing).
 func TestAPIWatch(t *testing.T) {
 	e := newAPIEnv(t, defaultLimits())
 	ctx := context.Background()
@@ -306,6 +307,10 @@ func TestAPIWatch(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the watch is waiting
 	if err := e.front.PutRules(ctx, "v2", []byte("{}")); err != nil {
 		t.Fatal(err)
+	}
+	// the slave's claim finds nothing: it waits, and the seed is announced
+	if res, err := c.ClaimWaitOpts(ctx, "pi1", 4, frontier.ClaimOptions{}); err != nil || len(res.Leases) != 0 {
+		t.Fatalf("claim on an empty crawl: %+v, %v", res, err)
 	}
 	if _, err := e.front.Seed(ctx, []frontier.Task{{URL: "http://a.test/", Host: "a.test", ScopeHost: "a.test"}}); err != nil {
 		t.Fatal(err)

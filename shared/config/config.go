@@ -295,8 +295,9 @@ type Slave struct {
 	// ShutdownTimeout bounds a graceful leave: in-flight fetches that are not
 	// done by then are given back.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
-	// IdlePoll is how long a slave waits before claiming again when no
-	// host is ready.
+	// IdlePoll is the longest a slave waits before claiming again when no
+	// host is ready: it waits for a work announcement or the next host's
+	// time, and this is the backstop for a missed announcement.
 	IdlePoll time.Duration `mapstructure:"idle_poll"`
 	// Profile is a preset for small machines: "small" (a Raspberry Pi)
 	// caps concurrency at 16, keeps bodies over 32 KiB on disk, turns

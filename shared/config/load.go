@@ -95,7 +95,7 @@ func Default() Config {
 			Concurrency:       32,
 			HeartbeatInterval: 2 * time.Second,
 			ShutdownTimeout:   15 * time.Second,
-			IdlePoll:          200 * time.Millisecond,
+			IdlePoll:          2 * time.Second,
 			Profile:           "",
 			ProgressEvery:     10 * time.Second,
 			MetricsListen:     "127.0.0.1:0",

@@ -89,7 +89,7 @@ var slaveGroups = []struct {
 }{
 	// meta: the declared key of every call, the seen buckets' state, the
 	// lease and work counters, aopic's lambda, the crawl's creation, the
-	// mark of waiting slaves (wait_since)
+	// mark of waiting slaves (wait_until)
 	{func(k Keys) []string { return []string{k.Meta} },
 		[]string{"+fcall", "+fcall_ro", "+hget", "+hmget", "+hset", "+hsetnx", "+hexists", "+hincrby", "+hincrbyfloat", "+hdel"}},
 	{func(k Keys) []string { return []string{k.Stats} }, []string{"+hget", "+hincrby"}},
@@ -100,7 +100,7 @@ var slaveGroups = []struct {
 	{func(k Keys) []string {
 		return []string{k.HostNext, k.HostInfl, k.HostDelay, k.HostPDelay, k.HostJitter, k.HostConc}
 	}, []string{"+hget", "+hmget", "+hset", "+hdel", "+exists"}},
-	{func(k Keys) []string { return []string{k.Retry} }, []string{"+zrangebyscore", "+zrem", "+zadd"}},
+	{func(k Keys) []string { return []string{k.Retry} }, []string{"+zrangebyscore", "+zrange", "+zrem", "+zadd"}},
 	{func(k Keys) []string { return []string{k.Failed} }, []string{"+rpush"}},
 	{func(k Keys) []string { return []string{k.PQData} }, []string{"+hget", "+hset", "+hdel"}},
 	{func(k Keys) []string { return []string{k.HostPages} }, []string{"+hincrby", "+hsetnx"}},

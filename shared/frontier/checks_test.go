@@ -457,8 +457,8 @@ func TestClaimMaxHeld(t *testing.T) {
 	}
 }
 
-// TestWakeWaiters: a claim answered busy (work in flight, nothing
-// claimable) marks the shard; the ack that makes a host claimable then
+// TestWakeWaiters: a claim that came short, answered busy (work in
+// flight, nothing claimable), marks the shard; the ack that makes a host claimable then
 // announces work on the work channel, once; with no slave waiting nothing
 // is published.
 func TestWakeWaiters(t *testing.T) {
@@ -494,8 +494,9 @@ func TestWakeWaiters(t *testing.T) {
 	if n := got(500 * time.Millisecond); n != 1 {
 		t.Errorf("work announced %d times after the ack a waiting slave needed, want 1", n)
 	}
-	// nobody waits now: the next ack publishes nothing
-	ls, err := f.Claim(ctx, "s2", 5)
+	// nobody waits now (a claim that got all it asked for): the next ack
+	// publishes nothing
+	ls, err := f.Claim(ctx, "s2", 1)
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("claim: %d, %v", len(ls), err)
 	}
@@ -505,5 +506,95 @@ func TestWakeWaiters(t *testing.T) {
 	}
 	if n := got(300 * time.Millisecond); n != 0 {
 		t.Errorf("work announced %d times with no slave waiting", n)
+	}
+}
+
+// TestWakeWaitersUntil: a claim's hint counts a retry's due time, the mark
+// holds the time the short claim's slave looks again, and only a host made
+// claimable before that time is announced.
+func TestWakeWaitersUntil(t *testing.T) {
+	rdb := checkRedis(t)
+	ctx := context.Background()
+	f, l := checkCrawl(t, rdb, func(o *Options) { o.HostConcurrency = 1 })
+	ps := rdb.Subscribe(ctx, f.Keys().WorkChannel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := ps.Channel()
+	got := func(wait time.Duration) int {
+		n := 0
+		deadline := time.After(wait)
+		for {
+			select {
+			case <-msgs:
+				n++
+			case <-deadline:
+				return n
+			}
+		}
+	}
+	// a.test/1 comes back in 3 s; a.test/2 is claimable at once
+	if _, err := f.Complete(ctx, "s1", []Completion{{Lease: l, Outcome: Retry, RetryIn: 3 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.ClaimWaitOpts(ctx, "s2", 5, ClaimOptions{})
+	if err != nil || len(res.Leases) != 1 || res.Wait < 2*time.Second || res.Wait > 3*time.Second {
+		t.Fatalf("claim: %d leases, wait %v, %v; want 1 and the retry's due time (about 3 s)", len(res.Leases), res.Wait, err)
+	}
+	// a host ready now, before the retry: announced
+	if _, err := f.Seed(ctx, []Task{checkTask("http://x.b.test/", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := got(300 * time.Millisecond); n != 1 {
+		t.Errorf("a host ready before the waiter looks again announced %d times, want 1", n)
+	}
+	res, err = f.ClaimWaitOpts(ctx, "s2", 5, ClaimOptions{})
+	if err != nil || len(res.Leases) != 1 {
+		t.Fatalf("claim: %d leases, %v", len(res.Leases), err)
+	}
+	// a host ready only after the waiter looks again (a 10 s backoff): not
+	// announced
+	if _, err := f.Complete(ctx, "s2", []Completion{{Lease: res.Leases[0], Outcome: Done, Backoff: 10 * time.Second,
+		Links: []Task{checkTask("http://x.b.test/2", 1)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := got(300 * time.Millisecond); n != 0 {
+		t.Errorf("a host ready after the waiter looks again announced %d times, want 0", n)
+	}
+}
+
+// TestWakeWaitersRecovered: a lease taken back after its deadline makes its
+// host claimable again, which a waiting slave hears of.
+func TestWakeWaitersRecovered(t *testing.T) {
+	rdb := checkRedis(t)
+	ctx := context.Background()
+	f, _ := checkCrawl(t, rdb, func(o *Options) { o.HostConcurrency = 1; o.LeaseDuration = 300 * time.Millisecond })
+	ps := rdb.Subscribe(ctx, f.Keys().WorkChannel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// a.test is at its concurrency (s1's lease): s2 waits
+	res, err := f.ClaimWaitOpts(ctx, "s2", 5, ClaimOptions{})
+	if err != nil || len(res.Leases) != 0 || !res.Busy {
+		t.Fatalf("claim: %+v, %v; want busy", res, err)
+	}
+	n := 0
+	for deadline := time.Now().Add(10 * time.Second); n == 0; time.Sleep(50 * time.Millisecond) {
+		if n, err = f.RecoverExpired(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("s1's lease not taken back 10 s after its deadline")
+		}
+	}
+	select {
+	case m := <-ps.Channel():
+		if m.Payload != WorkMessage {
+			t.Errorf("message %q, want %q", m.Payload, WorkMessage)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("a lease taken back was not announced to the waiting slave")
 	}
 }

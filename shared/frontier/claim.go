@@ -36,7 +36,9 @@ type ClaimResult struct {
 	// Busy: Wait is negative because every host with queued tasks is at
 	// its concurrency, or because requests are in flight whose acks may
 	// bring links, not because the crawl is idle: work may come as soon as
-	// any slave's lease ends, so look again within about half a fetch.
+	// any slave's lease ends. Either way a claim that came short marked
+	// the shard, and the call that makes a host claimable announces work
+	// (WorkMessage), so a slave waits for that, not a poll.
 	Busy bool
 	// RulesVersion is the version of the rule set the master published
 	// (PutRules), "" when none: a slave whose rules are older reloads them

@@ -41,9 +41,28 @@ func (f *shard) retire(ctx context.Context, slave, kind, detail string, record b
 // (finish.lua) decides whether the crawl is finished: nothing queued, in
 // flight or waiting for retry, continuously for the quiescence window.
 func (f *shard) CheckFinished(ctx context.Context, quiescence time.Duration) (bool, error) {
+	st, err := f.FinishCheck(ctx, quiescence)
+	return st == Finished, err
+}
+
+// FinishState is what a finish check found (FinishCheck).
+type FinishState int
+
+const (
+	// Busy: work is queued, in flight or waiting for retry.
+	Busy FinishState = iota
+	// Finished: the crawl is finished.
+	Finished
+	// Quiet: nothing is left, but not yet for the quiescence window.
+	Quiet
+)
+
+// FinishCheck is CheckFinished that also tells a busy crawl from one in
+// its quiescence window, so a finisher can check a busy crawl less often.
+func (f *shard) FinishCheck(ctx context.Context, quiescence time.Duration) (FinishState, error) {
 	n, err := f.callInt(ctx, "finish", ms(quiescence))
 	if err != nil {
-		return false, wrap("check finished", err)
+		return Busy, wrap("check finished", err)
 	}
-	return n == 1, nil
+	return FinishState(n), nil
 }

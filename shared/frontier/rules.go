@@ -17,17 +17,13 @@ import (
 // published on (not a key; it carries the crawl's hash tag).
 func (f *shard) RulesChannel() string { return f.keys.RulesChannel }
 
-// WorkMessage is published on WorkChannel when tasks are queued from
-// outside the slaves (seeds, recrawls, requeued failures: Redis.Seed,
-// Reseed, RequeueFailed), so that idle slaves claim at once rather than at
-// their next idle poll. It is never a rule set's version (PutRules refuses
-// it).
+// WorkMessage is published on WorkChannel by the function that makes a
+// host claimable sooner than a waiting slave would look again (a seed, a
+// recrawl, requeued failures, links, a host slot freed, a lease taken
+// back: wake_waiters in cache.lua), so that idle slaves claim at once
+// rather than at their next idle poll. It is never a rule set's version
+// (PutRules refuses it).
 const WorkMessage = "+work"
-
-// AnnounceWork publishes WorkMessage on WorkChannel.
-func (f *shard) AnnounceWork(ctx context.Context) error {
-	return wrap("announce work", f.rdb.Publish(ctx, f.keys.WorkChannel, WorkMessage).Err())
-}
 
 // checkRulesVersion refuses the versions that mean something else: ""
 // (no rules) and WorkMessage.

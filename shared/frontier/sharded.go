@@ -263,12 +263,6 @@ func (f *Redis) Seed(ctx context.Context, tasks []Task) (int, error) {
 // to its shard. With scope by seeds, every shard learns every seed's host
 // name, since a link's scope is checked on the link's shard.
 func (f *Redis) SeedWithPolicies(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
-	n, err := f.seedWithPolicies(ctx, tasks, policies)
-	f.announce(ctx, n)
-	return n, err
-}
-
-func (f *Redis) seedWithPolicies(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
 	if len(f.shards) == 1 {
 		return f.shard.SeedWithPolicies(ctx, tasks, policies)
 	}
@@ -289,17 +283,7 @@ func (f *Redis) Reseed(ctx context.Context, tasks []Task, policies map[string]Ho
 	} else {
 		n, err = f.seedEach(ctx, tasks, policies, (*shard).Reseed)
 	}
-	f.announce(ctx, n)
 	return n, err
-}
-
-// announce tells idle slaves that n tasks were just queued from outside
-// (AnnounceWork), when n > 0. Best effort: a slave that misses it claims
-// at its next idle poll.
-func (f *Redis) announce(ctx context.Context, n int) {
-	if n > 0 {
-		_ = f.shard.AnnounceWork(ctx)
-	}
 }
 
 func (f *Redis) seedEach(ctx context.Context, tasks []Task, policies map[string]HostPolicy,
@@ -355,9 +339,7 @@ func (f *Redis) reopen(ctx context.Context) error {
 
 // RequeueFailed implements Supervisor over every shard.
 func (f *Redis) RequeueFailed(ctx context.Context, limit int) (int, error) {
-	n, err := f.requeueFailed(ctx, limit)
-	f.announce(ctx, n)
-	return n, err
+	return f.requeueFailed(ctx, limit)
 }
 
 func (f *Redis) requeueFailed(ctx context.Context, limit int) (int, error) {
@@ -895,8 +877,15 @@ func (f *Redis) Snapshot(ctx context.Context) (Snapshot, error) {
 // source shard is not idle). It is finished after staying idle, with the
 // same counters, for the quiescence window.
 func (f *Redis) CheckFinished(ctx context.Context, quiescence time.Duration) (bool, error) {
+	st, err := f.FinishCheck(ctx, quiescence)
+	return st == Finished, err
+}
+
+// FinishCheck is CheckFinished that also tells a busy crawl from one in
+// its quiescence window (shard.FinishCheck).
+func (f *Redis) FinishCheck(ctx context.Context, quiescence time.Duration) (FinishState, error) {
 	if len(f.shards) == 1 {
-		return f.shard.CheckFinished(ctx, quiescence)
+		return f.shard.FinishCheck(ctx, quiescence)
 	}
 	collect := func() (bool, string, error) {
 		idle, sig := true, ""
@@ -912,21 +901,21 @@ func (f *Redis) CheckFinished(ctx context.Context, quiescence time.Duration) (bo
 	}
 	idle1, sig1, err := collect()
 	if err != nil {
-		return false, err
+		return Busy, err
 	}
 	idle, sig := false, ""
 	if idle1 {
 		idle2, sig2, err := collect()
 		if err != nil {
-			return false, err
+			return Busy, err
 		}
 		idle, sig = idle2 && sig2 == sig1, sig2
 	}
 	n, err := f.callInt(ctx, "finish_sharded", boolArg(idle), sig, ms(quiescence))
 	if err != nil {
-		return false, wrap("check finished", err)
+		return Busy, wrap("check finished", err)
 	}
-	return n == 1, nil
+	return FinishState(n), nil
 }
 
 // idle reads whether a shard has nothing queued, in flight or waiting for

@@ -49,7 +49,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 		claimStart := time.Now()
 		res, err := s.claim(ctx, cc, acks, n)
 		s.met.ObserveClaim(time.Since(claimStart))
-		leases, wait, busy := res.Leases, res.Wait, res.Busy
+		leases, wait := res.Leases, res.Wait
 		s.met.Claimed(len(leases))
 		if err != nil {
 			for range n {
@@ -99,38 +99,44 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			}()
 		}
 		if len(leases) == 0 || (len(leases) < n && wait != 0) {
-			// nothing (more) ready: the claim took every host it could, so
-			// claiming again at once would find none (an empty script
-			// call); sleep until the earliest host's time, spread a little
-			// so slaves do not all wake at once
-			d := s.cfg.Slave.IdlePoll
-			if wait >= 0 && wait < d {
-				d = wait
-			}
-			if busy {
-				// every host with queued work is at its concurrency, or
-				// requests are in flight whose acks bring links: a slot
-				// frees, or work comes, when any slave's lease ends, about
-				// one fetch time from now; look again after half of one
-				// (busyPollFirst before this slave has timed a fetch)
-				half := time.Duration(s.fetchAvg.Load() / 2)
-				if half <= 0 {
-					half = busyPollFirst
-				}
-				d = min(d, max(2*time.Millisecond, half))
-			}
-			d += time.Duration(rand.Int64N(int64(d)/4 + int64(time.Millisecond)))
-			if cc != nil {
-				// ... or until one of this slave's pages is done: its ack
-				// goes with the next claim (one script for both)
-				s.wait(ctx, d, s.done)
-			} else {
-				// ... or until one of this slave's acks frees a host slot
-				s.wait(ctx, d, nil)
-			}
+			s.idleWait(ctx, wait, cc != nil)
 		}
 	}
 }
+
+// idleWait waits after a claim that found nothing (more) ready: claiming
+// again at once would find none (an empty script call). The claim marked
+// the shard (wait_until in Redis), so the call that makes a host claimable
+// sooner than this slave would look announces work (frontier.WorkMessage,
+// s.wake): a seed, links of another slave's page, a host slot freed, a
+// lease taken back. So the slave sleeps until the earliest host's time
+// (wait, a retry's due time included), else (wait negative: nothing
+// queued, or every host busy) until the announcement, with
+// slave.idle_poll as the backstop for a missed one; an idle slave costs
+// Redis one claim per idle_poll however long it waits. It also wakes when
+// one of its acks lands, or (withDone: its acks go with its claims) when
+// one of its pages is done.
+func (s *Slave) idleWait(ctx context.Context, wait time.Duration, withDone bool) {
+	d := s.cfg.Slave.IdlePoll
+	spread := d / 4
+	if wait >= 0 && wait < d {
+		// spread a little so slaves do not all wake at once for one host,
+		// but not so much that a ready host waits long
+		d, spread = wait, min(wait/4, hintSpread)
+	}
+	d += time.Duration(rand.Int64N(int64(spread) + int64(time.Millisecond)))
+	if withDone {
+		// ... or until one of this slave's pages is done: its ack goes
+		// with the next claim (one script for both)
+		s.wait(ctx, d, s.done)
+	} else {
+		// ... or until one of this slave's acks frees a host slot
+		s.wait(ctx, d, nil)
+	}
+}
+
+// hintSpread bounds the random extra wait after a claim's wait hint.
+const hintSpread = 5 * time.Millisecond
 
 // claim leases up to n tasks. With cc, the finished pages' completions
 // waiting for the acker go with the claim: the host slots they free are
@@ -157,10 +163,6 @@ func (s *Slave) claim(ctx context.Context, cc frontier.CompleteClaimer, acks *ba
 	s.acksDone(cs, acked)
 	return res, nil
 }
-
-// busyPollFirst is how soon a slave looks again when work may come from
-// leases in flight (ClaimResult.Busy) before it has timed a fetch of its own.
-const busyPollFirst = 20 * time.Millisecond
 
 // claimGather bounds how long the claim loop waits, when few workers are
 // free, for more to finish (acks and claim in one script) or, with a

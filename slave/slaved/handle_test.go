@@ -80,8 +80,8 @@ func TestHandle(t *testing.T) {
 		{"shift_jis declared in meta", 0, Response{Status: 200, Header: http.Header{"Content-Type": {"text/html"}}},
 			"<meta charset=\"shift_jis\"><a href=\"/\x93\xfa?q=\x93\xfa\x96\x7b\">ja</a>",
 			want{Outcome: frontier.Done, Links: []string{"http://a.test/%E6%97%A5?q=%93%FA%96%7B"}, Hops: []int{0}, PageStatus: 200}},
-		{"503 backs the host off", 0, Response{Status: 503, Header: http.Header{}}, "",
-			want{Outcome: frontier.Retry, Exceptions: []string{events.KindHTTPStatus}, Backoff: true}},
+		{"a 503 among good answers delays its URL only", 0, Response{Status: 503, Header: http.Header{"Retry-After": {"2"}}}, "",
+			want{Outcome: frontier.Retry, Exceptions: []string{events.KindHTTPStatus}, RetryIn: 2 * time.Second}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,7 +40,13 @@ func (s *Slave) heartbeater(ctx context.Context) {
 			InFlight: s.inFlight(), Bytes: s.bytes.Load(), RSS: rss(), PagesPerSec: rate,
 			Concurrency: s.cfg.Slave.Concurrency, State: state, MetricsAddr: s.metricsAddress(),
 			Render: s.canRender.Load(), RulesVersion: s.rulesVersion()}
-		if err := s.heartbeat(ctx, hb); err != nil {
+		// not cut short by ctx: a heartbeat abandoned mid-call may still
+		// land after the slave's leave, registering it again (Run waits
+		// for this loop to end before it leaves)
+		hbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatTimeout)
+		err := s.heartbeat(hbCtx, hb)
+		cancel()
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -58,6 +64,10 @@ func (s *Slave) heartbeater(ctx context.Context) {
 		}
 	}
 }
+
+// heartbeatTimeout bounds one heartbeat call, which a stop does not cut
+// short.
+const heartbeatTimeout = 5 * time.Second
 
 // controller is a Backend that tells a slave the admin's requests with
 // each heartbeat (frontier.Redis).

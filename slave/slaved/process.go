@@ -43,10 +43,12 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 			return c
 		}
 		if err != nil {
-			// robots.txt unreachable: disallowed for now, retried later
+			// robots.txt unreachable: disallowed for now, retried later;
+			// the host is overloaded or down: it waits too, for every slave
 			s.exception(&c, events.KindRobotsDenied, 0, "robots.txt unavailable: "+err.Error())
 			c.Outcome, c.Reason = frontier.Retry, "robots.txt unavailable"
 			c.RetryIn = s.backoff(l.Attempt, 0)
+			c.Backoff = c.RetryIn
 			return c
 		}
 		if !rules.Allowed(s.cfg.Fetch.UserAgent, u) {
@@ -178,13 +180,16 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 		d := s.throttle.observe(l.Host, res.Duration, st)
 		c.HostDelay = max(c.HostDelay, d)
 	}
+	overloaded := s.overload.observe(l.Host, st == http.StatusServiceUnavailable)
 	switch {
 	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable || st >= 500 || st == http.StatusRequestTimeout:
 		wait := s.backoff(l.Attempt, retryAfter(res.Header, s.cfg.Lease.RetryMax))
 		s.exception(&c, events.KindHTTPStatus, st, "HTTP "+strconv.Itoa(st))
 		c.Outcome, c.Reason, c.RetryIn = frontier.Retry, "http "+strconv.Itoa(st), wait
-		if st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable {
-			c.Backoff = wait // the whole host waits, for every slave
+		if st == http.StatusTooManyRequests || overloaded {
+			// the host is overloaded: the whole host waits, for every
+			// slave; a single URL's 503 delays only its retry (overload.go)
+			c.Backoff = wait
 		}
 		return c
 	case st >= 300 && st < 400:

@@ -6,7 +6,7 @@
 // fetch pool finishes in-flight fetches within slave.shutdown_timeout and
 // gives back the leases of the rest; the acker flushes every completion;
 // the lease extender stops; the event publisher flushes the proxy events;
-// the slave deregisters (a graceful leave); the heartbeater stops; then the
+// the heartbeater stops; the slave deregisters (a graceful leave); then the
 // session pool's watchers, the DNS cache's resolvers and the WARC writer
 // close.
 //
@@ -102,6 +102,7 @@ type Slave struct {
 	dups      *dupCache
 	fetcher   Fetcher
 	robots    *robotsCache
+	overload  *overload // hosts answering 503 to most requests (overload.go)
 	front     Backend
 	rdb       redis.UniversalClient
 	dns       *dnscache.Resolver // nil with Options.Fetcher
@@ -169,7 +170,7 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 	s := &Slave{cfg: cfg, opt: opt, id: opt.ID, idGiven: idGiven, host: host, log: log,
 		rl: ratelog.New(log, 30*time.Second), plan: planner, canon: planner.Canonicalizer(), scope: planner.Scope(),
 		traps:    planner.Traps(),
-		handlers: NewHandlers(), dups: newDupCache(1 << 16),
+		handlers: NewHandlers(), dups: newDupCache(1 << 16), overload: newOverload(),
 		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1),
 		token: robots.ProductToken(cfg.Fetch.UserAgent), linkOpt: linkOptions(cfg)}
@@ -278,11 +279,15 @@ func (s *Slave) Run(ctx context.Context) error {
 	go func() { defer pubWG.Done(); s.pub.run(pubCtx) }()
 
 	s.log.Info("slave joining", "crawl", s.cfg.Crawl.Name, "concurrency", s.cfg.Slave.Concurrency)
+	// the heartbeater stops before the leave: a heartbeat after it would
+	// register the slave again (and record a second join)
+	hbCtx, stopHB := context.WithCancel(bg)
+	defer stopHB()
 	var hbWG sync.WaitGroup
 	hbWG.Add(1)
-	go func() { defer hbWG.Done(); s.heartbeater(bg) }()
+	go func() { defer hbWG.Done(); s.heartbeater(hbCtx) }()
 	hbWG.Add(1)
-	go func() { defer hbWG.Done(); s.progress(bg) }()
+	go func() { defer hbWG.Done(); s.progress(hbCtx) }()
 
 	ackCtx, stopAcks := context.WithCancel(bg)
 	defer stopAcks()
@@ -337,13 +342,15 @@ func (s *Slave) Run(ctx context.Context) error {
 		stopPub()
 		<-pubDone
 	}
+	// no heartbeat in flight when the leave deregisters the slave
+	stopHB()
+	hbWG.Wait()
 	leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := s.front.Leave(leaveCtx, s.id, "graceful leave"); err != nil {
 		s.log.Warn("deregister", "err", err)
 	}
 	stopBG()
-	hbWG.Wait()
 	stopRules()
 	s.log.Info("slave left", "pages", s.pages.Load(), "errors", s.errors.Load(), "lost_acks", s.lostAcks.Load())
 	return nil

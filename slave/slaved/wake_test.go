@@ -15,16 +15,30 @@ import (
 
 // TestSeedWakesIdleSlaves starts slaves on an empty crawl with an idle
 // poll of ten minutes, then seeds it: the seed's announcement
-// (frontier.WorkMessage) wakes them, so the site is crawled without a
-// single idle poll, with 1 and 3 shards.
+// (frontier.WorkMessage) wakes them, and so do the links of each other's
+// pages, host slots freed, a host's politeness time and retries coming due
+// (a claim's wait hint), so the site is crawled without a single idle
+// poll, with 1 and 3 shards, and with a politeness delay and pages that
+// fail once (500, 429 with Retry-After).
 func TestSeedWakesIdleSlaves(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	for _, shards := range []int{1, 3} {
-		t.Run(map[int]string{1: "one shard", 3: "three shards"}[shards], func(t *testing.T) {
-			site, _, stop := startSite(t, testsite.Options{Hosts: 2, PagesPerHost: 5, Seed: 5}, 0)
+	for _, tc := range []struct {
+		name     string
+		shards   int
+		delay    time.Duration
+		specials bool
+	}{
+		{"one shard", 1, 0, false},
+		{"three shards", 3, 0, false},
+		{"delay and retries", 1, 50 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			site, _, stop := startSite(t, testsite.Options{Hosts: 2, PagesPerHost: 5, Seed: 5, Specials: tc.specials}, 0)
 			defer stop()
 			cfg := testConfig(t, site)
-			cfg.Crawl.Shards = shards
+			cfg.Crawl.Shards = tc.shards
+			cfg.Politeness.Delay = tc.delay
+			cfg.Lease.RetryBase = 200 * time.Millisecond
 			cfg.Slave.IdlePoll = 10 * time.Minute
 			cfg.Politeness.ObeyRobots = false
 			if err := cfg.Validate(); err != nil {

@@ -86,6 +86,11 @@ type Options struct {
 	// Latency is how long the site waits before answering each request
 	// (a real server's time to first byte); 0 = at once.
 	Latency time.Duration
+	// FailingHosts is how many of the site's hosts have one URL that
+	// always answers 503 with Retry-After: 2 (testsite
+	// Options.FailingHosts), linked from their root; 0 = none. It is not
+	// an expected page: time to 99% measures the rest of those hosts.
+	FailingHosts int
 	// Slaves are the slave counts crawled in turn; default 1, 2, 4.
 	Slaves []int
 	// Concurrency is the fetches in flight per slave (and colly's total);
@@ -378,7 +383,8 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		}
 	}
 	site, err := testsite.Start(testsite.Options{Hosts: opt.Hosts, PagesPerHost: opt.PagesPerHost,
-		LinksPerPage: opt.LinksPerPage, PageBytes: opt.PageBytes, Seed: SiteSeed, Latency: opt.Latency})
+		LinksPerPage: opt.LinksPerPage, PageBytes: opt.PageBytes, Seed: SiteSeed, Latency: opt.Latency,
+		FailingHosts: opt.FailingHosts})
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: %w", err)
 	}
@@ -414,8 +420,8 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if opt.SlaveBinary != "" {
 		mode = "subprocesses of " + opt.SlaveBinary
 	}
-	fmt.Fprintf(opt.Out, "bench: site %d hosts × %d pages (%d URLs, ~%d bytes each); slaves %v (%s); colly for reference\n",
-		opt.Hosts, opt.PagesPerHost, len(b.expected), opt.PageBytes, opt.Slaves, mode)
+	fmt.Fprintf(opt.Out, "bench: site %d hosts × %d pages (%d URLs, ~%d bytes each)%s; slaves %v (%s); colly for reference\n",
+		opt.Hosts, opt.PagesPerHost, len(b.expected), opt.PageBytes, failingNote(opt.FailingHosts), opt.Slaves, mode)
 
 	if opt.API {
 		dir := filepath.Join(b.tmp, "certs")

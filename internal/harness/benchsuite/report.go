@@ -53,8 +53,8 @@ func (r *Report) Markdown() string {
 	}
 	fmt.Fprintf(&sb, "# redcrawl crawl benchmark, %s\n\n", r.Date.Format("2006-01-02 15:04:05 MST"))
 	fmt.Fprintf(&sb, "- machine: %s, %d CPUs (runtime.NumCPU), %s\n", r.CPUModel, r.NumCPU, r.GoVersion)
-	fmt.Fprintf(&sb, "- site: %d hosts × %d pages (%d expected fetches), ~%d bytes per page, %d links per page, loopback\n",
-		o.Hosts, o.PagesPerHost, r.ExpectedURLs, o.PageBytes, o.LinksPerPage)
+	fmt.Fprintf(&sb, "- site: %d hosts × %d pages (%d expected fetches), ~%d bytes per page, %d links per page%s, loopback\n",
+		o.Hosts, o.PagesPerHost, r.ExpectedURLs, o.PageBytes, o.LinksPerPage, failingNote(o.FailingHosts))
 	fmt.Fprintf(&sb, "- crawlers: %d fetches in flight per slave (colly: in all), %d per host, delay 0, robots off, content dedup on, WARC and rendering off; slaves %s; slave.idle_poll %v, master quiescence %v (taken off)\n",
 		o.Concurrency, o.HostConcurrency, mode, o.Config.Slave.IdlePoll, Quiescence)
 	fmt.Fprintf(&sb, "- Redis %s at %s; MySQL %s\n\n", r.RedisVersion, redisHost(o.Config.Redis.URL), dsnHost(o.Config.MySQL.DSN))
@@ -364,4 +364,13 @@ func (r *Report) apiMarkdown(sb *strings.Builder) {
 		fmt.Fprintf(sb, "- %d slave(s): %s (median %s)\n", n, fmtList(xs), fmtF(median(xs), 2))
 	}
 	sb.WriteString("\n")
+}
+
+// failingNote describes the failing hosts (Options.FailingHosts), "" when
+// none.
+func failingNote(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d host(s) with a URL that always answers 503 (Retry-After: 2)", n)
 }

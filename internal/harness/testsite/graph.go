@@ -17,6 +17,7 @@ const (
 	kindHostile                // the hub /hostile/ on host 0, not part of Expected
 	kindShop                   // the catalogue /shop/ on host 1, not part of Expected
 	kindMeta                   // the hub /meta/ on host 0, not part of Expected
+	kindFailing                // /status/503 on a failing host, not part of Expected
 )
 
 // redirectHops is the length of the redirect chain.
@@ -52,6 +53,8 @@ func (t target) path() string {
 		return shopPrefix
 	case kindMeta:
 		return metaPrefix
+	case kindFailing:
+		return FailingPath
 	}
 	return ""
 }
@@ -185,6 +188,9 @@ func (s *Site) build(pi *pageInfo, host, n int) {
 	if n == 0 && host == 0 && o.Meta {
 		add(target{kind: kindMeta}, formPlain)
 	}
+	if n == 0 && host < o.FailingHosts {
+		add(target{kind: kindFailing, host: host}, formPlain)
+	}
 	if n == 0 && host == shopHost && o.Dynamic {
 		add(target{kind: kindShop, host: shopHost}, formPlain)
 	}
@@ -237,7 +243,7 @@ func (s *Site) crawlable(t target) bool {
 	case kindPage, kindRedirect, kindFlaky, kindMissing, kindRetryAfter:
 		return true
 	}
-	return false // private pages (robots.txt), hostile and dynamic pages, non-HTTP links
+	return false // private pages (robots.txt), hostile, dynamic and failing pages, non-HTTP links
 }
 
 // requests is how many requests a correct crawler makes to t: one, or two
@@ -257,8 +263,9 @@ func (s *Site) url(t target) string { return s.hosts[t.host].root + t.path() }
 // unlimited, honouring robots.txt), the number of requests it makes: 1
 // for every page, redirect hop and /missing, 2 for /flaky and
 // /retry-after (a failure, then a success). /robots.txt, /private/
-// pages, the hostile pages (Options.Hostile) and the dynamic pages
-// (Options.Dynamic) are not included. Keys
+// pages, the hostile pages (Options.Hostile), the dynamic pages
+// (Options.Dynamic) and the failing pages (Options.FailingHosts) are not
+// included. Keys
 // are canonical absolute URLs, as PageURL and the site's plain links
 // write them. The map is computed by a breadth-first search of the graph
 // and is the caller's to keep.

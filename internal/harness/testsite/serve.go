@@ -26,6 +26,7 @@ const (
 	routeShop
 	routeMeta
 	routeSitemap
+	routeFailing
 )
 
 // route is a parsed request.
@@ -84,6 +85,9 @@ func (s *Site) route(host int, method, path, query string) route {
 		if rest, ok := strings.CutPrefix(path, shopPrefix); ok {
 			return route{kind: routeShop, sp: s.shopRoute(rest, query)}
 		}
+	}
+	if host < o.FailingHosts && path == FailingPath {
+		return route{kind: routeFailing}
 	}
 	if host == 0 && o.Specials {
 		switch path {
@@ -147,6 +151,8 @@ func (s *Site) status(rt route) int {
 		return rt.sp.status
 	case routeMeta:
 		return metaStatus(rt.rest)
+	case routeFailing:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusOK
 }
@@ -264,6 +270,10 @@ func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hdr.Set("Retry-After", "1")
 		ctype = text
 		b.WriteString("too many requests, retry after 1 second\n")
+	case status == http.StatusServiceUnavailable:
+		hdr.Set("Retry-After", strconv.Itoa(int(FailingRetryAfter/time.Second)))
+		ctype = text
+		b.WriteString("service unavailable, retry after 2 seconds (always)\n")
 	case rt.kind == routeFlaky:
 		renderLeaf(b, "Flaky", "This page failed once and works now.")
 	case rt.kind == routeRetryAfter:

@@ -59,6 +59,13 @@ const (
 // RobotsTxt is the body of /robots.txt when Options.Robots is set.
 const RobotsTxt = "User-agent: *\nDisallow: /private/\n"
 
+// FailingPath is the page that always answers 503 on the failing hosts
+// (Options.FailingHosts), with a Retry-After of FailingRetryAfter.
+const (
+	FailingPath       = "/status/503"
+	FailingRetryAfter = 2 * time.Second
+)
+
 // Options configure a Site. Zero fields take the defaults documented on
 // each field.
 type Options struct {
@@ -137,6 +144,12 @@ type Options struct {
 	// to hostile sitemaps. Site.Sitemaps describes them. They are not part
 	// of Expected.
 	Sitemaps bool
+	// FailingHosts makes hosts 0 to FailingHosts-1 serve /status/503,
+	// linked from their root, which always answers 503 Service
+	// Unavailable with "Retry-After: 2" (FailingRetryAfter): one broken
+	// URL on an otherwise healthy host. It is not part of Expected: a
+	// crawler's outcome on it is checked through Hits.
+	FailingHosts int
 	// Validators makes ordinary pages carry an ETag and a Last-Modified
 	// and answer a conditional request that matches them with 304 Not
 	// Modified (revisions.go). Without it the site ignores conditional
@@ -179,6 +192,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("negative latency %v", o.Latency)
 	case o.Dynamic && o.Hosts < 2:
 		return o, fmt.Errorf("dynamic pages need at least 2 hosts, have %d", o.Hosts)
+	case o.FailingHosts < 0 || o.FailingHosts > o.Hosts:
+		return o, fmt.Errorf("failing hosts %d out of range 0..%d (the hosts)", o.FailingHosts, o.Hosts)
 	}
 	if o.CrossHostRatio < 0 {
 		o.CrossHostRatio = 0

@@ -343,6 +343,32 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
+// TestFailingHosts: the failing hosts' roots link to /status/503, which
+// always answers 503 with Retry-After: 2; other hosts have no such page,
+// and Expected leaves it out.
+func TestFailingHosts(t *testing.T) {
+	s := start(t, Options{Hosts: 3, PagesPerHost: 5, FailingHosts: 2})
+	c := newClient(t)
+	for i, root := range s.HostURLs() {
+		u := strings.TrimSuffix(root, "/") + FailingPath
+		want, ra := 503, "2"
+		if i >= 2 {
+			want, ra = 404, ""
+		}
+		for range 2 {
+			if r := fetch(t, c, u); r.status != want || r.header.Get("Retry-After") != ra {
+				t.Errorf("host %d: %d Retry-After %q, want %d and %q", i, r.status, r.header.Get("Retry-After"), want, ra)
+			}
+		}
+		if r := fetch(t, c, root); strings.Contains(string(r.body), FailingPath) != (i < 2) {
+			t.Errorf("host %d: root links to %s: %v", i, FailingPath, !(i < 2))
+		}
+		if _, ok := s.Expected()[u]; ok {
+			t.Errorf("%s in Expected", u)
+		}
+	}
+}
+
 func TestGzip(t *testing.T) {
 	s := start(t, Options{Gzip: true, Seed: 5})
 	c := newClient(t)
@@ -578,6 +604,7 @@ func TestInvalidOptions(t *testing.T) {
 	for _, o := range []Options{
 		{Hosts: -1}, {Hosts: 255}, {Port: -1}, {Port: 70000}, {PagesPerHost: -3},
 		{LinksPerPage: -1}, {CrossHostRatio: 1.5}, {PageBytes: -1}, {Latency: -time.Second},
+		{Hosts: 2, FailingHosts: 3}, {FailingHosts: -1},
 	} {
 		if s, err := Start(o); err == nil {
 			s.Close()

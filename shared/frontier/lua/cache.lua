@@ -283,23 +283,40 @@ local function flush_events()
   ev_buf = {}
 end
 
--- Idle slaves wait for work rather than poll for it. A claim that finds
--- nothing claimable while work is in flight (its busy answer) marks the
--- shard's meta wait_since; a call that leaves a host claimable that was
--- not then publishes frontier.WorkMessage on the crawl's work channel
--- (Keys.WorkChannel), which every slave follows, and clears the mark, so the waiting slaves
--- claim at once and a crawl where no slave waits publishes nothing. The
--- mark costs a call one HGET, and only when it made a host claimable.
+-- Idle slaves wait for work rather than poll for it. A claim that leases
+-- fewer tasks than asked marks the shard's meta wait_until: the time by
+-- which its slave looks again anyway (the claim's hint; WAIT_FOREVER from
+-- now when it has none), the latest of the marks. A call that makes a host
+-- claimable sooner than that (a host added to a ready set with an earlier
+-- score) publishes frontier.WorkMessage on the crawl's work channel
+-- (Keys.WorkChannel), which every slave follows, and clears the mark, so
+-- the waiting slaves claim at once; a crawl where no slave waits publishes
+-- nothing, nor does a host readied after the time the waiters look again.
+-- The mark costs a claim that came short an HGET and an HSET, and a call
+-- that made a host claimable one HGET.
+local WAIT_FOREVER = 3600000
+local function mark_waiting(now, hint)
+  local until_ms = now + WAIT_FOREVER
+  if hint >= 0 then until_ms = now + hint end
+  local cur = tonumber(redis.call('HGET', K_META, 'wait_until') or '0') or 0
+  if cur < until_ms then redis.call('HSET', K_META, 'wait_until', until_ms) end
+end
 local function wake_waiters()
-  local any = false
+  local soonest
   for _, rh in ipairs(readied) do
-    if in_ready[rh[1]][rh[2]] then
-      any = true
-      break
-    end
+    local sc = in_ready[rh[1]][rh[2]]
+    if sc and (soonest == nil or sc < soonest) then soonest = sc end
   end
-  if not any or not redis.call('HGET', K_META, 'wait_since') then return end
-  redis.call('HDEL', K_META, 'wait_since')
+  if not soonest then return end
+  local mark = tonumber(redis.call('HGET', K_META, 'wait_until') or '')
+  if not mark then return end
+  if mark <= now_ms() then
+    -- the waiters have looked again already
+    redis.call('HDEL', K_META, 'wait_until')
+    return
+  end
+  if soonest >= mark then return end
+  redis.call('HDEL', K_META, 'wait_until')
   redis.call('PUBLISH', 'crawl:{' .. CRAWL .. '}:work', WORK_MESSAGE)
 end
 

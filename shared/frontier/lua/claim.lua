@@ -250,22 +250,24 @@ local function claim_tasks(slave, maxn, render, now)
       if #first > 0 and (earliest == nil or tonumber(first[2]) < earliest) then earliest = tonumber(first[2]) end
     end
   end
+  -- a retry coming due is work too (the claim then due moves it back)
+  local retry = redis.call('ZRANGE', K_RETRY, 0, 0, 'WITHSCORES')
+  if #retry > 0 and (earliest == nil or tonumber(retry[2]) < earliest) then earliest = tonumber(retry[2]) end
+  local hint
   if earliest == nil then
     -- -2: work is queued but every host with some is at its concurrency (a
     -- lease ending frees a slot), or nothing is queued while requests are
     -- in flight (their acks bring the next links: a crawl starting or
     -- thinning out); -1: nothing queued and nothing in flight
     local nq = tonumber(redis.call('HGET', K_STATS, 'queued') or '0') + (stat_delta['queued'] or 0)
-    if nq > 0 or redis.call('EXISTS', K_HINFL) == 1 then
-      out[#out + 1] = -2
-      -- the slave waits for a host to be made claimable (wake_waiters)
-      redis.call('HSET', K_META, 'wait_since', now)
-    else
-      out[#out + 1] = -1
-    end
+    if nq > 0 or redis.call('EXISTS', K_HINFL) == 1 then hint = -2 else hint = -1 end
   else
-    out[#out + 1] = math.max(0, earliest - now)
+    hint = math.max(0, earliest - now)
   end
+  out[#out + 1] = hint
+  -- a slave that got fewer tasks than it asked for waits: until the hint's
+  -- time at most, else for an announcement (wake_waiters)
+  if n < maxn and hint ~= 0 then mark_waiting(now, hint) end
   out[#out + 1] = redis.call('HGET', K.RULES, 'version') or ''
   --[[mark:k_hint]]
   finish()

@@ -25,7 +25,8 @@ end
 --
 -- KEYS: the meta key.
 -- ARGV: prefix, quiescence_ms.
--- Returns: 1 when finished, else 0.
+-- Returns: 1 when finished, 2 when idle but not yet for the window, else
+-- 0.
 register('finish', function()
   master_only()
   arg_count(2)
@@ -39,13 +40,13 @@ register('finish', function()
   local since = redis.call('HGET', K.FINISH, 'idle_since')
   if not since then
     redis.call('HSET', K.FINISH, 'idle_since', now)
-    return 0
+    return 2
   end
   if now - tonumber(since) >= q then
     redis.call('HSET', K.FINISH, 'finished', now)
     return 1
   end
-  return 0
+  return 2
 end, {settings = false})
 
 -- idle: whether a shard is idle (idle_now), and its work counter (meta
@@ -69,7 +70,8 @@ end, {settings = false, flags = {'no-writes'}})
 --
 -- KEYS: the meta key of shard 0.
 -- ARGV: prefix, idle (1 or 0), sig, quiescence_ms.
--- Returns: 1 when finished, else 0.
+-- Returns: 1 when finished, 2 when idle but not yet for the window, else
+-- 0.
 register('finish_sharded', function()
   master_only()
   arg_count(4)
@@ -83,11 +85,11 @@ register('finish_sharded', function()
   local st = redis.call('HMGET', K.FINISH, 'idle_since', 'idle_sig')
   if not st[1] or st[2] ~= sig then
     redis.call('HSET', K.FINISH, 'idle_since', now, 'idle_sig', sig)
-    return 0
+    return 2
   end
   if now - tonumber(st[1]) >= q then
     redis.call('HSET', K.FINISH, 'finished', now)
     return 1
   end
-  return 0
+  return 2
 end, {settings = false})
