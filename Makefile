@@ -4,7 +4,7 @@ BIN     := bin
 PKGS    := ./...
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test test-race bench demo services vet fmt clean release test-pi
+.PHONY: all build test test-race bench demo services test-services vet fmt clean release test-pi
 
 all: build
 
@@ -17,13 +17,17 @@ build:
 services:
 	@bash .ci/services
 
+## test-services: services, and Chromium (rendering tests) and qemu-user-static (the Raspberry Pi test)
+test-services:
+	@bash .ci/services chromium qemu
+
 ## test: the whole suite against the real Redis and MariaDB
-test: services
+test: test-services
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
 ## test-race: the suite under the race detector
-test-race: services
+test-race: test-services
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
 ## bench: the crawl benchmark against plain colly (1, 2 and 4 slave processes, 4 rounds alternating their order, medians; results/;
@@ -53,7 +57,8 @@ bench: services build
 	$(GO) test -run '^$$' -bench . -benchmem ./shared/robots/ ./shared/urlx/ ./slave/content/ ./slave/dnscache/ ./slave/warc/ ./slave/session/ ./slave/banker/ ./shared/rules/ ./shared/extract/ ./slave/render/
 	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/broad --broad --broad-many 100
 
-## demo: crawl a built-in demo site on loopback with a master and two slaves
+## demo: crawl a built-in demo site on loopback with a master and two slaves, then remove its crawl (needs only Redis and MariaDB;
+## Chromium, when installed, renders the demo shop)
 demo: services build
 	$(BIN)/master demo --config config.yaml --slaves 2
 
@@ -75,7 +80,7 @@ release:
 	bash deploy/release.sh '$(VERSION)' $(BIN)/release
 
 ## test-pi: the arm64 slave under qemu-user-static crawls the demo site (slave/pi)
-test-pi: services
+test-pi: test-services
 	$(GO) test -count=1 -v -timeout 10m ./slave/pi/
 
 fmt:

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -92,11 +91,10 @@ func adminCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.
 	if cfg == nil {
 		return code
 	}
-	slog.SetDefault(cfg.NewLogger(stderr))
+	setLogger(cfg.NewLogger(stderr))
 	b, closeFn, err := masterd.OpenBackend(ctx, cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "master %s: %v\n", cmd, err)
-		return 1
+		return commandErr(stderr, "master "+cmd, err)
 	}
 	defer closeFn()
 	name := cfg.Crawl.Name
@@ -240,4 +238,31 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+func dashboardLinkCmd(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	f := cli.New("master dashboard-link", `usage: master dashboard-link [--config config.yaml] [--ttl 10m]
+
+Print a one-time login link to the dashboard (admin.listen): opened once,
+in a browser, a headless one or a script, before --ttl passes, the master
+exchanges it for the login cookie. Made with admin.token; the master
+refuses it once used.
+`, stdout, stderr)
+	cfgPath := f.String("config", "config.yaml", "config file")
+	ttl := f.Duration("ttl", 10*time.Minute, "how long the link is valid (at most 1h)")
+	cfg, _, code := setup(f, args, cfgPath, nil, stderr)
+	if cfg == nil {
+		return code
+	}
+	if f.NArg() > 0 {
+		fmt.Fprintf(stderr, "master dashboard-link: unexpected arguments %q\n", f.Args())
+		return 2
+	}
+	link, err := masterd.DashboardLink(cfg, *ttl)
+	if err != nil {
+		fmt.Fprintf(stderr, "master dashboard-link: %v\n", err)
+		return 2
+	}
+	fmt.Fprintln(stdout, link)
+	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/cli"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/rules"
 )
 
@@ -35,7 +37,16 @@ Supervise the crawl: migrations, lost tasks, slaves, events to MySQL.
 		fmt.Fprintf(stderr, "master run: unexpected arguments %q\n", f.Args())
 		return 2
 	}
-	if err := masterd.New(cfg, masterd.Options{ExitWhenDone: *exitWhenDone, Logger: log}).Run(ctx); err != nil {
+	opt := masterd.Options{ExitWhenDone: *exitWhenDone, Logger: log}
+	if *exitWhenDone {
+		opt.Summary = stdout // the crawl's stats once it is finished
+	}
+	if err := masterd.New(cfg, opt).Run(ctx); err != nil {
+		var se *retry.StartError
+		if errors.As(err, &se) { // one line that says what to check
+			fmt.Fprintf(stderr, "master: %v\n", err)
+			return 1
+		}
 		log.Error("master failed", "err", err)
 		return 1
 	}
@@ -86,8 +97,7 @@ every recorded page again now, conditionally (README: Incremental recrawls).
 		}
 		n, err := masterd.Recrawl(ctx, cfg)
 		if err != nil {
-			fmt.Fprintf(stderr, "master seed --recrawl: %v\n", err)
-			return 1
+			return commandErr(stderr, "master seed --recrawl", err)
 		}
 		fmt.Fprintf(stdout, "crawl %s: recrawl started, %d pages enqueued\n", cfg.Crawl.Name, n)
 		return 0
@@ -133,8 +143,7 @@ Show the crawl's counters.
 	}
 	st, err := masterd.Status(ctx, cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "master status: %v\n", err)
-		return 1
+		return commandErr(stderr, "master status", err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -159,6 +168,9 @@ Show the crawl's counters.
 		st.Crawl, st.Queued, st.RenderQueued, st.InFlight, st.Retry, st.Done, st.Failed, st.Seen, st.Lost, st.Duplicates,
 		st.TrapDropped, st.SlavesAlive, st.RenderSlaves, st.PagesPerSec, rv, st.Paused, st.Finished)
 	fmt.Fprintf(tw, "shards\t%s\n", shards)
+	if n := st.PrivateRefused; n != nil && *n > 0 {
+		fmt.Fprintf(tw, "private addresses refused\t%d (set fetch.allow_private_networks: true to crawl loopback or intranet sites)\n", *n)
+	}
 	if only, due := st.OnlyRetries(time.Now()); only {
 		fmt.Fprintf(tw, "waiting\tonly on %d retries; the next is due in %s\n", st.Retry, due.Round(100*time.Millisecond))
 	} else if st.Retry > 0 && st.NextRetryAt > 0 {
@@ -173,11 +185,12 @@ Show the crawl's counters.
 		fmt.Fprintf(tw, "recrawl\trun %d: counts unavailable (%s)\n", st.RecrawlRun, st.RecrawlError)
 	}
 	tw.Flush()
+	printSummary(stdout, st.Summary, st.SummaryError)
 	return 0
 }
 
 func exportCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	f := cli.New("master export", `usage: master export [--config config.yaml] --crawl NAME [--rule R] [--item I] --format jsonl|csv [--out FILE]
+	f := cli.New("master export", `usage: master export [--config config.yaml] [--crawl NAME] [--rule R] [--item I] --format jsonl|csv [--out FILE]
 
 Stream extracted items out of MySQL.
 `, stdout, stderr)
@@ -189,10 +202,6 @@ Stream extracted items out of MySQL.
 	cfg, _, code := setup(f, args, cfgPath, crawl, stderr)
 	if cfg == nil {
 		return code
-	}
-	if *crawl == "" {
-		fmt.Fprintln(stderr, "master export: --crawl is required")
-		return 2
 	}
 	if *format != "jsonl" && *format != "csv" {
 		fmt.Fprintf(stderr, "master export: --format %q must be jsonl or csv\n", *format)
@@ -211,8 +220,10 @@ Stream extracted items out of MySQL.
 	n, err := masterd.Export(ctx, cfg, masterd.ExportOptions{Crawl: cfg.Crawl.Name, Rule: *rule, Item: *item,
 		Format: *format}, w)
 	if err != nil {
-		fmt.Fprintf(stderr, "master export: %v\n", err)
-		return 1
+		if *out != "" && n == 0 {
+			os.Remove(*out) // nothing exported: leave no empty file
+		}
+		return commandErr(stderr, "master export", err)
 	}
 	fmt.Fprintf(stderr, "exported %d items\n", n)
 	return 0
@@ -271,6 +282,28 @@ func rulesCheck(cfgPath string, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: %d files, %d rule sets, version %s\n", dir, len(set.Files), len(set.Sets), set.Version)
 	return 0
+}
+
+// printSummary prints a crawl's stats after a blank line, or why they are
+// missing.
+func printSummary(w io.Writer, sum *masterd.CrawlStats, why string) {
+	fmt.Fprintln(w)
+	if sum == nil {
+		fmt.Fprintf(w, "stats from mysql unavailable: %s\n", why)
+		return
+	}
+	sum.Render(w)
+}
+
+// commandErr prints a command's error and returns its exit status: 2 for
+// an unknown crawl (bad usage), 1 otherwise.
+func commandErr(stderr io.Writer, cmd string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+	var uc *masterd.UnknownCrawlError
+	if errors.As(err, &uc) {
+		return 2
+	}
+	return 1
 }
 
 func readLines(path string, stdin io.Reader) ([]string, error) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
 	"github.com/redcrawl/redcrawl/internal/harness/demo"
-	"github.com/redcrawl/redcrawl/internal/harness/slaveproc"
+	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/shared/cli"
 	"github.com/redcrawl/redcrawl/shared/config"
 )
@@ -39,16 +39,18 @@ func slaveBinaryOf(flagValue string) (string, error) {
 }
 
 func demoCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	f := cli.New("master demo", `usage: master demo [--config config.yaml] [--hosts N] [--pages N] [--slaves N] [--slave-binary bin/slave]
+	f := cli.New("master demo", `usage: master demo [--config config.yaml] [--hosts N] [--pages N] [--slaves N] [--slave-binary bin/slave] [--keep]
 
 Crawl a built-in demo site on loopback (127.0.0.2…) with a master in this
 process and slaves that are processes of the slave binary, against the
-configured Redis and MySQL, then summarize.
+configured Redis and MySQL, then summarize. At the end the demo crawl's
+Redis keys, MySQL rows and WARC files are removed, unless --keep.
 `, stdout, stderr)
 	cfgPath := f.String("config", "config.yaml", "config file")
 	hosts := f.Int("hosts", 5, "number of demo hosts on 127.0.0.x")
 	pages := f.Int("pages", 60, "pages per host")
 	slaves := f.Int("slaves", 2, "number of slaves")
+	keep := f.Bool("keep", false, "keep the demo crawl's Redis keys, MySQL rows and WARC files")
 	slaveBinary := slaveBinaryFlag(f)
 	cfg, log, code := setup(f, args, cfgPath, nil, stderr)
 	if cfg == nil {
@@ -60,7 +62,7 @@ configured Redis and MySQL, then summarize.
 		return 2
 	}
 	opt := demo.Options{Hosts: *hosts, PagesPerHost: *pages, Slaves: *slaves, SlaveBinary: bin,
-		Logger: log, Out: stdout, SlaveOutput: stderr}
+		Logger: log, Out: stdout, SlaveOutput: stderr, Keep: *keep}
 	if err := demo.Run(ctx, cfg, opt); err != nil {
 		fmt.Fprintf(stderr, "master demo: %v\n", err)
 		return 1

@@ -49,7 +49,7 @@ func TestSeedHelp(t *testing.T) {
 // TestCommandHelp checks every command's -h: its own usage on stdout,
 // exit 0, and --crawl on every command that reads a crawl.
 func TestCommandHelp(t *testing.T) {
-	readsCrawl := map[string]bool{"run": true, "seed": true, "status": true, "export": true, "acl": true}
+	readsCrawl := map[string]bool{"run": true, "seed": true, "status": true, "export": true, "acl": true, "crawl": true}
 	for name := range adminCommands {
 		readsCrawl[name] = true
 	}

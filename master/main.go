@@ -1,13 +1,14 @@
 // Command master runs and administers a redcrawl crawl.
 //
+//	master crawl  [--config config.yaml] [--crawl NAME] [--slaves N] [-o items.jsonl|.json|.csv] [--item-fields a,b] URL...
 //	master run    [--config config.yaml] [--crawl NAME] [--exit-when-done]
 //	master seed   [--config config.yaml] [--crawl NAME] URL... | --file FILE | --recrawl
 //	master status [--config config.yaml] [--crawl NAME] [--json]
-//	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N] [--slave-binary bin/slave]
+//	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N] [--slave-binary bin/slave] [--keep]
 //	master bench  [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results]
 //	master rules check [--config config.yaml] [DIR]
 //	master migrate [--config config.yaml]
-//	master export [--config config.yaml] --crawl NAME [--rule R] [--item I] --format jsonl|csv [--out FILE]
+//	master export [--config config.yaml] [--crawl NAME] [--rule R] [--item I] --format jsonl|csv [--out FILE]
 //	master exceptions [--crawl NAME] [--since 1h] [--kind K] [--host H] [--slave S] [--json]
 //	master lost | slaves [--crawl NAME] [--json]
 //	master pause | resume [--crawl NAME]
@@ -15,6 +16,7 @@
 //	master drain --slave ID | retire-proxy --proxy URL [--crawl NAME]
 //	master acl --crawl NAME [--role slave|master|admin] [--slave ID] [--password-file F]
 //	master acl --mysql [...]
+//	master dashboard-link [--config config.yaml] [--ttl 10m]
 //	master token issue --slave ID [--out FILE] | revoke --slave ID | list [--crawl NAME]
 //
 // Each command has its own flags: "master COMMAND -h" prints them and
@@ -30,18 +32,25 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/cli"
+	"github.com/redcrawl/redcrawl/shared/clientlog"
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
 const usage = `usage: master <command> [flags]
 
 commands:
+  crawl URL...
+          crawl a site with one command: seeds, a master and --slaves N local slaves
+          until the crawl is finished, a progress line, the items to -o FILE (.jsonl,
+          .json or .csv; --item-fields a,b for flat rows), then the crawl's stats;
+          exit 0 when pages were fetched, 1 when nothing was
   run     supervise the crawl (migrations, lost tasks, slaves, events to MySQL)
   seed    add seed URLs (arguments, or --file FILE with one URL a line, - for stdin),
           recorded in MySQL, then enqueued (README: Recorded seeds);
           --recrawl: fetch every recorded page again now, conditionally (README: Incremental recrawls)
-  status  show the crawl's counters (--json for machine-readable output)
+  status  show the crawl's counters and stats (--json for machine-readable output)
   demo    crawl a built-in demo site on loopback with a master and slaves (processes of
           the slave binary beside this master), then summarize
   bench   crawl a synthetic site with 1, 2 and 4 slaves and with plain colly; write a
@@ -56,6 +65,9 @@ commands:
           print the Redis ACL rules of a role of a crawl (one user per slave)
   acl --mysql [--user U] [--host H] [--database D] [--migrate-user M] [--password-file F]
           print the MySQL/MariaDB users and GRANTs of least privilege
+  dashboard-link [--ttl 10m]
+          print a one-time login link to the dashboard (a browser, headless or not, or a
+          script opens it once and is logged in)
   token issue --slave ID [--out FILE] | revoke --slave ID | list
           the work API's tokens: a slave on a machine you do not trust holds one and no
           Redis or MySQL credential (api.listen, slave.api.urls)
@@ -80,6 +92,7 @@ Run "master <command> -h" for the command's flags.
 // reads its own flags from args.
 var commands = map[string]func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int{
 	"run":     runCmd,
+	"crawl":   crawlCmd,
 	"seed":    seedCmd,
 	"status":  statusCmd,
 	"export":  exportCmd,
@@ -88,6 +101,8 @@ var commands = map[string]func(ctx context.Context, args []string, stdin io.Read
 	"demo":    demoCmd,
 	"bench":   benchCmd,
 	"token":   tokenCmd,
+	// dashboard-link prints a one-time login link to the dashboard
+	"dashboard-link": dashboardLinkCmd,
 }
 
 func main() {
@@ -141,8 +156,16 @@ func setup(f *cli.Flags, args []string, cfgPath, crawl *string, stderr io.Writer
 		return nil, nil, code
 	}
 	log = cfg.NewLogger(stderr)
-	slog.SetDefault(log)
+	setLogger(log)
 	return cfg, log, 0
+}
+
+// setLogger makes log the default logger, the Redis client's and the
+// MySQL driver's (rate-limited: shared/clientlog).
+func setLogger(log *slog.Logger) {
+	slog.SetDefault(log)
+	clientlog.InstallRedis(log)
+	store.InstallDriverLogger(log)
 }
 
 // loadConfig loads the config file with crawl (when not "") as

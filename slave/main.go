@@ -1,6 +1,6 @@
 // Command slave joins a redcrawl crawl and fetches its pages.
 //
-//	slave run [--config config.yaml] [--crawl NAME] [--id ID] [--concurrency N]
+//	slave run [--config config.yaml] [--crawl NAME] [--id ID] [--concurrency N] [--exit-when-done]
 //
 // SIGINT or SIGTERM is a graceful leave: the slave stops claiming,
 // finishes its fetches within slave.shutdown_timeout, gives back the rest
@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,16 +20,19 @@ import (
 	"syscall"
 
 	"github.com/redcrawl/redcrawl/shared/cli"
+	"github.com/redcrawl/redcrawl/shared/clientlog"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
 // runUsage is slave run's usage, above its flags.
-const runUsage = `usage: slave run [--config config.yaml] [--crawl NAME] [--id ID] [--concurrency N]
+const runUsage = `usage: slave run [--config config.yaml] [--crawl NAME] [--id ID] [--concurrency N] [--exit-when-done]
 
 Join the crawl and fetch its pages until SIGINT or SIGTERM (a graceful
 leave: finish the fetches within slave.shutdown_timeout, give back the
-rest) or the admin's drain.
+rest), the admin's drain or, with --exit-when-done, the crawl's end
+(exit 0 once the master declared it finished).
 `
 
 const usage = runUsage + `
@@ -53,6 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	crawl := fs.String("crawl", "", "crawl name (overrides crawl.name)")
 	id := fs.String("id", "", "slave id (default host-pid-random)")
 	conc := fs.Int("concurrency", 0, "fetches in flight (overrides slave.concurrency)")
+	exitWhenDone := fs.Bool("exit-when-done", false, "leave and exit 0 once the crawl is finished")
 	if code, ok := fs.Parse(args[1:]); !ok {
 		return code
 	}
@@ -76,17 +81,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log := cfg.NewLogger(stderr)
 	slog.SetDefault(log)
+	clientlog.InstallRedis(log) // go-redis's lines rate-limited as ours
 	if lim := cfg.SlaveMemoryLimit(); lim > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(lim)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	s, err := slaved.New(cfg, slaved.Options{ID: *id, Logger: log})
+	s, err := slaved.New(cfg, slaved.Options{ID: *id, Logger: log, ExitWhenDone: *exitWhenDone})
 	if err != nil {
 		fmt.Fprintf(stderr, "slave: %v\n", err)
 		return 2
 	}
 	if err := s.Run(ctx); err != nil {
+		var se *retry.StartError
+		if errors.As(err, &se) { // one line that says what to check
+			fmt.Fprintf(stderr, "slave: %v\n", err)
+			return 1
+		}
 		log.Error("slave failed", "err", err)
 		return 1
 	}

@@ -3,7 +3,10 @@ package masterd
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/master/internal/admin"
 	"github.com/redcrawl/redcrawl/master/store"
@@ -23,6 +26,31 @@ type backend struct {
 	rules func() rulesState
 	// schedules lists the recrawl schedules with their runs (nil: none).
 	schedules func() []admin.ScheduleView
+	// rdb, when set, lists the other crawls of the Redis for the
+	// dashboard, whose names are cached for crawlsTTL (a SCAN of the
+	// keyspace)
+	rdb      redis.UniversalClient
+	crawlsMu sync.Mutex
+	crawls   []string
+	crawlsAt time.Time
+}
+
+// crawlsTTL is how long the dashboard reuses the list of crawls.
+const crawlsTTL = 30 * time.Second
+
+// crawlNames lists the crawls of the Redis, cached for crawlsTTL.
+func (b *backend) crawlNames(ctx context.Context) ([]string, error) {
+	b.crawlsMu.Lock()
+	defer b.crawlsMu.Unlock()
+	if b.crawls != nil && time.Since(b.crawlsAt) < crawlsTTL {
+		return b.crawls, nil
+	}
+	names, err := frontier.Crawls(ctx, b.rdb)
+	if err != nil {
+		return nil, err
+	}
+	b.crawls, b.crawlsAt = names, time.Now()
+	return names, nil
 }
 
 var _ admin.Backend = (*backend)(nil)
@@ -42,6 +70,7 @@ func (b *backend) Overview(ctx context.Context) (admin.Overview, error) {
 			Unchanged: rs.Unchanged, Changed: rs.Changed, New: rs.New}
 	}
 	ov := admin.Overview{Now: snap.Now, Crawls: []admin.CrawlView{cv}, Slaves: []admin.SlaveView{}}
+	ov.Crawls = append(ov.Crawls, b.otherCrawls(ctx)...)
 	for _, s := range snap.Slaves {
 		ov.Slaves = append(ov.Slaves, admin.SlaveView{Heartbeat: s.Heartbeat, LastSeen: s.LastSeen,
 			Alive: snap.Now.Sub(s.LastSeen) < b.cfg.Master.DeadAfter, Draining: snap.Draining[s.Slave]})
@@ -60,6 +89,37 @@ func (b *backend) Overview(ctx context.Context) (admin.Overview, error) {
 		}
 	}
 	return ov, nil
+}
+
+// maxOtherCrawls bounds the other crawls the dashboard lists.
+const maxOtherCrawls = 200
+
+// otherCrawls are the crawls of this Redis but this master's, read without
+// opening them (frontier.PeekSnapshot), at most maxOtherCrawls; none when
+// they cannot be listed (a Redis user may not SCAN).
+func (b *backend) otherCrawls(ctx context.Context) []admin.CrawlView {
+	if b.rdb == nil {
+		return nil
+	}
+	names, err := b.crawlNames(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []admin.CrawlView
+	for _, n := range names {
+		if n == b.cfg.Crawl.Name {
+			continue
+		}
+		if len(out) == maxOtherCrawls {
+			break
+		}
+		snap, err := frontier.PeekSnapshot(ctx, b.rdb, n)
+		if err != nil {
+			continue
+		}
+		out = append(out, admin.CrawlView{Stats: snap.Stats, Paused: snap.Paused, Other: true, Schedules: []admin.ScheduleView{}})
+	}
+	return out
 }
 
 // Series implements admin.Backend from the pages stored in MySQL, so it
@@ -221,13 +281,13 @@ func (b *backend) checkCrawl(crawl string) error {
 // the admin backend over them (the CLI's admin commands); close releases
 // the connections. The rule files are read from rules.dir for seeding.
 func OpenBackend(ctx context.Context, cfg *config.Config) (admin.Backend, func(), error) {
-	f, closeFront, err := open(ctx, cfg)
+	st, err := openStoreOnce(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := OpenStore(ctx, cfg)
+	f, closeFront, err := openExisting(ctx, cfg, st)
 	if err != nil {
-		closeFront()
+		st.Close()
 		return nil, nil, err
 	}
 	b := &backend{cfg: cfg, front: f, store: st}

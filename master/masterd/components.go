@@ -144,7 +144,9 @@ func (m *monitor) run(ctx context.Context) {
 	}
 }
 
-// finisher decides when the crawl is finished and logs progress.
+// finisher decides when the crawl is finished and logs progress. A crawl
+// that never had work (nothing seen, done or failed) is not finished: the
+// finisher waits for its seeds, and says so once.
 type finisher struct {
 	front         *frontier.Redis
 	owned         func() []int // the shards this master serves: shard 0's decides
@@ -167,7 +169,7 @@ func (f *finisher) run(ctx context.Context) {
 	t := time.NewTimer(quiet)
 	defer t.Stop()
 	lastLog := time.Now()
-	announced := false
+	announced, hadWork, waitLogged := false, false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -179,11 +181,25 @@ func (f *finisher) run(ctx context.Context) {
 		var st *frontier.Stats // read this tick, when it was
 		next := finishBusyEvery
 		if slices.Contains(f.owned(), 0) {
-			var fs frontier.FinishState
-			fs, err = f.front.FinishCheck(ctx, f.quiescence)
-			done = fs == frontier.Finished
-			if fs == frontier.Quiet {
-				next = quiet
+			if !hadWork {
+				// a crawl is finished only after it had work: a master
+				// started before its seeds waits for them
+				var s frontier.Stats
+				if s, err = f.front.Stats(ctx); err == nil {
+					st, hadWork = &s, s.Seen > 0 || s.Done > 0 || s.Failed > 0
+					if !hadWork && !waitLogged {
+						waitLogged = true
+						f.log.Info("waiting for seeds: the crawl has no work yet (master seed URL...)")
+					}
+				}
+			}
+			if hadWork {
+				var fs frontier.FinishState
+				fs, err = f.front.FinishCheck(ctx, f.quiescence)
+				done = fs == frontier.Finished
+				if fs == frontier.Quiet {
+					next = quiet
+				}
 			}
 		} else {
 			// another master decides; this one learns it

@@ -7,18 +7,44 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
-// ExportOptions select the items to export.
+// ExportOptions select the items to export and how they are written.
 type ExportOptions struct {
 	Crawl, Rule, Item string
-	Format            string // jsonl or csv
+	Format            string // jsonl, json (one array) or csv
+	// Fields, when set, writes flat rows of these fields only, without the
+	// envelope (crawl, rule, item, url, fetched_at): a JSON object or a CSV
+	// row per item, a field missing from an item null or empty. A name
+	// of the envelope that no item field has takes the envelope's value
+	// (url, say).
+	Fields []string
+}
+
+// ExportFormats are the formats Export writes.
+var ExportFormats = []string{"jsonl", "json", "csv"}
+
+// FormatOfPath is the export format of an output file's extension:
+// .jsonl or .ndjson JSON Lines, .json one JSON array, .csv CSV; "" when
+// the extension names none.
+func FormatOfPath(path string) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".jsonl", ".ndjson":
+		return "jsonl"
+	case ".json":
+		return "json"
+	case ".csv":
+		return "csv"
+	}
+	return ""
 }
 
 // exportRecord is one JSONL line.
@@ -33,26 +59,75 @@ type exportRecord struct {
 
 // Export streams the extracted items of a crawl out of MySQL, one JSON
 // object a line or as CSV with a column per field, and returns how many it
-// wrote. CSV needs its header first, so it reads the items twice: once for
+// wrote. A crawl MySQL holds no rows of is an *UnknownCrawlError
+// (opt.Crawl "" = crawl.name). CSV needs its header first, so it reads the items twice: once for
 // the field names, once to write; neither pass holds the items in memory.
 func Export(ctx context.Context, cfg *config.Config, opt ExportOptions, w io.Writer) (int, error) {
-	db, err := OpenStore(ctx, cfg)
+	db, err := openStoreOnce(ctx, cfg)
 	if err != nil {
 		return 0, err
 	}
 	defer db.Close()
+	if opt.Crawl == "" {
+		opt.Crawl = cfg.Crawl.Name
+	}
+	if err := checkStoreCrawl(ctx, db, opt.Crawl); err != nil {
+		return 0, err
+	}
 	f := store.ItemFilter{Crawl: opt.Crawl, Rule: opt.Rule, Item: opt.Item}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	n := 0
-	switch opt.Format {
-	case "jsonl":
-		enc := json.NewEncoder(bw)
+	switch {
+	case len(opt.Fields) > 0 && opt.Format == "csv":
+		cw := csv.NewWriter(bw)
+		if err := cw.Write(opt.Fields); err != nil {
+			return 0, err
+		}
+		row := make([]string, len(opt.Fields))
 		err = db.ExportItems(ctx, f, func(r store.ItemRow) error {
 			n++
-			return enc.Encode(exportRecord{Crawl: r.Crawl, Rule: r.Rule, Item: r.Item, URL: r.URL,
-				FetchedAt: r.FetchedAt.UTC().Format(time.RFC3339Nano), Data: r.Data})
+			for i, v := range flatValues(r, opt.Fields) {
+				row[i] = csvValue(v)
+			}
+			return cw.Write(row)
 		})
-	case "csv":
+		cw.Flush()
+		if err == nil {
+			err = cw.Error()
+		}
+	case opt.Format == "jsonl" || opt.Format == "json":
+		array := opt.Format == "json"
+		enc := json.NewEncoder(bw)
+		if array {
+			bw.WriteString("[\n")
+		}
+		err = db.ExportItems(ctx, f, func(r store.ItemRow) error {
+			if array && n > 0 {
+				bw.WriteString(",\n")
+			}
+			n++
+			var rec any = exportRecord{Crawl: r.Crawl, Rule: r.Rule, Item: r.Item, URL: r.URL,
+				FetchedAt: r.FetchedAt.UTC().Format(time.RFC3339Nano), Data: r.Data}
+			if len(opt.Fields) > 0 {
+				rec = flatObject{names: opt.Fields, values: flatValues(r, opt.Fields)}
+			}
+			if !array {
+				return enc.Encode(rec)
+			}
+			b, err := json.Marshal(rec)
+			if err != nil {
+				return err
+			}
+			_, err = bw.Write(b)
+			return err
+		})
+		if array && err == nil {
+			if n > 0 {
+				bw.WriteString("\n")
+			}
+			bw.WriteString("]\n")
+		}
+	case opt.Format == "csv":
 		names := map[string]bool{}
 		err = db.ExportItems(ctx, f, func(r store.ItemRow) error {
 			var m map[string]json.RawMessage
@@ -92,12 +167,70 @@ func Export(ctx context.Context, cfg *config.Config, opt ExportOptions, w io.Wri
 			err = cw.Error()
 		}
 	default:
-		return 0, fmt.Errorf("export: unknown format %q (jsonl or csv)", opt.Format)
+		return 0, fmt.Errorf("export: unknown format %q (jsonl, json or csv)", opt.Format)
 	}
 	if err != nil {
 		return n, fmt.Errorf("export items: %w", err)
 	}
 	return n, bw.Flush()
+}
+
+// flatValues returns an item's values of the named fields: its data's,
+// else the envelope's of that name, else nothing (nil).
+func flatValues(r store.ItemRow, names []string) []json.RawMessage {
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(r.Data, &m)
+	out := make([]json.RawMessage, len(names))
+	for i, k := range names {
+		if v, ok := m[k]; ok {
+			out[i] = v
+			continue
+		}
+		env := ""
+		switch k {
+		case "crawl":
+			env = r.Crawl
+		case "rule":
+			env = r.Rule
+		case "item":
+			env = r.Item
+		case "url":
+			env = r.URL
+		case "fetched_at":
+			env = r.FetchedAt.UTC().Format(time.RFC3339Nano)
+		default:
+			continue
+		}
+		out[i], _ = json.Marshal(env)
+	}
+	return out
+}
+
+// flatObject is a JSON object of named values in their order (a missing
+// value is null).
+type flatObject struct {
+	names  []string
+	values []json.RawMessage
+}
+
+func (o flatObject) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, k := range o.names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, kb...), ':')
+		if v := o.values[i]; len(v) > 0 {
+			b = append(b, v...)
+		} else {
+			b = append(b, "null"...)
+		}
+	}
+	return append(b, '}'), nil
 }
 
 // csvValue renders one JSON value as a CSV cell: strings as they are,

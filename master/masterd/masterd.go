@@ -14,6 +14,7 @@ package masterd
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -60,6 +61,9 @@ type Options struct {
 	// ID names this master among the crawl's masters (its share of the
 	// shards, its stream consumer); "" = master-<host name>.
 	ID string
+	// Summary, when set, is written the crawl's stats (CrawlStats) when
+	// Run ends with the crawl finished and every event stored.
+	Summary io.Writer
 }
 
 // Master is the crawl's supervisor.
@@ -98,6 +102,7 @@ func New(cfg *config.Config, opt Options) *Master {
 // until the crawl is finished.
 func (m *Master) Run(ctx context.Context) error {
 	if err := m.connect(ctx); err != nil {
+		m.close() // what connected before the error
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -168,7 +173,7 @@ func (m *Master) Run(ctx context.Context) error {
 		}), now: time.Now, log: m.log, rl: m.rl, onFire: met.ScheduledRun}
 	comps = append(comps, sched)
 	if m.cfg.Admin.Listen != "" {
-		be := &backend{cfg: m.cfg, front: m.front, store: m.store, schedules: func() []admin.ScheduleView {
+		be := &backend{cfg: m.cfg, front: m.front, store: m.store, rdb: m.rdb, schedules: func() []admin.ScheduleView {
 			vs := sched.Views()
 			out := make([]admin.ScheduleView, len(vs))
 			for i, v := range vs {
@@ -225,6 +230,7 @@ func (m *Master) Run(ctx context.Context) error {
 	if st, err := m.front.Stats(context.WithoutCancel(ctx)); err == nil {
 		m.log.Info("master stopped", "done", st.Done, "failed", st.Failed, "queued", st.Queued,
 			"in_flight", st.InFlight, "lost", st.Lost, "finished", st.Finished)
+		m.writeSummary(context.WithoutCancel(ctx), st)
 	}
 	return nil
 }
@@ -341,7 +347,9 @@ func (m *Master) scrapeTargets(ctx context.Context) ([]admin.SDTarget, error) {
 	return out, nil
 }
 
-// connect opens Redis and MySQL, waiting for them to be reachable.
+// connect opens Redis and MySQL, waiting for them to be reachable: up to
+// redis.startup_timeout and mysql.startup_timeout, and not at all when they
+// refuse the credentials (a *retry.StartError).
 func (m *Master) connect(ctx context.Context) error {
 	if m.opt.Redis != nil {
 		m.rdb = m.opt.Redis
@@ -352,8 +360,8 @@ func (m *Master) connect(ctx context.Context) error {
 		}
 		m.rdb = rdb
 	}
-	err := retry.Until(ctx, m.rl, "redis", func() error {
-		f, err := frontier.NewRedis(ctx, m.rdb, frontier.OptionsFromConfig(m.cfg))
+	err := retry.Start(ctx, m.rl, frontier.RedisServer(m.cfg), func(wctx context.Context) error {
+		f, err := frontier.NewRedis(wctx, m.rdb, frontier.OptionsFromConfig(m.cfg))
 		m.front = f
 		return err
 	})
@@ -361,8 +369,8 @@ func (m *Master) connect(ctx context.Context) error {
 		return err
 	}
 	m.warnEviction(ctx)
-	return retry.Until(ctx, m.rl, "mysql", func() error {
-		s, err := OpenStore(ctx, m.cfg)
+	return retry.Start(ctx, m.rl, MySQLServer(m.cfg), func(wctx context.Context) error {
+		s, err := OpenStore(wctx, m.cfg)
 		m.store = s
 		return err
 	})
@@ -386,6 +394,22 @@ func (m *Master) warnEviction(ctx context.Context) {
 	if p != "" && p != "noeviction" {
 		m.log.Warn("redis maxmemory-policy is not noeviction: Redis may silently drop queued URLs, leases and dedup state", "policy", p)
 	}
+}
+
+// writeSummary writes the finished crawl's stats to Options.Summary.
+func (m *Master) writeSummary(ctx context.Context, st frontier.Stats) {
+	if m.opt.Summary == nil || !st.Finished {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sum, err := crawlStats(ctx, st, m.store, time.Now())
+	if err != nil {
+		m.log.Warn("crawl stats", "err", err)
+		return
+	}
+	fmt.Fprintln(m.opt.Summary)
+	sum.Render(m.opt.Summary)
 }
 
 func (m *Master) close() {

@@ -2,17 +2,17 @@ package masterd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/plan"
 	"github.com/redcrawl/redcrawl/shared/rules"
-	"github.com/redcrawl/redcrawl/shared/secret"
 )
 
 // SeedResult says what became of seeds.
@@ -36,7 +36,7 @@ func Seed(ctx context.Context, cfg *config.Config, rawURLs []string) (SeedResult
 		return SeedResult{}, err
 	}
 	defer closeFn()
-	st, err := OpenStore(ctx, cfg)
+	st, err := openStoreOnce(ctx, cfg)
 	if err != nil {
 		return SeedResult{}, fmt.Errorf("seed: nothing enqueued: the seeds are recorded in MySQL first: %w", err)
 	}
@@ -183,11 +183,20 @@ type StatusReport struct {
 	// MySQL could not be read, RecrawlError says why.
 	Recrawl      *RecrawlStatus `json:"recrawl,omitempty"`
 	RecrawlError string         `json:"recrawl_error,omitempty"`
+	// Summary is the crawl's stats from its MySQL rows too (nil when
+	// MySQL could not be read: SummaryError says why).
+	Summary      *CrawlStats `json:"summary,omitempty"`
+	SummaryError string      `json:"summary_error,omitempty"`
+	// PrivateRefused counts the fetches refused as non-public addresses
+	// (exceptions of kind blocked, fetch.allow_private_networks): nil
+	// when MySQL could not be read.
+	PrivateRefused *int `json:"private_refused,omitempty"`
 }
 
-// Status returns a crawl's snapshot.
+// Status returns a crawl's snapshot; a crawl Redis does not hold is an
+// *UnknownCrawlError (and is not created).
 func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
-	f, closeFn, err := open(ctx, cfg)
+	f, closeFn, err := openExisting(ctx, cfg, nil)
 	if err != nil {
 		return StatusReport{}, err
 	}
@@ -198,18 +207,31 @@ func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 	}
 	v, _, _, err := f.GetRules(ctx)
 	rep := StatusReport{Stats: st, RulesVersion: v}
-	if err == nil && st.RecrawlRun > 0 {
-		// the counts are in MySQL: best effort, the queues are shown anyway
-		db, serr := OpenStore(ctx, cfg)
-		if serr == nil {
-			rep.Recrawl, serr = recrawlStatus(ctx, db, st)
-			db.Close()
+	if err != nil {
+		return rep, err
+	}
+	// the counts are in MySQL: best effort, the queues are shown anyway
+	db, serr := OpenStore(ctx, cfg)
+	if serr != nil {
+		rep.SummaryError = serr.Error()
+		if st.RecrawlRun > 0 {
+			rep.RecrawlError = serr.Error()
 		}
-		if serr != nil {
+		return rep, nil
+	}
+	defer db.Close()
+	rep.PrivateRefused = privateRefused(ctx, db, cfg.Crawl.Name)
+	if st.RecrawlRun > 0 {
+		if rep.Recrawl, serr = recrawlStatus(ctx, db, st); serr != nil {
 			rep.RecrawlError = serr.Error()
 		}
 	}
-	return rep, err
+	if sum, serr := crawlStats(ctx, st, db, time.Now()); serr != nil {
+		rep.SummaryError = serr.Error()
+	} else {
+		rep.Summary = &sum
+	}
+	return rep, nil
 }
 
 func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), error) {
@@ -220,10 +242,7 @@ func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), err
 	f, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(cfg))
 	if err != nil {
 		rdb.Close()
-		if errors.Is(err, frontier.ErrUnavailable) {
-			return nil, nil, fmt.Errorf("redis at %s is unreachable: %w", secret.URL(cfg.Redis.URL), err)
-		}
-		return nil, nil, err
+		return nil, nil, onceErr(frontier.RedisServer(cfg), err)
 	}
 	return f, func() { rdb.Close() }, nil
 }
@@ -237,4 +256,14 @@ func Migrate(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	return store.MigrateConfig(ctx, mm)
+}
+
+// privateRefused counts a crawl's fetches refused as non-public addresses;
+// nil when MySQL cannot say.
+func privateRefused(ctx context.Context, db *store.Store, crawl string) *int {
+	n, err := db.CountExceptions(ctx, store.ExceptionFilter{Crawl: crawl, Kind: events.KindBlocked})
+	if err != nil {
+		return nil
+	}
+	return &n
 }

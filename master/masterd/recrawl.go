@@ -109,16 +109,16 @@ func Recrawl(ctx context.Context, cfg *config.Config) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("recrawl: the rule files are invalid (fix them, or empty rules.dir): %w", err)
 	}
-	f, closeFn, err := open(ctx, cfg)
-	if err != nil {
-		return 0, err
-	}
-	defer closeFn()
-	st, err := OpenStore(ctx, cfg)
+	st, err := openStoreOnce(ctx, cfg)
 	if err != nil {
 		return 0, fmt.Errorf("recrawl: %w", err)
 	}
 	defer st.Close()
+	f, closeFn, err := openExisting(ctx, cfg, st)
+	if err != nil {
+		return 0, err
+	}
+	defer closeFn()
 	return recrawl(ctx, cfg, f, st, set, "")
 }
 

@@ -196,3 +196,27 @@ func LoadRules(cfg *config.Config) (*rules.Set, error) {
 	}
 	return rules.LoadDir(filepath.Clean(cfg.Rules.Dir), rules.LoadOptions{ProxyPools: cfg.ProxyPoolNames()})
 }
+
+// PublishRules loads the rule files of rules.dir and publishes them to the
+// crawl's slaves now, as the master's rules watcher does when it starts. A
+// command that starts its own slaves (master crawl) publishes them before
+// any slave runs, so that no page is fetched before the rules are in
+// force. It returns the version published ("" when there are no rule
+// files).
+func PublishRules(ctx context.Context, cfg *config.Config, front rulesStore) (string, error) {
+	set, err := LoadRules(cfg)
+	if err != nil {
+		return "", fmt.Errorf("the rule files are invalid (bin/master rules check): %w", err)
+	}
+	if set == nil {
+		return "", nil
+	}
+	blob, err := set.Marshal()
+	if err != nil {
+		return "", fmt.Errorf("encode rules: %w", err)
+	}
+	if err := front.PutRules(ctx, set.Version, blob); err != nil {
+		return "", fmt.Errorf("publish rules: %w", err)
+	}
+	return set.Version, nil
+}

@@ -99,7 +99,7 @@ func seedMemory(b *testing.B, n int) {
 			seeds += m
 		case strings.HasPrefix(rest, "seen:"):
 			seen += m
-		case strings.HasPrefix(rest, "q:"), strings.HasPrefix(rest, "qp:"):
+		case strings.HasPrefix(rest, "q:"), strings.HasPrefix(rest, "qp:"), rest == "fresh":
 			queued += m
 		}
 	}

@@ -491,7 +491,7 @@ func (s *Server) heartbeat(ctx context.Context, q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.HeartbeatResponse{Drain: ctl.Drain, RetiredProxies: ctl.RetiredProxies}, nil
+	return api.HeartbeatResponse{Drain: ctl.Drain, RetiredProxies: ctl.RetiredProxies, Finished: ctl.Finished}, nil
 }
 
 func (s *Server) leave(ctx context.Context, q request) (any, error) {

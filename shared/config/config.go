@@ -127,6 +127,11 @@ type Redis struct {
 	// dropped); it overrides the password of URL, which may then name
 	// only the user (redis://redcrawl-master-x@host:6379/0). "" = none.
 	PasswordFile string `mapstructure:"password_file"`
+	// StartupTimeout bounds the wait for Redis at start-up: a process that
+	// cannot reach it within this time exits 1 naming redis.url (credentials
+	// Redis refuses end it at once). An outage after a successful start is
+	// a pause, however long. 0 = wait forever.
+	StartupTimeout time.Duration `mapstructure:"startup_timeout"`
 }
 
 // MySQL is where the master writes its logs.
@@ -156,6 +161,9 @@ type MySQL struct {
 	// creates the database when it is missing); it must name the same
 	// database as DSN. "" = DSN does both.
 	MigrateDSN string `mapstructure:"migrate_dsn"`
+	// StartupTimeout bounds the wait for MySQL at start-up, as
+	// Redis.StartupTimeout does for Redis. 0 = wait forever.
+	StartupTimeout time.Duration `mapstructure:"startup_timeout"`
 	// MigratePasswordFile holds the password of MigrateDSN's user; it
 	// overrides MigrateDSN's password. "" = none.
 	MigratePasswordFile string `mapstructure:"migrate_password_file"`

@@ -34,9 +34,9 @@ const EnvConfigFile = EnvPrefix + "CONFIG"
 // nor the environment sets. Each call returns fresh slices.
 func Default() Config {
 	return Config{
-		Redis: Redis{URL: "redis://127.0.0.1:6379/0", Cluster: false, PasswordFile: ""},
+		Redis: Redis{URL: "redis://127.0.0.1:6379/0", Cluster: false, PasswordFile: "", StartupTimeout: 30 * time.Second},
 		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/crawler?parseTime=true", PasswordFile: "",
-			MigrateDSN: "", MigratePasswordFile: ""},
+			MigrateDSN: "", MigratePasswordFile: "", StartupTimeout: 30 * time.Second},
 		Crawl: Crawl{
 			Name:       "default",
 			MaxDepth:   0,

@@ -336,6 +336,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "slave concurrency too large", yaml: "slave:\n  concurrency: 5000\n", wantKey: "slave.concurrency"},
 		{name: "zero heartbeat", yaml: "slave:\n  heartbeat_interval: 0s\n", wantKey: "slave.heartbeat_interval"},
 		{name: "heartbeat too slow for dead_after", yaml: "master:\n  dead_after: 4s\n", wantKey: "slave.heartbeat_interval", wantMsg: "master.dead_after"},
+		{name: "negative redis startup timeout", yaml: "redis:\n  startup_timeout: -1s\n", wantKey: "redis.startup_timeout"},
+		{name: "negative mysql startup timeout", yaml: "mysql:\n  startup_timeout: -5s\n", wantKey: "mysql.startup_timeout"},
 		{name: "negative shutdown timeout", yaml: "slave:\n  shutdown_timeout: -1s\n", wantKey: "slave.shutdown_timeout"},
 		{name: "zero idle poll", yaml: "slave:\n  idle_poll: 0s\n", wantKey: "slave.idle_poll"},
 		{name: "zero fetch timeout", yaml: "fetch:\n  timeout: 0s\n", wantKey: "fetch.timeout"},

@@ -45,6 +45,12 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validateStores() error {
+	if c.Redis.StartupTimeout < 0 {
+		return errorf("redis.startup_timeout", "%v must be >= 0 (0 = wait forever)", c.Redis.StartupTimeout)
+	}
+	if c.MySQL.StartupTimeout < 0 {
+		return errorf("mysql.startup_timeout", "%v must be >= 0 (0 = wait forever)", c.MySQL.StartupTimeout)
+	}
 	if err := c.resolveSecrets(); err != nil {
 		return err
 	}

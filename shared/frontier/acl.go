@@ -24,7 +24,8 @@ import (
 //     stream for XADD only (XADD's MAXLEN could trim a stream: a slave can
 //     trim only its own); the registry for ZADD only (it can join, never
 //     remove another slave); its own lease, lease data and heartbeat keys;
-//     the settings, the rule set, the control hash and the scope hosts
+//     the settings, the rule set, the control hash, the scope hosts and
+//     the finish hash (the heartbeat tells a slave the crawl finished)
 //     read-only; the rules channel to subscribe. Nothing of another crawl,
 //     no other slave's keys, and no administrative command: no CONFIG,
 //     FLUSHALL/FLUSHDB, KEYS, SCAN, MODULE, DEBUG, SCRIPT, FUNCTION,
@@ -103,7 +104,11 @@ var slaveGroups = []struct {
 	{func(k Keys) []string { return []string{k.Retry} }, []string{"+zrangebyscore", "+zrange", "+zrem", "+zadd"}},
 	{func(k Keys) []string { return []string{k.Failed} }, []string{"+rpush"}},
 	{func(k Keys) []string { return []string{k.PQData} }, []string{"+hget", "+hset", "+hdel"}},
-	{func(k Keys) []string { return []string{k.HostPages} }, []string{"+hincrby", "+hsetnx"}},
+	{func(k Keys) []string { return []string{k.HostPages} }, []string{"+hget", "+hset", "+hsetnx"}},
+	// the idle hosts whose next fetch time is pending
+	{func(k Keys) []string { return []string{k.Cool} }, []string{"+zadd", "+zrem", "+zrangebyscore"}},
+	// the fresh hosts' tasks
+	{func(k Keys) []string { return []string{k.Fresh} }, []string{"+hget", "+hset", "+hdel", "+hscan", "+exists"}},
 	{func(k Keys) []string { return []string{k.QueryVars} }, []string{"+hincrby"}},
 	{func(k Keys) []string { return []string{k.Validators} }, []string{"+exists", "+hmget", "+hdel"}},
 	// a host's queues, priorities and importance-ordered queues, static
@@ -130,9 +135,9 @@ var slaveGroups = []struct {
 var slaveOwnCommands = []string{"+zadd", "+zrem", "+hget", "+hmget", "+hset", "+hdel", "+hgetall",
 	"+get", "+set", "+exists", "+del"}
 
-// slaveReadCommands read the settings, the rule set, the control hash and
-// the scope hosts.
-var slaveReadCommands = []string{"+get", "+hget", "+hmget", "+hkeys", "+hgetall", "+sismember"}
+// slaveReadCommands read the settings, the rule set, the control hash, the
+// scope hosts (the legacy set and the fingerprint sets) and the finish hash.
+var slaveReadCommands = []string{"+get", "+hget", "+hmget", "+hkeys", "+hgetall", "+sismember", "+exists"}
 
 // ACLRules returns the Redis ACL rules (the arguments of ACL SETUSER after
 // the user name, or the words after "user NAME" of an ACL file line) of a
@@ -168,7 +173,7 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 		}
 		var read, events, registry, own []string
 		for _, k := range both {
-			read = append(read, k.Settings, k.Rules, k.Control, k.ScopeHosts)
+			read = append(read, k.Settings, k.Rules, k.Control, k.ScopeHosts, k.Prefix+sfxScope+"*", k.Finish)
 			events = append(events, k.SlaveEvents(slave))
 			registry = append(registry, k.Slaves)
 			own = append(own, k.SlaveLease(slave), k.SlaveLeaseData(slave), k.SlaveBeat(slave))

@@ -3,6 +3,7 @@ package frontier_test
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -306,4 +307,60 @@ func TestACLSlaveSplitsSeen(t *testing.T) {
 func asSlave(opt frontier.Options, id string) frontier.Options {
 	opt.Slave = id
 	return opt
+}
+
+// TestACLSlaveFreshHosts: a slave's Redis user runs the fresh hosts, the
+// scope sets (and a legacy scopehosts set), the deferred hpages fields and
+// the idle hosts' sweep: claims and completions with links, under scope by
+// seeds, max_pages_per_host and a delay.
+func TestACLSlaveFreshHosts(t *testing.T) {
+	crawl := testutil.CrawlName("aclfresh")
+	srv := frontiertest.StartACLRedis(t, crawl, "s1")
+	ctx := context.Background()
+	opt := frontier.Options{Crawl: crawl, HostConcurrency: 1, LeaseDuration: time.Minute, MaxAttempts: 3,
+		ExpectedURLs: 10000, DeadAfter: 10 * time.Second, ScopeBySeeds: true, MaxPagesPerHost: 3,
+		Delay: 5 * time.Millisecond}
+	mrdb := srv.Client(t, frontier.RoleMaster, "")
+	master, err := frontier.NewRedis(ctx, mrdb, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mrdb.SAdd(ctx, master.Keys().ScopeHosts, "old.test").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s1, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s1"), asSlave(opt, "s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := master.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	links := []frontier.Task{tk("http://a.test/x", 1), tk("http://old.test/y", 1), tk("http://new.test/z", 1),
+		tk("http://b.test/1", 1), tk("http://b.test/2", 1), tk("http://b.test/3", 1)}
+	var got []string
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < 6 && time.Now().Before(deadline) {
+		ls, err := s1.Claim(ctx, "s1", 10)
+		if err != nil {
+			t.Fatalf("s1 claim: %v", err)
+		}
+		cs := make([]frontier.Completion, len(ls))
+		for i, l := range ls {
+			got = append(got, l.URL)
+			cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, Links: links}
+		}
+		links = nil
+		if len(cs) > 0 {
+			if _, err := s1.Complete(ctx, "s1", cs); err != nil {
+				t.Fatalf("s1 complete: %v", err)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sort.Strings(got)
+	want := []string{"http://a.test/", "http://a.test/x", "http://b.test/", "http://b.test/1", "http://b.test/2",
+		"http://old.test/y"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("claimed (-want +got):\n%s", d)
+	}
 }

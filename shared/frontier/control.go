@@ -31,6 +31,9 @@ type Control struct {
 	Drain bool
 	// RetiredProxies are the proxies (redacted URLs) retired by an admin.
 	RetiredProxies []string
+	// Finished: the crawl is finished (the master's finish decision, read
+	// with the heartbeat); a slave run for one crawl leaves.
+	Finished bool
 }
 
 // Pause stops every claim of the crawl until Resume. It returns false when

@@ -445,7 +445,8 @@ func BenchmarkQueuedMemory(b *testing.B) {
 					}
 				}
 				p := f.Keys().Prefix
-				queued := sumMemory(b, rdb, p+"q:*") + sumMemory(b, rdb, p+"qp:*") + sumMemory(b, rdb, p+"pq:*")
+				queued := sumMemory(b, rdb, p+"q:*") + sumMemory(b, rdb, p+"qp:*") + sumMemory(b, rdb, p+"pq:*") +
+					sumMemory(b, rdb, p+"fresh")
 				if n, err := rdb.MemoryUsage(ctx, f.Keys().PQData, 0).Result(); err == nil {
 					queued += int(n)
 				}

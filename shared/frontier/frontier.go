@@ -197,7 +197,7 @@ type Stats struct {
 	Retried     int64 `json:"retried"`
 	Duplicates  int64 `json:"duplicates"`   // pages whose content was already seen
 	TrapDropped int64 `json:"trap_dropped"` // new links dropped by MaxPagesPerHost or MaxQueryVariants
-	Hosts       int64 `json:"hosts_ready"`
+	Hosts       int64 `json:"hosts_ready"`  // hosts in the ready set (some wait for their next fetch time) or fresh
 	// RenderQueued is the part of Queued waiting in render queues.
 	RenderQueued int64 `json:"render_queued"`
 	// RenderSlaves is the number of alive slaves whose heartbeat says they

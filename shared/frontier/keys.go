@@ -1,6 +1,8 @@
 package frontier
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"strconv"
 )
 
@@ -11,7 +13,8 @@ import (
 // suffixes below, which library.go writes into the library's header, so
 // the formats are defined in this file only.
 //
-//	crawl:{name}:finish        hash   idle_since, finished: the finish decision (master only)
+//	crawl:{name}:finish        hash   idle_since, finished: the finish decision (written by the
+//	                                  master only; a slave's heartbeat reads finished)
 //	crawl:{name}:owner         string the master serving this shard, with a TTL (owner.go)
 //	crawl:{name}:masters       zset   master id -> last seen (ms), shard 0 (owner.go)
 //	crawl:{name}:meta          hash   seen_bits, leaseseq, lib (the library the crawl's
@@ -35,11 +38,27 @@ import (
 //	crawl:{name}:bloom:<s>     string Bloom filter segment s (decimal), bloom dedup mode
 //	                                  only (instead of seen): bits s·bloom_seg ..
 //	                                  (s+1)·bloom_seg-1 of the filter (bloom.go)
+//	crawl:{name}:fresh         hash   host -> the first queued tasks (up to 4) of a host
+//	                                  that has no queue of its own, nothing in flight
+//	                                  and no next fetch time pending (bfs and dfs, static
+//	                                  tasks), in claim order: entries <length>:prio \t
+//	                                  depth \t hops \t attempt \t U, U the URL without its
+//	                                  http(s):// and host (s or h, then the rest; = and
+//	                                  the URL when it does not start with them). Such a
+//	                                  host is claimable and in no ready set; a fifth task
+//	                                  or a claim moves the rest to the host's own queue
+//	                                  (queue.lua: push, FRESH). A claim walks the hash
+//	                                  with HSCAN from meta's fresh_cursor
 //	crawl:{name}:q:<host>:<p>  list   tasks of one host at priority p, FIFO
 //	crawl:{name}:qp:<host>     zset   priorities with a non-empty queue for host
 //	crawl:{name}:ready         zset   hosts with queued tasks and a free slot,
 //	                                  scored by next allowed fetch time (ms)
-//	crawl:{name}:hnext         hash   host -> next allowed fetch time (ms)
+//	crawl:{name}:hnext         hash   host -> next allowed fetch time (ms); a host with
+//	                                  nothing queued or in flight loses its hnext and
+//	                                  hdelay fields once that time has passed (hcool)
+//	crawl:{name}:hcool         zset   hosts with nothing queued or in flight whose next
+//	                                  fetch time is pending, scored by it: a claim drops
+//	                                  the politeness fields of those whose time passed
 //	crawl:{name}:hinfl         hash   host -> requests in flight
 //	crawl:{name}:hdelay        hash   host -> politeness delay from the slaves (ms):
 //	                                  robots.txt Crawl-delay, autothrottle (Completion.HostDelay)
@@ -69,7 +88,12 @@ import (
 //	                                  another's lease. The master's user takes them back.
 //	crawl:{name}:retry         zset   host \t prio \t task -> due time (ms)
 //	crawl:{name}:failed        list   reason \t host \t prio \t task
-//	crawl:{name}:scopehosts    set    host names of the seeds (scope when allow_hosts is empty)
+//	crawl:{name}:scope:<b>     set    the seeds' host names (scope when allow_hosts is
+//	                                  empty) as 52-bit fingerprints: b = the first 3 hex
+//	                                  digits of the name's SHA-1, member = the next 13 as
+//	                                  a decimal (intset-encoded, 8 bytes each: ScopeMember)
+//	crawl:{name}:scopehosts    set    legacy: the seeds' host names as crawls created
+//	                                  before scope:<b> kept them; still read, not written
 //	crawl:{name}:slaves        zset   slave id -> when it registered (ms): the registry the
 //	                                  recoverer and the monitor walk. A slave adds itself
 //	                                  (ZADD, its only right on this key); the master removes
@@ -87,7 +111,11 @@ import (
 //	                                  new crawl), field = its other bits (big-endian bytes),
 //	                                  value = first URL
 //	crawl:{name}:hpages        hash   host -> URLs enqueued (only with MaxPagesPerHost);
-//	                                  field "\t" + host marks a host whose cap was reported
+//	                                  field "\t" + host marks a host whose cap was reported.
+//	                                  A host whose URLs wait in fresh without a field has
+//	                                  counted its fresh entries: the field is written
+//	                                  when a URL of it does not go to fresh or a claim
+//	                                  takes one
 //	crawl:{name}:qvar          hash   8-byte fingerprint of Task.PathKey -> URLs enqueued
 //	                                  (only with MaxQueryVariants); for a Task.DateQuery
 //	                                  the fingerprint, "d" and Options.MaxDateVariants
@@ -136,12 +164,18 @@ type Keys struct {
 	Retry      string
 	Failed     string
 	ScopeHosts string
-	Slaves     string
-	Events     string
-	Robots     string // hash of older versions, no longer used: see RobotsHost
-	PQData     string
-	HostPages  string
-	QueryVars  string
+	// Fresh holds the first queued tasks of hosts with nothing else
+	// (see above).
+	Fresh string
+	// Cool lists the idle hosts whose next fetch time is pending (see
+	// above).
+	Cool      string
+	Slaves    string
+	Events    string
+	Robots    string // hash of older versions, no longer used: see RobotsHost
+	PQData    string
+	HostPages string
+	QueryVars string
 	// RenderReady, HostConc, HostJitter and HostPDelay: render tasks and
 	// per-host policies (see above).
 	RenderReady string
@@ -168,8 +202,9 @@ type Keys struct {
 	// Streams is the set of slave event streams the sink reads (master
 	// only): a retired slave's stream stays in it until drained.
 	Streams string
-	// Finish holds the finish decision's marks (master only: a slave's
-	// user cannot end the crawl).
+	// Finish holds the finish decision's marks (written by the master
+	// only: a slave's user cannot end the crawl; it reads the mark with
+	// its heartbeat).
 	Finish string
 	// Settings holds the crawl's settings, which the functions read
 	// (settings.go); the master writes it, a slave may only read it.
@@ -203,6 +238,8 @@ var fixedKeys = []struct {
 	{"RETRY", "retry", func(k *Keys) *string { return &k.Retry }},
 	{"FAILED", "failed", func(k *Keys) *string { return &k.Failed }},
 	{"SCOPE", "scopehosts", func(k *Keys) *string { return &k.ScopeHosts }},
+	{"FRESH", "fresh", func(k *Keys) *string { return &k.Fresh }},
+	{"COOL", "hcool", func(k *Keys) *string { return &k.Cool }},
 	{"SLAVES", "slaves", func(k *Keys) *string { return &k.Slaves }},
 	{"EVENTS", "events", func(k *Keys) *string { return &k.Events }},
 	{"PQDATA", "pqdata", func(k *Keys) *string { return &k.PQData }},
@@ -238,6 +275,7 @@ const (
 	sfxRPQ     = "rpq:"
 	sfxBloom   = "bloom:"
 	sfxSlave   = "s:"
+	sfxScope   = "scope:"
 )
 
 // NewKeys returns the keys of a crawl.
@@ -304,6 +342,16 @@ func (k Keys) PQ(host string) string { return k.Prefix + sfxPQ + host }
 // Content returns the key of a content fingerprint bucket.
 func (k Keys) Content(bucket uint32) string {
 	return k.Prefix + sfxContent + strconv.FormatUint(uint64(bucket), 16)
+}
+
+// ScopeMember returns the key and member of a seed host name in the
+// scope sets: the first 3 hex digits of its SHA-1 name the set, the next
+// 13 (52 bits) are the member, in decimal (the library's scope_fp).
+func (k Keys) ScopeMember(host string) (key, member string) {
+	sum := sha1.Sum([]byte(host))
+	h := hex.EncodeToString(sum[:])
+	v, _ := strconv.ParseUint(h[3:16], 16, 64)
+	return k.Prefix + sfxScope + h[:3], strconv.FormatUint(v, 10)
 }
 
 // RobotsHost returns the key of a host's robots.txt record.

@@ -94,7 +94,7 @@ func seenBytes(b *testing.B, n int, expected int64, mode string) float64 {
 	}
 	urlBytes := seedArticles(b, f, n, 100)
 	keys := f.Keys()
-	queued := sumMemory(b, rdb, keys.Prefix+"q:*") + sumMemory(b, rdb, keys.Prefix+"qp:*")
+	queued := sumMemory(b, rdb, keys.Prefix+"q:*") + sumMemory(b, rdb, keys.Prefix+"qp:*") + sumMemory(b, rdb, keys.Fresh)
 	b.ReportMetric(float64(queued-urlBytes)/float64(n), "queued-overhead-bytes/url")
 	b.ReportMetric(float64(urlBytes)/float64(n), "url-len")
 	if mode == frontier.DedupBloom {

@@ -3,11 +3,14 @@ package frontier
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/shared/events"
 )
@@ -34,7 +37,21 @@ func (f *shard) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Cont
 	if len(arr) == 0 {
 		return Control{}, fmt.Errorf("heartbeat: no result")
 	}
-	return controlOf(hb.Slave, arr[1:]), nil
+	c := controlOf(hb.Slave, arr[1:])
+	if c.Finished, err = f.Finished(ctx); err != nil {
+		return Control{}, fmt.Errorf("heartbeat: %w", err)
+	}
+	return c, nil
+}
+
+// Finished reports whether the crawl is finished: the mark of the master's
+// finish decision (shard 0's finish hash), which a slave's user may read.
+func (f *shard) Finished(ctx context.Context) (bool, error) {
+	_, err := f.rdb.HGet(ctx, f.keys.Finish, "finished").Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return err == nil, wrap("finished", err)
 }
 
 // Leave implements Registry: the slave gives back the leases it still
@@ -169,6 +186,7 @@ func (f *shard) snapshot(ctx context.Context) (Snapshot, error) {
 	nextRetry := pipe.ZRangeWithScores(ctx, f.keys.Retry, 0, 0)
 	finish := pipe.HGetAll(ctx, f.keys.Finish)
 	ready := pipe.ZCard(ctx, f.keys.Ready)
+	fresh := pipe.HLen(ctx, f.keys.Fresh)
 	control := pipe.HGetAll(ctx, f.keys.Control)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Snapshot{}, wrap("stats", err)
@@ -202,7 +220,7 @@ func (f *shard) snapshot(ctx context.Context) (Snapshot, error) {
 
 		Duplicates:  get(st.Val(), "duplicates"),
 		TrapDropped: get(st.Val(), "trap_dropped"),
-		Hosts:       ready.Val(),
+		Hosts:       ready.Val() + fresh.Val(),
 
 		RenderQueued: get(st.Val(), "rqueued"),
 		Requeued:     get(st.Val(), "requeued"),

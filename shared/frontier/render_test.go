@@ -17,7 +17,7 @@ import (
 
 // TestRenderTaskString checks what a queued URL costs: a static task string
 // is unchanged, a render task's has one more byte, and both go to their
-// class's keys.
+// class's keys (a host's one static task to the fresh hash).
 func TestRenderTaskString(t *testing.T) {
 	rdb := testRedis(t)
 	ctx := context.Background()
@@ -28,21 +28,24 @@ func TestRenderTaskString(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := f.Keys()
-	static, err := rdb.LRange(ctx, k.Queue("a.test", 2), 0, -1).Result()
+	// the host's one static task waits in the fresh hash: length:prio \t
+	// depth \t hops \t attempt \t URL, the URL's http:// and host as h
+	fresh, err := rdb.HGet(ctx, k.Fresh, "a.test").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
+	static := []string{fresh}
 	render, err := rdb.LRange(ctx, k.RenderQueue("a.test", 2), 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([][]string{{"2\t0\t0\thttp://a.test/s"}, {"r2\t0\t0\thttp://a.test/r"}}, [][]string{static, render}); d != "" {
+	if d := cmp.Diff([][]string{{"11:2\t2\t0\t0\th/s"}, {"r2\t0\t0\thttp://a.test/r"}}, [][]string{static, render}); d != "" {
 		t.Fatalf("queued task strings (-want +got):\n%s", d)
 	}
 	for _, tc := range []struct {
 		key  string
 		want bool
-	}{{k.Ready, true}, {k.RenderReady, true}, {k.Prios("a.test"), true}, {k.RenderPrios("a.test"), true}} {
+	}{{k.Ready, false}, {k.RenderReady, true}, {k.Prios("a.test"), false}, {k.RenderPrios("a.test"), true}} {
 		if n, _ := rdb.Exists(ctx, tc.key).Result(); (n == 1) != tc.want {
 			t.Errorf("%s exists %v, want %v", tc.key, n == 1, tc.want)
 		}

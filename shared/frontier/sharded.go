@@ -316,15 +316,25 @@ func (f *Redis) seedEach(ctx context.Context, tasks []Task, policies map[string]
 // addScope adds the seeds' host names to every shard's scope.
 func (f *Redis) addScope(ctx context.Context, tasks []Task) error {
 	hosts := map[string]bool{}
-	var args []any
+	var names []string
 	for _, t := range tasks {
 		if !hosts[t.ScopeHost] {
 			hosts[t.ScopeHost] = true
-			args = append(args, t.ScopeHost)
+			names = append(names, t.ScopeHost)
 		}
 	}
 	for k, s := range f.shards {
-		if err := s.rdb.SAdd(ctx, s.keys.ScopeHosts, args...).Err(); err != nil {
+		// the shard's scope sets (Keys.ScopeMember), one pipeline
+		byKey := map[string][]any{}
+		for _, h := range names {
+			key, m := s.keys.ScopeMember(h)
+			byKey[key] = append(byKey[key], m)
+		}
+		pipe := s.rdb.Pipeline()
+		for key, ms := range byKey {
+			pipe.SAdd(ctx, key, ms...)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
 			return wrap(fmt.Sprintf("seed scope on shard %d", k), err)
 		}
 	}

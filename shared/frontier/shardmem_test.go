@@ -71,7 +71,7 @@ func shardedMemory(b *testing.B, n, shards int, mode string) shardMem {
 	for k := range f.NumShards() {
 		p := f.ShardKeysOf(k).Prefix
 		seen += sumMemory(b, rdb, p+set)
-		queued += sumMemory(b, rdb, p+"q:*") + sumMemory(b, rdb, p+"qp:*")
+		queued += sumMemory(b, rdb, p+"q:*") + sumMemory(b, rdb, p+"qp:*") + sumMemory(b, rdb, p+"fresh")
 	}
 	for _, s := range st.Shards {
 		out.perShard = append(out.perShard, s.Seen)

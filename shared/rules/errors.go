@@ -51,12 +51,35 @@ func (es Errors) Unwrap() []error {
 	return out
 }
 
-// didYouMean returns a did-you-mean hint for an unknown key, or "".
+// keyAliases are the names other scrapers (Scrapy, colly, Portia, …) give
+// to keys of a rule file: an unknown key near one of them is taken for the
+// key it names, when that key is known where it was found.
+var keyAliases = map[string]string{
+	"selector": "css", "css_selector": "css", "sel": "css", "query": "css",
+	"xpath_selector": "xpath", "attribute": "attr", "regexp": "regex", "re": "regex", "pattern": "regex",
+	"jsonpath": "json", "json_path": "json", "multiple": "list", "many": "list",
+	"transforms": "transform", "filters": "transform", "urls": "match", "pattern_match": "match",
+	"domains": "hosts", "allowed_domains": "hosts", "host": "hosts", "item": "items", "field": "fields",
+}
+
+// didYouMean returns a did-you-mean hint for an unknown key, or "": the
+// known key nearest to it, or the one an alias near it names
+// (slector → selector → css).
 func didYouMean(key string, known []string) string {
+	key = strings.ToLower(key)
 	best, bestD := "", 3
 	for _, k := range known {
-		d := suggest.Distance(strings.ToLower(key), k)
+		d := suggest.Distance(key, k)
 		if d < bestD && d <= len(k)/2 {
+			best, bestD = k, d
+		}
+	}
+	for alias, k := range keyAliases {
+		if !contains(known, k) {
+			continue
+		}
+		d := suggest.Distance(key, alias)
+		if d < bestD && d <= len(alias)/2 {
 			best, bestD = k, d
 		}
 	}

@@ -239,7 +239,7 @@ var (
 	renderKeys     = []string{"match", "wait_selector", "wait_network_idle", "timeout", "scroll", "click", "block", "maybe_dynamic"}
 	clickKeys      = []string{"selector", "times"}
 	maybeKeys      = []string{"match", "min_links"}
-	itemKeys       = []string{"name", "match", "fields"}
+	itemKeys       = []string{"name", "match", "types", "fields"}
 	fieldKeys      = []string{"name", "css", "xpath", "regex", "json", "attr", "list", "required", "type", "transform"}
 	blockTypes     = []string{"image", "font", "media", "stylesheet"}
 )

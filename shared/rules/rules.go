@@ -29,6 +29,7 @@ package rules
 import (
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -144,8 +145,14 @@ type MaybeDynamic struct {
 
 // ItemRule is one kind of item and the URLs that carry it.
 type ItemRule struct {
-	Name      string
-	Match     []string // empty = every URL of the rule set
+	Name  string
+	Match []string // empty = every URL of the rule set
+	// Types are the media types the rule applies to (types: in the file;
+	// "text/*", "*/*" match a group or every type). Empty = HTML
+	// (text/html, application/xhtml+xml), and JSON too when every field
+	// is a JSON path: an item rule does not run on a script, an image or
+	// a PDF its URL pattern also matches.
+	Types     []string
 	Fields    []extract.Field
 	Extractor *extract.Extractor
 
@@ -269,6 +276,49 @@ func (rs *RuleSet) ItemsFor(u *url.URL) []*ItemRule {
 		}
 	}
 	return out
+}
+
+// htmlTypes are the media types an item rule applies to by default.
+var htmlTypes = []string{"text/html", "application/xhtml+xml"}
+
+// AppliesTo reports whether the item rule runs on a document of media type
+// mt (lower case, without parameters): Types, or by default HTML, and
+// JSON when every field is a JSON path.
+func (it *ItemRule) AppliesTo(mt string) bool {
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	if len(it.Types) > 0 {
+		for _, t := range it.Types {
+			if mediaMatch(t, mt) {
+				return true
+			}
+		}
+		return false
+	}
+	if slices.Contains(htmlTypes, mt) {
+		return true
+	}
+	json := mt == "application/json" || mt == "text/json" || strings.HasSuffix(mt, "+json")
+	if !json || len(it.Fields) == 0 {
+		return false
+	}
+	for _, f := range it.Fields {
+		if f.JSON == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// mediaMatch matches a media type against a pattern: "type/sub",
+// "type/*" or "*/*".
+func mediaMatch(pattern, mt string) bool {
+	if pattern == "*/*" || pattern == mt {
+		return true
+	}
+	if group, ok := strings.CutSuffix(pattern, "/*"); ok {
+		return strings.HasPrefix(mt, group+"/")
+	}
+	return false
 }
 
 // NextRun returns the first scheduled time after t; ok is false when the

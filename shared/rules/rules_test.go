@@ -144,6 +144,18 @@ func TestInvalidFiles(t *testing.T) {
 		},
 		"list.yaml":   {"1:1: a rule file is a mapping of keys (name, hosts, ...), got a list"},
 		"syntax.yaml": {"2: yaml: did not find expected key"},
+		// every invalid selector is reported, also of a field with another
+		// error; unknown keys get a suggestion at every level, the names
+		// other scrapers use too (selector: css)
+		"selector_with_other_errors.yaml": {
+			`6:28: field "title": css: compile css selector: expected identifier, found EOF instead`,
+			`6:48: required: want true or false, got the string "yes"`,
+			`7:25: field "t2": css: compile css selector: expected identifier, found EOF instead`,
+			`7:32: unknown key "slector" in field (did you mean "css"?)`,
+			`8:20: unknown key "selector" in field (did you mean "css"?)`,
+			`9:29: unknown key "types" in field (did you mean "type"?)`,
+			`11:13: types: "html" is not a media type (text/html, application/json, text/*, */*)`,
+		},
 		"unknown_key.yaml": {
 			`1:1: unknown key "hostz" in rule file (did you mean "hosts"?)`,
 			`6:7: unknown key "slector" in click (did you mean "selector"?)`,
@@ -456,5 +468,38 @@ func BenchmarkMatch(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s.Match(u)
+	}
+}
+
+// TestItemAppliesTo: an item rule runs on HTML by default, on JSON too when
+// every field is a JSON path, and on what its types say when it has some.
+func TestItemAppliesTo(t *testing.T) {
+	css := []extract.Field{{Name: "t", CSS: "h1"}}
+	jsonOnly := []extract.Field{{Name: "id", JSON: "$.id"}}
+	tests := []struct {
+		name string
+		it   ItemRule
+		mt   string
+		want bool
+	}{
+		{"css on html", ItemRule{Fields: css}, "text/html", true},
+		{"css on xhtml", ItemRule{Fields: css}, "application/xhtml+xml", true},
+		{"css on python", ItemRule{Fields: css}, "text/x-python", false},
+		{"css on json", ItemRule{Fields: css}, "application/json", false},
+		{"css on pdf", ItemRule{Fields: css}, "application/pdf", false},
+		{"json paths on json", ItemRule{Fields: jsonOnly}, "application/json", true},
+		{"json paths on ld+json", ItemRule{Fields: jsonOnly}, "application/ld+json", true},
+		{"json paths on html", ItemRule{Fields: jsonOnly}, "text/html", true},
+		{"json paths on text", ItemRule{Fields: jsonOnly}, "text/plain", false},
+		{"types exact", ItemRule{Fields: css, Types: []string{"text/plain"}}, "text/plain", true},
+		{"types exact, html not", ItemRule{Fields: css, Types: []string{"text/plain"}}, "text/html", false},
+		{"types group", ItemRule{Fields: css, Types: []string{"text/*"}}, "text/x-python", true},
+		{"types any", ItemRule{Fields: css, Types: []string{"*/*"}}, "application/pdf", true},
+		{"upper case type", ItemRule{Fields: css}, "TEXT/HTML", true},
+	}
+	for _, tc := range tests {
+		if got := tc.it.AppliesTo(tc.mt); got != tc.want {
+			t.Errorf("%s: AppliesTo(%q) = %v, want %v", tc.name, tc.mt, got, tc.want)
+		}
 	}
 }

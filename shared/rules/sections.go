@@ -6,6 +6,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -195,6 +196,8 @@ func (p *fileParser) itemRule(n *yaml.Node) (*ItemRule, *yaml.Node) {
 			it.Name, _ = p.str(kv.v)
 		case "match":
 			it.Match, it.match = p.regexes(kv.v)
+		case "types":
+			it.Types = p.mediaTypes(kv.v)
 		case "fields":
 			fieldsNode = kv.v
 		}
@@ -218,14 +221,26 @@ func (p *fileParser) itemRule(n *yaml.Node) (*ItemRule, *yaml.Node) {
 		pos  map[string]*yaml.Node
 		orig int
 	}
-	var good []parsed
+	var good, bad []parsed
 	for i, fn := range p.seq(fieldsNode) {
 		fb := len(p.errs)
 		f, pos := p.field(fn)
 		if len(p.errs) == fb {
 			good = append(good, parsed{f, pos, i})
 			it.Fields = append(it.Fields, f)
+		} else if f.CSS != "" || f.XPath != "" || f.Regex != "" || f.JSON != "" {
+			bad = append(bad, parsed{f, pos, i})
 		}
+	}
+	// a field with another error still has its selector checked, so that
+	// one run reports every invalid selector
+	for _, b := range bad {
+		sel := extract.Field{Name: b.f.Name, CSS: b.f.CSS, XPath: b.f.XPath, Regex: b.f.Regex, JSON: b.f.JSON}
+		if sel.Name == "" {
+			sel.Name = fmt.Sprintf("#%d", b.orig+1)
+		}
+		_, err := extract.Compile([]extract.Field{sel})
+		p.compileErrors(onlySelectorErrors(err), func(_ int, key string) (*yaml.Node, int) { return posOf(b.pos, key), b.orig })
 	}
 	node := func(i int, key string) (*yaml.Node, int) { return posOf(good[i].pos, key), good[i].orig }
 	if len(it.Fields) == 0 && len(p.errs) == before {
@@ -327,4 +342,53 @@ func (p *fileParser) field(n *yaml.Node) (extract.Field, map[string]*yaml.Node) 
 		}
 	}
 	return f, pos
+}
+
+// onlySelectorErrors keeps extract.Compile's errors about a selector (css,
+// xpath, regex, json): what a field with other errors is checked for.
+func onlySelectorErrors(err error) error {
+	if err == nil {
+		return nil
+	}
+	list := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	}
+	var keep []error
+	for _, e := range list {
+		var ce *extract.CompileError
+		if errors.As(e, &ce) {
+			switch ce.Key {
+			case "css", "xpath", "regex", "json":
+				keep = append(keep, e)
+			}
+		}
+	}
+	return errors.Join(keep...)
+}
+
+// mediaTypeRE is a media type pattern of an item rule's types: type/sub,
+// type/* or */*.
+var mediaTypeRE = regexp.MustCompile(`^([a-z0-9][a-z0-9!#$&^_.+-]*/([a-z0-9][a-z0-9!#$&^_.+-]*|\*)|\*/\*)$`)
+
+// mediaTypes parses an item rule's types: a list of media types, lower
+// case, each type/sub, type/* or */*.
+func (p *fileParser) mediaTypes(n *yaml.Node) []string {
+	var out []string
+	for _, e := range p.seq(n) {
+		s, ok := p.str(e)
+		if !ok {
+			continue
+		}
+		t := strings.ToLower(strings.TrimSpace(s))
+		if !mediaTypeRE.MatchString(t) {
+			p.errorf(e, "types: %q is not a media type (text/html, application/json, text/*, */*)", s)
+			continue
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 && n.Kind == yaml.SequenceNode {
+		p.errorf(n, "types: empty (leave it out for HTML)")
+	}
+	return out
 }

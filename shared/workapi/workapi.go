@@ -181,10 +181,12 @@ type HeartbeatRequest struct {
 	Heartbeat events.Heartbeat `json:"heartbeat"`
 }
 
-// HeartbeatResponse carries the admin's requests to the slave.
+// HeartbeatResponse carries the admin's requests to the slave, and
+// whether the crawl is finished.
 type HeartbeatResponse struct {
 	Drain          bool     `json:"drain,omitempty"`
 	RetiredProxies []string `json:"retired_proxies,omitempty"`
+	Finished       bool     `json:"finished,omitempty"`
 }
 
 // LeaveRequest is a slave's graceful leave.

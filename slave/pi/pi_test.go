@@ -7,7 +7,7 @@
 //
 // The emulator is found on PATH (qemu-aarch64-static, then qemu-aarch64;
 // qemu-arm-static, then qemu-arm); REDCRAWL_QEMU and REDCRAWL_QEMU_ARM name
-// it explicitly. Without it the tests skip (.ci/services installs Debian's
+// it explicitly. Without it the tests skip (.ci/services qemu installs Debian's
 // qemu-user-static).
 package pi_test
 
@@ -43,7 +43,7 @@ func findQemu(t *testing.T, env string, names ...string) string {
 	if p := os.Getenv(env); p != "" {
 		path, err := exec.LookPath(p)
 		if err != nil {
-			t.Skipf("%s=%q: emulator not found (%v); install qemu-user-static (.ci/services does) to run the Raspberry Pi test", env, p, err)
+			t.Skipf("%s=%q: emulator not found (%v); install qemu-user-static (make test-services does) to run the Raspberry Pi test", env, p, err)
 		}
 		return path
 	}
@@ -52,7 +52,7 @@ func findQemu(t *testing.T, env string, names ...string) string {
 			return path
 		}
 	}
-	t.Skipf("none of %s on PATH and %s unset: install qemu-user-static (apt-get install qemu-user-static; .ci/services does) to run the Raspberry Pi test", strings.Join(names, ", "), env)
+	t.Skipf("none of %s on PATH and %s unset: install qemu-user-static (apt-get install qemu-user-static; make test-services does) to run the Raspberry Pi test", strings.Join(names, ", "), env)
 	return ""
 }
 

@@ -18,9 +18,10 @@ import (
 // openBackend opens the frontier the slave works with: Options.Backend
 // (tests), the master's work API (slave.api.urls: a slave on a machine you
 // do not trust, with a token and no Redis credential), or Redis (a direct
-// slave). It waits for it to be reachable, as for an outage, and returns
-// what closes it, or nil when ctx ended first; an error is one no wait
-// mends (a token the master refuses).
+// slave). It waits for it to be reachable (Redis: up to
+// redis.startup_timeout), and returns what closes it, or nil when ctx ended
+// first; an error is one no wait mends (a token the master refuses, Redis
+// refusing the credentials) or a Redis not reached in time.
 func (s *Slave) openBackend(ctx context.Context) (func(), error) {
 	if s.opt.Backend != nil {
 		s.front = s.opt.Backend
@@ -41,16 +42,19 @@ func (s *Slave) openBackend(ctx context.Context) (func(), error) {
 		closeRedis = func() { rdb.Close() }
 	}
 	var f *frontier.Redis
-	err := retry.Until(ctx, s.rl, "redis", func() error {
+	err := retry.Start(ctx, s.rl, frontier.RedisServer(s.cfg), func(wctx context.Context) error {
 		var err error
 		opt := frontier.OptionsFromConfig(s.cfg)
 		opt.Slave = s.id
-		f, err = frontier.NewRedis(ctx, s.rdb, opt)
+		f, err = frontier.NewRedis(wctx, s.rdb, opt)
 		return err
 	})
 	if err != nil {
 		closeRedis()
-		return nil, nil
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, err // refused, or not reachable within redis.startup_timeout
 	}
 	if d := f.SettingsDiffer(); len(d) > 0 {
 		s.log.Warn("this slave's config differs from the crawl's settings, which its master wrote; the crawl's apply",

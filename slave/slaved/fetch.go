@@ -433,6 +433,10 @@ func (f *httpFetcher) close() {
 }
 
 // classify turns a transport error into a typed, retryable-or-not error.
+// AllowPrivateHint names the setting that lets a slave fetch non-public
+// addresses: the message of a blocked fetch carries it.
+const AllowPrivateHint = "set fetch.allow_private_networks: true to crawl loopback, private or intranet addresses"
+
 func classify(err error) *FetchError {
 	var fe *FetchError
 	if errors.As(err, &fe) {
@@ -440,7 +444,7 @@ func classify(err error) *FetchError {
 	}
 	var be *netguard.BlockedError
 	if errors.As(err, &be) {
-		return &FetchError{Kind: events.KindBlocked, Err: err}
+		return &FetchError{Kind: events.KindBlocked, Err: fmt.Errorf("%w (%s)", err, AllowPrivateHint)}
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {

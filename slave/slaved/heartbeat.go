@@ -77,7 +77,7 @@ type controller interface {
 
 // heartbeat sends one heartbeat and carries out the admin's requests it
 // brings back: drain (finish the leases held, then leave) and retired
-// proxies.
+// proxies; with Options.ExitWhenDone, a finished crawl is a drain too.
 func (s *Slave) heartbeat(ctx context.Context, hb events.Heartbeat) error {
 	c, ok := s.front.(controller)
 	if !ok {
@@ -89,6 +89,11 @@ func (s *Slave) heartbeat(ctx context.Context, hb events.Heartbeat) error {
 	}
 	if ctl.Drain && !s.drainAsked.Swap(true) {
 		s.log.Info("drain asked by an admin: finishing the leases held, then leaving", "in_flight", s.inFlight())
+		s.draining.Store(true)
+		s.drain()
+	}
+	if ctl.Finished && s.opt.ExitWhenDone && !s.finishSeen.Swap(true) {
+		s.log.Info("crawl finished: leaving (--exit-when-done)", "in_flight", s.inFlight())
 		s.draining.Store(true)
 		s.drain()
 	}

@@ -10,12 +10,18 @@ import (
 	"github.com/redcrawl/redcrawl/shared/rules"
 )
 
-// extractItems runs the item rules of a page's rule set on the document
+// extractItems runs the item rules of a page's rule set that apply to its
+// media type (rules.ItemRule.AppliesTo) on the document
 // (its UTF-8 text when a handler decoded it) and adds an item record per
 // item rule (through the OnItem hooks), and an extract exception per field that failed, naming rule
 // set, item and field so the admin can fix the rule.
 func (s *Slave) extractItems(ctx context.Context, c *frontier.Completion, rs *rules.RuleSet, d *Doc, fetchedAt int64) {
-	its := rs.ItemsFor(d.URL)
+	var its []*rules.ItemRule
+	for _, it := range rs.ItemsFor(d.URL) {
+		if it.AppliesTo(d.MediaType) { // HTML unless the rule says otherwise (types)
+			its = append(its, it)
+		}
+	}
 	if len(its) == 0 {
 		return
 	}

@@ -42,6 +42,14 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 			c.Outcome = frontier.Release
 			return c
 		}
+		var re *robotsError
+		if errors.As(err, &re) && re.status == 0 && re.cause.kind == events.KindBlocked {
+			// a non-public address: no retry mends it (the fetch's own
+			// refusal, without robots, fails the same way)
+			s.exception(&c, events.KindBlocked, 0, "robots.txt unavailable: "+err.Error())
+			c.Outcome, c.Reason = frontier.Fail, events.KindBlocked
+			return c
+		}
 		if err != nil {
 			// robots.txt unreachable: disallowed for now, retried later;
 			// the host is overloaded or down: it waits too, for every slave
@@ -446,13 +454,14 @@ func (s *Slave) exceptionSnapshot(c *frontier.Completion, kind string, status in
 // sees two requests closer than the delay.
 func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completion, rs *rules.RuleSet) (*robots.Robots, error) {
 	host := c.Lease.Host
-	rules, status, ok, err := s.robots.lookup(ctx, host)
+	e, ok, err := s.robots.lookup(ctx, host)
 	if err != nil {
 		return nil, err
 	}
-	if ok && (status == 0 || status >= 500) {
-		return nil, fmt.Errorf("robots.txt of %s: status %d (cached)", host, status)
+	if ok && (e.status == 0 || e.status >= 500) {
+		return nil, &robotsError{host: host, status: e.status, cause: e.cause, cached: true}
 	}
+	rules := e.rules
 	if !ok {
 		rules, err = s.fetchRobots(ctx, u, host, rs)
 		if err != nil {
@@ -481,6 +490,7 @@ func (s *Slave) fetchRobots(ctx context.Context, u *url.URL, host string, rs *ru
 	}
 	target := robotsURL(u)
 	rec := frontier.RobotsRecord{FetchedAt: time.Now()}
+	var fetchErr error // why rec.Status is 0
 	for hop := 0; ; hop++ {
 		fr.URL = target
 		res, err := s.fetcher.Fetch(ctx, fr)
@@ -488,7 +498,7 @@ func (s *Slave) fetchRobots(ctx context.Context, u *url.URL, host string, rs *ru
 			if ctx.Err() != nil {
 				return nil, errShutdown
 			}
-			rec.Status = 0 // unreachable: disallow for now
+			rec.Status, fetchErr = 0, err // unreachable: disallow for now
 			break
 		}
 		if res.Status >= 300 && res.Status < 400 && hop < 5 {
@@ -507,19 +517,28 @@ func (s *Slave) fetchRobots(ctx context.Context, u *url.URL, host string, rs *ru
 		rec.Body, err = res.Body.Bytes()
 		res.Close()
 		if err != nil {
-			rec.Status = 0
+			rec.Status, fetchErr = 0, fmt.Errorf("read body: %w", err)
 		}
 		if res.Status >= 300 && res.Status < 400 {
 			rec.Status = 404 // too many redirects: RFC 9309 treats it as unavailable (allow)
 		}
 		break
 	}
+	var cause robotsCause
+	if rec.Status == 0 {
+		if fetchErr == nil {
+			fetchErr = errors.New("unreachable")
+		}
+		fe := classify(fetchErr)
+		cause = robotsCause{kind: fe.Kind, msg: fe.Err.Error()}
+		rec.Body = cause.body() // every slave reports the cause
+	}
 	rules, err := s.robots.fetched(ctx, host, rec)
 	if err != nil {
 		s.rl.Log(ctx, levelWarn, "robots-store", "store robots.txt", "host", host, "err", err)
 	}
 	if rec.Status == 0 || rec.Status >= 500 {
-		return nil, fmt.Errorf("robots.txt of %s: status %d", host, rec.Status)
+		return nil, &robotsError{host: host, status: rec.Status, cause: cause, err: fetchErr}
 	}
 	return rules, nil
 }

@@ -2,10 +2,13 @@ package slaved
 
 import (
 	"context"
+	"fmt"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/robots"
 )
@@ -35,7 +38,72 @@ type robotsEntry struct {
 	rules   *robots.Robots
 	status  int
 	expires time.Time
+	// cause is why robots.txt could not be had (status 0): the exception
+	// kind of the fetch error and its message, shared with every slave
+	// in the record's body (causeOf)
+	cause robotsCause
 }
+
+// robotsCause is why a robots.txt fetch failed: the exception kind of its
+// error (classify) and its message. A record of status 0 carries it as its
+// body, "kind \t message", so a slave that finds the record cached reports
+// the cause the fetching slave met.
+type robotsCause struct{ kind, msg string }
+
+// maxCauseBytes bounds the cause stored in a robots record.
+const maxCauseBytes = 512
+
+func (c robotsCause) body() []byte {
+	b := c.kind + "\t" + c.msg
+	if len(b) > maxCauseBytes {
+		b = b[:maxCauseBytes]
+	}
+	return []byte(b)
+}
+
+// causeOf reads the cause of a record of status 0 (kind other when it has
+// none: a record of an older slave).
+func causeOf(rec frontier.RobotsRecord) robotsCause {
+	if rec.Status != 0 {
+		return robotsCause{}
+	}
+	kind, msg, ok := strings.Cut(string(rec.Body), "\t")
+	if !ok || !validKind(kind) {
+		return robotsCause{kind: events.KindOther, msg: "unreachable"}
+	}
+	return robotsCause{kind: kind, msg: strings.ToValidUTF8(msg, "?")}
+}
+
+// validKind is a kind a robots cause may carry: one classify gives.
+func validKind(k string) bool {
+	switch k {
+	case events.KindBlocked, events.KindDNS, events.KindTLS, events.KindTimeout, events.KindConnect, events.KindOther:
+		return true
+	}
+	return false
+}
+
+// robotsError is a robots.txt that could not be had: disallowed for now.
+type robotsError struct {
+	host   string
+	status int         // 0: not fetched (cause says why), else a 5xx
+	cause  robotsCause // status 0
+	cached bool        // found so in the shared record, not fetched now
+	err    error       // the fetch error, when this slave met it
+}
+
+func (e *robotsError) Error() string {
+	from := ""
+	if e.cached {
+		from = " (cached)"
+	}
+	if e.status != 0 {
+		return fmt.Sprintf("robots.txt of %s: status %d%s", e.host, e.status, from)
+	}
+	return fmt.Sprintf("robots.txt of %s: %s%s", e.host, e.cause.msg, from)
+}
+
+func (e *robotsError) Unwrap() error { return e.err }
 
 func newRobotsCache(store robotsStore, ttl time.Duration) *robotsCache {
 	return &robotsCache{store: store, ttl: ttl, retryFail: time.Minute, entries: map[string]robotsEntry{}, maxSize: 10000}
@@ -63,29 +131,29 @@ func (c *robotsCache) expiry(rec frontier.RobotsRecord) time.Time {
 
 // lookup returns the rules for a host from memory or the shared store;
 // ok is false when they must be fetched.
-func (c *robotsCache) lookup(ctx context.Context, host string) (*robots.Robots, int, bool, error) {
+func (c *robotsCache) lookup(ctx context.Context, host string) (robotsEntry, bool, error) {
 	now := time.Now()
 	c.mu.Lock()
 	e, ok := c.entries[host]
 	c.mu.Unlock()
 	if ok && now.Before(e.expires) {
-		return e.rules, e.status, true, nil
+		return e, true, nil
 	}
 	rec, found, err := c.store.GetRobots(ctx, host)
 	if err != nil {
-		return nil, 0, false, err
+		return robotsEntry{}, false, err
 	}
 	if !found || !now.Before(c.expiry(rec)) {
-		return nil, 0, false, nil
+		return robotsEntry{}, false, nil
 	}
-	e = robotsEntry{rules: rulesFor(rec), status: rec.Status, expires: c.expiry(rec)}
+	e = robotsEntry{rules: rulesFor(rec), status: rec.Status, expires: c.expiry(rec), cause: causeOf(rec)}
 	c.put(host, e)
-	return e.rules, e.status, true, nil
+	return e, true, nil
 }
 
 // fetched records a fresh fetch for every slave.
 func (c *robotsCache) fetched(ctx context.Context, host string, rec frontier.RobotsRecord) (*robots.Robots, error) {
-	e := robotsEntry{rules: rulesFor(rec), status: rec.Status, expires: c.expiry(rec)}
+	e := robotsEntry{rules: rulesFor(rec), status: rec.Status, expires: c.expiry(rec), cause: causeOf(rec)}
 	// the shared record expires in Redis when it stops being trusted
 	rec.TTL = time.Until(e.expires)
 	c.put(host, e)

@@ -79,6 +79,10 @@ type Options struct {
 	// SkipItemStore keeps items out of MySQL: they go only through the
 	// OnItem hooks (a slave whose sinks send them elsewhere).
 	SkipItemStore bool
+	// ExitWhenDone makes Run leave gracefully (and return nil) once the
+	// crawl is finished, as its heartbeat tells it: a slave run for one
+	// crawl.
+	ExitWhenDone bool
 }
 
 // Slave is one crawling process.
@@ -139,6 +143,7 @@ type Slave struct {
 	// (frontier.Control.Drain); set by Run before the heartbeater starts.
 	drain      context.CancelFunc
 	drainAsked atomic.Bool
+	finishSeen atomic.Bool  // the heartbeat said the crawl is finished (ExitWhenDone)
 	httpf      *httpFetcher // nil with Options.Fetcher
 
 	met         *metrics.Slave // Prometheus metrics, served at slave.metrics_listen

@@ -302,7 +302,7 @@ func (c *Client) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (fro
 	if err := c.do(ctx, http.MethodPost, api.PathHeartbeat, api.HeartbeatRequest{Heartbeat: hb}, &res); err != nil {
 		return frontier.Control{}, fmt.Errorf("heartbeat: %w", err)
 	}
-	return frontier.Control{Drain: res.Drain, RetiredProxies: res.RetiredProxies}, nil
+	return frontier.Control{Drain: res.Drain, RetiredProxies: res.RetiredProxies, Finished: res.Finished}, nil
 }
 
 // Leave implements frontier.Registry.

@@ -112,9 +112,20 @@ func seenMemory(ctx context.Context, rdb redis.UniversalClient, crawl string) (b
 }
 
 // queueMemory sums the MEMORY USAGE and length of the crawl's per-host
-// queue lists (bfs and dfs strategies).
+// queue lists (bfs and dfs strategies) and of its fresh hash (the hosts
+// with one queued task).
 func queueMemory(ctx context.Context, rdb redis.UniversalClient, crawl string, hosts []string) (bytes, tasks int64, err error) {
 	keys := frontier.NewKeys(crawl)
+	if n, err := rdb.HLen(ctx, keys.Fresh).Result(); err != nil {
+		return 0, 0, err
+	} else if n > 0 {
+		m, err := rdb.MemoryUsage(ctx, keys.Fresh, 0).Result()
+		if err != nil && err != redis.Nil {
+			return 0, 0, err
+		}
+		bytes += m
+		tasks += n
+	}
 	for _, h := range hosts {
 		prios, err := rdb.ZRange(ctx, keys.Prios(h), 0, -1).Result()
 		if err != nil {

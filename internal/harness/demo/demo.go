@@ -18,11 +18,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redcrawl/redcrawl/internal/harness/slaveproc"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
 )
 
 // Options size the demo crawl.
@@ -34,6 +36,9 @@ type Options struct {
 	Logger       *slog.Logger
 	Out          io.Writer // the summary
 	SlaveOutput  io.Writer // the slaves' logs; nil = discarded
+	// Keep keeps what the demo created: its crawl's Redis keys and MySQL
+	// rows and its WARC directory; else they are removed at the end.
+	Keep bool
 }
 
 // Run serves a synthetic site on loopback addresses, crawls it with a
@@ -92,16 +97,30 @@ func Run(ctx context.Context, base *config.Config, opt Options) error {
 			rendering = "rendering off: no Chromium at " + cfg.Render.ChromePath + " (apt-get install chromium)"
 		}
 	}
+	warcDir := "" // the demo's own, removed with the crawl
 	if cfg.Storage.WARCDir == "" {
 		dir, err := os.MkdirTemp("", "redcrawl-demo-warc-")
 		if err != nil {
 			return fmt.Errorf("demo warc dir: %w", err)
 		}
-		cfg.Storage.WARCDir = dir
+		cfg.Storage.WARCDir, warcDir = dir, dir
 	}
 	if err := cfg.Validate(); err != nil {
+		if warcDir != "" {
+			os.RemoveAll(warcDir)
+		}
 		return err
 	}
+	defer func() {
+		if opt.Keep {
+			fmt.Fprintf(opt.Out, "demo: kept crawl %s: its Redis keys, MySQL rows and WARC files (%s)\n", cfg.Crawl.Name, cfg.Storage.WARCDir)
+			return
+		}
+		// the crawl's keys, rows and WARC files: a demo leaves nothing behind
+		if err := cleanUp(context.WithoutCancel(ctx), &cfg, warcDir, opt.Out); err != nil {
+			fmt.Fprintf(opt.Out, "demo: clean-up incomplete: %v\n", err)
+		}
+	}()
 	fmt.Fprintf(opt.Out, "demo: %d hosts × %d pages on %s…, crawl %q, %d slaves, politeness delay %v\n",
 		opt.Hosts, opt.PagesPerHost, site.HostURLs()[0], cfg.Crawl.Name, opt.Slaves, cfg.Politeness.Delay)
 	if rendering != "" {
@@ -196,14 +215,11 @@ func summary(ctx context.Context, cfg *config.Config, site *testsite.Site, elaps
 	if err != nil {
 		return err
 	}
-	exc, err := db.Exceptions(ctx, store.ExceptionFilter{Crawl: cfg.Crawl.Name, Limit: 10000})
+	stats, err := masterd.ReadCrawlStats(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	kinds := map[string]int{}
-	for _, e := range exc {
-		kinds[e.Kind]++
-	}
+	stats.SetElapsed(elapsed)
 
 	// what the site saw
 	hits := site.HitCounts()
@@ -256,15 +272,22 @@ func summary(ctx context.Context, cfg *config.Config, site *testsite.Site, elaps
 		}
 	}
 
+	robotsDenied, err := db.CountExceptions(ctx, store.ExceptionFilter{Crawl: cfg.Crawl.Name, Kind: events.KindRobotsDenied})
+	if err != nil {
+		return err
+	}
+	fetchedExpected := len(expected) - missing
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "\nsummary of crawl %s\n", cfg.Crawl.Name)
 	fmt.Fprintf(tw, "finished\t%v in %.1fs\n", st.Finished, elapsed.Seconds())
-	fmt.Fprintf(tw, "pages done\t%d (%.1f pages/s)\n", st.Done, float64(st.Done)/elapsed.Seconds())
-	fmt.Fprintf(tw, "failed / lost leases\t%d / %d\n", st.Failed, st.Lost)
-	fmt.Fprintf(tw, "expected URLs fetched\t%d of %d\n", len(expected)-missing, len(expected))
+	fmt.Fprintf(tw, "URLs done\t%s (%.1f/s)\n", doneBreakdown(st.Done, counts.Pages, int64(robotsDenied)), float64(st.Done)/elapsed.Seconds())
+	fmt.Fprintf(tw, "failed / lost leases\t%d / %d (failed: given up after lease.max_attempts or refused; lost: taken back from a dead slave)\n", st.Failed, st.Lost)
+	fmt.Fprintf(tw, "expected URLs fetched\t%d of the %d pages of the site's link graph; the other %d pages stored are hostile pages, the shop, sitemaps and error pages\n",
+		fetchedExpected, len(expected), max(counts.Pages-int64(fetchedExpected), 0))
 	sort.Strings(extraURLs)
-	fmt.Fprintf(tw, "extra fetches\t%d %s\n", extra, strings.Join(extraURLs[:min(3, len(extraURLs))], " "))
-	fmt.Fprintf(tw, "robots-disallowed fetches\t%d\n", private)
+	fmt.Fprintf(tw, "extra fetches\t%d of those pages fetched more than once %s\n", extra, strings.Join(extraURLs[:min(3, len(extraURLs))], " "))
+	fmt.Fprintf(tw, "robots.txt\t%d URLs disallowed and never fetched (exceptions robots_denied); %d requests reached a disallowed path (must be 0)\n",
+		robotsDenied, private)
 	fmt.Fprintf(tw, "closest two crawler requests to one host\t%v (delay %v): %s\n",
 		minGap.Round(time.Millisecond), cfg.Politeness.Delay, minPair)
 	fmt.Fprintf(tw, "hostile pages (traps, bombs, charsets)\t%d URLs, %d fetches; %d trap links dropped by the frontier\n",
@@ -278,20 +301,57 @@ func summary(ctx context.Context, cfg *config.Config, site *testsite.Site, elaps
 				found++
 			}
 		}
-		fmt.Fprintf(tw, "rendered shop\t%d of %d products found behind JavaScript; %d items in MySQL (master export --crawl %s --format jsonl)\n",
+		fmt.Fprintf(tw, "rendered shop\t%d of %d products found behind JavaScript; %d items in MySQL (master demo --keep, then master export --crawl %s)\n",
 			found, len(shop.Products), counts.Items, cfg.Crawl.Name)
 	}
-	fmt.Fprintf(tw, "mysql rows\tpages %d, exceptions %d, slave events %d, lost tasks %d, duplicates %d\n",
+	fmt.Fprintf(tw, "mysql rows\tpages %d (one a fetch stored), exceptions %d, slave events %d, lost tasks %d, duplicates %d\n",
 		counts.Pages, counts.Exceptions, counts.SlaveEvents, counts.Lost, counts.Duplicates)
-	var ks []string
-	for k, n := range kinds {
-		ks = append(ks, fmt.Sprintf("%s %d", k, n))
-	}
-	sort.Strings(ks)
-	fmt.Fprintf(tw, "exceptions by kind\t%s\n", strings.Join(ks, ", "))
 	tw.Flush()
+	fmt.Fprintln(out)
+	stats.Render(out)
 	if missing > 0 || private > 0 || !st.Finished {
-		return fmt.Errorf("demo crawl incomplete: %d expected URLs missing, %d disallowed fetches", missing, private)
+		return fmt.Errorf("demo crawl incomplete: %d expected URLs missing, %d requests to robots-disallowed paths", missing, private)
 	}
+	return nil
+}
+
+// doneBreakdown says what the URLs done are: the pages fetched and stored
+// (MySQL pages rows) and the URLs robots.txt disallowed, which are done
+// without a fetch; a difference (a page stored by each attempt of a
+// retried URL, a hook that ended a URL) is shown, so the sum holds.
+func doneBreakdown(done, pages, robotsDenied int64) string {
+	s := fmt.Sprintf("%d = %d fetched and stored (mysql pages rows) + %d disallowed by robots.txt, not fetched", done, pages, robotsDenied)
+	if rest := done - pages - robotsDenied; rest != 0 {
+		s += fmt.Sprintf(" %+d other (retried URLs stored once per attempt, URLs a hook ended)", rest)
+	}
+	return s
+}
+
+// cleanUp removes what the demo created: its crawl's Redis keys and
+// MySQL rows and its own WARC directory (warcDir, "" = none).
+func cleanUp(ctx context.Context, cfg *config.Config, warcDir string, out io.Writer) error {
+	rdb, err := cfg.NewRedisClient()
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	if err := frontier.DeleteCrawl(ctx, rdb, cfg.Crawl.Name); err != nil {
+		return err
+	}
+	db, err := masterd.OpenStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rows, err := db.DeleteCrawl(ctx, cfg.Crawl.Name)
+	if err != nil {
+		return err
+	}
+	if warcDir != "" {
+		if err := os.RemoveAll(warcDir); err != nil {
+			return fmt.Errorf("remove %s: %w", warcDir, err)
+		}
+	}
+	fmt.Fprintf(out, "demo: removed crawl %s: its Redis keys, %d MySQL rows and its WARC files (master demo --keep keeps them)\n", cfg.Crawl.Name, rows)
 	return nil
 }

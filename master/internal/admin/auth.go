@@ -146,6 +146,10 @@ func (s *Server) actionAllowed(w http.ResponseWriter, r *http.Request) bool {
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
+		if r.Method == http.MethodGet && r.URL.Query().Has("link") { // a login link (bin/master dashboard-link)
+			s.linkLogin(w, r)
+			return
+		}
 		status := http.StatusOK
 		msg := ""
 		if s.opt.Token == "" {
@@ -182,6 +186,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, r, http.StatusUnauthorized, "Wrong token.")
 		return
 	}
+	s.setSession(w, r, now)
+	s.log.Info("admin login", "remote", r.RemoteAddr)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// setSession sets the login cookie.
+func (s *Server) setSession(w http.ResponseWriter, r *http.Request, now time.Time) {
 	exp := now.Add(sessionTTL)
 	http.SetCookie(w, &http.Cookie{
 		Name:     cookieName,
@@ -193,8 +204,6 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		Secure:   r.TLS != nil,
 		SameSite: http.SameSiteStrictMode,
 	})
-	s.log.Info("admin login", "remote", r.RemoteAddr)
-	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 // handleLogout clears the login cookie.

@@ -43,6 +43,10 @@ type Overview struct {
 type CrawlView struct {
 	frontier.Stats
 	Paused bool `json:"paused"`
+	// Other marks a crawl of the same Redis that this master does not run:
+	// listed with its counters, without actions (another master runs it,
+	// or none).
+	Other bool `json:"other,omitempty"`
 	// Schedules are the crawl's recrawl schedules: the config's
 	// (crawl.schedule, Name "") and each rule file's.
 	Schedules []ScheduleView `json:"schedules"`

@@ -66,6 +66,7 @@ type Server struct {
 	now    func() time.Time
 	errLog logLimiter
 	logins loginLimiter
+	links  usedLinks
 }
 
 // New returns a Server for opt.

@@ -95,7 +95,7 @@ end
 
 -- the hot keys of the call's crawl (K holds them all)
 local K_META, K_STATS, K_READY, K_RREADY, K_HNEXT, K_HINFL, K_HDELAY, K_HPDELAY, K_HJITTER, K_HCONC
-local K_PQDATA, K_SCOPE, K_HPAGES, K_QVAR, K_RETRY, K_SLAVES
+local K_PQDATA, K_SCOPE, K_HPAGES, K_QVAR, K_RETRY, K_SLAVES, K_FRESH
 local K_SEEN_PFX, K_QUEUE_PFX, K_PRIOS_PFX, K_PQ_PFX, K_RQUEUE_PFX, K_RPRIOS_PFX, K_RPQ_PFX, K_CONTENT_PFX, K_SLAVE_PFX
 -- POLICY: the hosts' policy hashes, empty in most crawls (cache.lua: hget)
 local POLICY
@@ -103,6 +103,7 @@ local function bind_keys(k)
   K_META, K_STATS, K_READY, K_RREADY, K_HNEXT = k.META, k.STATS, k.READY, k.RREADY, k.HNEXT
   K_HINFL, K_HDELAY, K_HPDELAY, K_HJITTER, K_HCONC = k.HINFL, k.HDELAY, k.HPDELAY, k.HJITTER, k.HCONC
   K_PQDATA, K_SCOPE, K_HPAGES, K_QVAR, K_RETRY, K_SLAVES = k.PQDATA, k.SCOPE, k.HPAGES, k.QVAR, k.RETRY, k.SLAVES
+  K_FRESH = k.FRESH
   K_SEEN_PFX, K_QUEUE_PFX, K_PRIOS_PFX, K_PQ_PFX = k.SEEN_PFX, k.QUEUE_PFX, k.PRIOS_PFX, k.PQ_PFX
   K_RQUEUE_PFX, K_RPRIOS_PFX, K_RPQ_PFX = k.RQUEUE_PFX, k.RPRIOS_PFX, k.RPQ_PFX
   K_CONTENT_PFX, K_SLAVE_PFX, POLICY = k.CONTENT_PFX, k.SLAVE_PFX, k.policy
@@ -126,9 +127,18 @@ end
 -- flat (type, data, ...); work_added: work was queued (finish reopens the
 -- crawl); lh_state: the growing seen buckets' state (LH.state); refused:
 -- links refused by their checks (refuse); readied: the hosts this call
--- made claimable that were not (ready_add), for the wake-up (finish)
+-- made claimable that were not (ready_add), for the wake-up (finish);
+-- CALL: the rest, in one table: now (the call's clock, call_now),
+-- fresh_added (a task went to the fresh hash: the wake-up), legacy_scope
+-- (the legacy scopehosts set exists: FRESH.scope_has), cool (next time, host
+-- pairs for hcool, flat: ready_host)
 local hcache, hdirty, hdirty_keys, policies_empty, stat_delta, stat_order
 local in_ready, rdirty, rready_empty, has_queue, no_render, ev_buf, work_added, lh_state, refused, readied
+local CALL
+-- FRESH: the helpers of the fresh hosts, scope sets and idle hosts
+-- (queue.lua, claim.lua), fields of one table to keep the chunk's locals
+-- within Lua's 200
+local FRESH = {}
 local function reset_state()
   hcache, hdirty, hdirty_keys, policies_empty = {}, {}, {}, nil
   stat_delta, stat_order = {}, {}
@@ -136,6 +146,7 @@ local function reset_state()
   rdirty = {[false] = {list = {}, set = {}}, [true] = {list = {}, set = {}}}
   rready_empty, has_queue, no_render = nil, {[false] = {}, [true] = {}}, nil
   ev_buf, work_added, lh_state, refused, readied = {}, false, nil, 0, {}
+  CALL = {}
 end
 
 -- begin checks a call's crawl (KEYS[1] is its meta key and ARGV[1] its
@@ -273,6 +284,13 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- call_now is the call's clock, read once (what a push compares a host's
+-- next fetch time with)
+local function call_now()
+  if not CALL.now then CALL.now = now_ms() end
+  return CALL.now
 end
 
 -- after returns the first whole millisecond at least d ms after the real

@@ -118,6 +118,15 @@ local function hincr(key, host, d)
   hmark(key, host)
   return v
 end
+-- flush_hash writes the changed fields of one hash now (the fresh hash,
+-- before a claim reads a range of it)
+local function flush_hash(key)
+  local d = hdirty[key]
+  if d and #d.list > 0 then
+    write_back(key, d.list, hcache[key], 'HSET', 'HDEL', false)
+    d.list, d.set = {}, {}
+  end
+end
 -- flush_hashes writes the changed fields: one HSET and one HDEL per hash
 local function flush_hashes()
   for _, key in ipairs(hdirty_keys) do
@@ -303,6 +312,8 @@ local function mark_waiting(now, hint)
 end
 local function wake_waiters()
   local soonest
+  -- a task that went to the fresh hash is claimable now
+  if CALL.fresh_added then soonest = now_ms() end
   for _, rh in ipairs(readied) do
     local sc = in_ready[rh[1]][rh[2]]
     if sc and (soonest == nil or sc < soonest) then soonest = sc end
@@ -325,6 +336,10 @@ end
 local function finish()
   --[[mark:finish_entry]]
   flush_hashes()
+  if CALL.cool then
+    call_chunked('ZADD', K.COOL, CALL.cool, 2)
+    CALL.cool = nil
+  end
   --[[mark:flush_hashes]]
   flush_ready()
   --[[mark:flush_ready]]
@@ -333,7 +348,7 @@ local function finish()
   flush_events()
   --[[mark:flush_events]]
   LH.flush()
-  if #readied > 0 then wake_waiters() end
+  if #readied > 0 or CALL.fresh_added then wake_waiters() end
   -- a slave adds work only while it holds a lease, and a crawl with a
   -- lease is neither idle nor finished: only the master's functions (seeds,
   -- requeues, leases taken back) reopen it

@@ -1,5 +1,35 @@
 -- claim.lua: leasing tasks.
 
+-- fresh_scan returns up to maxn {host, value} of the fresh hash, walking
+-- it with HSCAN from meta's fresh_cursor (a small hash comes whole, in the
+-- order its hosts came: FIFO), at most 16 steps, and keeps the cursor
+function FRESH.scan(maxn)
+  local out, seen = {}, {}
+  local start = redis.call('HGET', K_META, 'fresh_cursor') or '0'
+  if #start > 20 or not string.match(start, '^%d+$') then start = '0' end
+  local cur, wraps = start, 0
+  for _ = 1, 16 do
+    local r = redis.call('HSCAN', K_FRESH, cur, 'COUNT', maxn)
+    cur = r[1]
+    local kv = r[2]
+    local cache = hcache_of(K_FRESH)
+    for k = 1, #kv, 2 do
+      if #out < maxn and not seen[kv[k]] then
+        seen[kv[k]] = true
+        if cache[kv[k]] == nil then cache[kv[k]] = kv[k + 1] end
+        out[#out + 1] = {kv[k], kv[k + 1]}
+      end
+    end
+    if #out >= maxn then break end
+    if cur == '0' then
+      wraps = wraps + 1
+      if wraps >= 2 or start == '0' then break end
+    end
+  end
+  if cur ~= start then redis.call('HSET', K_META, 'fresh_cursor', cur) end
+  return out
+end
+
 -- claim_tasks leases up to maxn tasks for slave from hosts whose next
 -- allowed time has come, first moving retries that are due back to their
 -- queues, then writes the call's changes (finish). It returns the claim's
@@ -24,6 +54,7 @@
 -- ready hosts (static, then render).
 local function claim_tasks(slave, maxn, render, now)
   local lease_ms = C.LEASE_MS
+  CALL.now = now
 
   -- retries that are due go back to their queues
   local due = redis.call('ZRANGEBYSCORE', K_RETRY, '-inf', now, 'LIMIT', 0, 256)
@@ -34,6 +65,16 @@ local function claim_tasks(slave, maxn, render, now)
     if host and tonumber(prio) and task_url(task) then push(host, prio, task, false) else stat('refused', 1) end
   end
   --[[mark:k_retries]]
+
+  -- idle hosts whose next time has passed lose their politeness fields
+  -- (ready_host), 64 a claim
+  local cooled = redis.call('ZRANGEBYSCORE', K.COOL, '-inf', now, 'LIMIT', 0, 64)
+  if #cooled > 0 then
+    redis.call('ZREM', K.COOL, unpack(cooled))
+    for _, h in ipairs(cooled) do
+      if host_infl(h) == 0 and host_next(h) <= now and not queued(false, h) and not queued(true, h) then FRESH.drop_idle(h) end
+    end
+  end
 
   -- paused crawl, draining slave: no lease; look again in a second
   local ctl = redis.call('HMGET', K.CONTROL, 'paused', 'drain:' .. slave)
@@ -100,6 +141,21 @@ local function claim_tasks(slave, maxn, render, now)
   else
     for k = 1, #st, 2 do cands[#cands + 1] = {st[k], false} end
   end
+  -- the fresh hosts (bfs, dfs), claimable at once and never fetched
+  -- lately: taken in turn with the ready hosts, a fresh one first, so
+  -- neither starves the other
+  if not PQ then
+    flush_hash(K_FRESH)
+    local fresh = FRESH.scan(maxn)
+    if #fresh > 0 then
+      local merged = {}
+      for k = 1, math.max(#cands, #fresh) do
+        if fresh[k] then merged[#merged + 1] = {fresh[k][1], false, true} end
+        if cands[k] then merged[#merged + 1] = cands[k] end
+      end
+      cands = merged
+    end
+  end
   -- the candidates' politeness fields, one HMGET per hash
   do
     local hosts = {}
@@ -128,7 +184,11 @@ local function claim_tasks(slave, maxn, render, now)
     if n >= maxn then break end
     local host, r = c[1], c[2]
     local ok = true
-    if render then
+    if c[3] then
+      -- a fresh host: its task still there (not moved by a push of this
+      -- call) and the host free
+      ok = hget(K_FRESH, host) and host_infl(host) < host_conc(host) and host_next(host) <= now
+    elseif render then
       -- the host's other class may have used its slots or moved its time
       local sc = ready_zscore(r, host)
       ok = sc ~= false and sc <= now
@@ -140,10 +200,28 @@ local function claim_tasks(slave, maxn, render, now)
       local take = 1
       if hd == 0 then take = conc - infl end
       take = math.min(take, maxn - n, conc - infl)
+      local fresh_first = c[3]
       while take > 0 do
         -- got: the tasks taken from one queue, all of priority prio
         local prio, got
-        if PQ then
+        if fresh_first then
+          -- its first task; the rest go to the host's own queue (where
+          -- the next turn of this loop finds them), and its page count is
+          -- written now (admit)
+          fresh_first = false
+          local v = hget(K_FRESH, host)
+          local list = v and FRESH.decode(host, v)
+          hdel(K_FRESH, host)
+          has_queue[false][host] = false
+          if MAX_HOST_PAGES > 0 then redis.call('HSETNX', K_HPAGES, host, list and #list or 1) end
+          if list then
+            prio, got = list[1][1], {list[1][2]}
+            for e = 2, #list do push_queue(false, host, list[e][1], list[e][2], false) end
+          else
+            prio, got = '0', {''}
+          end
+          if not list or #list == 1 then take = 1 end
+        elseif PQ then
           local top = redis.call('ZPOPMIN', kq_pq(r, host))
           forget_queue(r, host)
           if #top == 0 then break end
@@ -244,6 +322,10 @@ local function claim_tasks(slave, maxn, render, now)
   -- wait hint: ms until the earliest host is ready, -1 when none is queued
   flush_ready()
   local earliest
+  if not PQ then
+    flush_hash(K_FRESH)
+    if redis.call('EXISTS', K_FRESH) == 1 then earliest = now end
+  end
   for _, r in ipairs(CLASSES) do
     if r == false or render then
       local first = redis.call('ZRANGE', kq_ready(r), 0, 0, 'WITHSCORES')

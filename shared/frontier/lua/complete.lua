@@ -73,6 +73,7 @@ end
 -- retry and release; links keep their own flag.
 local function complete_leases(slave, n, now, counts)
   local i = 5
+  CALL.now = now
   local acks = {}
   local added = 0
   -- the leases' data, read in one HMGET up front; ended: the URLs whose
@@ -179,7 +180,7 @@ local function complete_leases(slave, n, now, counts)
       elseif outcome == 'fail' then
         redis.call('RPUSH', K.FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
         stat('failed', 1)
-        to_lambda(-tonumber(prio))
+        to_lambda(-(tonumber(prio) or 0))
       elseif outcome == 'release' then
         push(host, prio, task, true)
       end

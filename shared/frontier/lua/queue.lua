@@ -92,25 +92,137 @@ local function refuse(task, why, slave, now)
   end
 end
 
+-- drop_idle removes an idle host's politeness fields (hnext, hdelay):
+-- nothing queued, in flight or pending is left of it
+function FRESH.drop_idle(host)
+  if hget(K_HNEXT, host) then hdel(K_HNEXT, host) end
+  if hget(K_HDELAY, host) then hdel(K_HDELAY, host) end
+end
+
 -- make host claimable in each class (ready, rready) where it has queued
--- tasks and a free slot; the slots and next time are the host's, shared
+-- tasks and a free slot; the slots and next time are the host's, shared.
+-- A host with nothing queued or in flight goes to hcool while its next
+-- time is pending, and loses its politeness fields once it has passed
+-- (FRESH.drop_idle; a claim sweeps hcool): an idle host costs nothing.
 local function ready_host(host)
-  local free = host_infl(host) < host_conc(host)
+  local infl = host_infl(host)
+  local free = infl < host_conc(host)
+  local any = false
   for _, r in ipairs(CLASSES) do
-    if free and queued(r, host) then
-      ready_add(r, host, host_next(host))
+    if queued(r, host) then
+      any = true
+      if free then ready_add(r, host, host_next(host)) else ready_rem(r, host) end
     else
       ready_rem(r, host)
     end
   end
+  if any or infl > 0 then return end
+  local nxt = host_next(host)
+  if nxt > call_now() then
+    local cool = CALL.cool or {}
+    cool[#cool + 1] = nxt
+    cool[#cool + 1] = host
+    CALL.cool = cool
+  else
+    FRESH.drop_idle(host)
+  end
 end
 
--- enqueue a task on its host, in the queues of its class (render tasks in
--- rq/rqp/rpq, claimable from rready): bfs and dfs put it in the list of its
--- priority (front: first among its priority), priority and aopic in the
--- host's pq with score prio and its depth, hops and attempt in pqdata
-local function push(host, prio, task, front)
-  local r = is_render(task)
+-- A fresh host's tasks are one value of the fresh hash: up to FRESH.MAX
+-- entries in the order a claim takes them (priority, then FIFO; a task
+-- pushed to the front goes before its priority's others), each
+-- <length>:<body>, the body prio \t depth \t hops \t attempt \t U, where U
+-- is the URL with its scheme and host (the field) left out: s or h and
+-- the rest for https:// or http:// and the host, = and the URL otherwise.
+FRESH.MAX = 4
+-- FRESH.BYTES: a value past it takes no more tasks
+FRESH.BYTES = 1024
+
+-- goes_fresh reports whether a task of class r for host, which has no
+-- task in the fresh hash, goes there: bfs and dfs, a static task, and a
+-- host with no queue of its own, nothing in flight and no next fetch
+-- time pending
+function FRESH.goes(host, r)
+  if PQ or r then return false end
+  return host_infl(host) == 0 and host_next(host) <= call_now() and not queued(false, host)
+end
+
+-- FRESH.body is a task's entry body (see above)
+function FRESH.body(host, prio, task)
+  local f3, url = string.match(task, '^([^\t]*\t[^\t]*\t[^\t]*)\t(.*)$')
+  local u
+  if string.sub(url, 1, 8 + #host) == 'https://' .. host then
+    u = 's' .. string.sub(url, 9 + #host)
+  elseif string.sub(url, 1, 7 + #host) == 'http://' .. host then
+    u = 'h' .. string.sub(url, 8 + #host)
+  else
+    u = '=' .. url
+  end
+  return prio .. '\t' .. f3 .. '\t' .. u
+end
+
+-- FRESH.decode returns a fresh value's entries, {prio, task} each, nil
+-- when it has not their form (a value no function wrote)
+function FRESH.decode(host, v)
+  local out, pos = {}, 1
+  while pos <= #v do
+    local c = string.find(v, ':', pos, true)
+    local n = c and tonumber(string.sub(v, pos, c - 1))
+    if not n or n < 1 or c + n > #v then return nil end
+    local prio, f3, kind, rest = string.match(string.sub(v, c + 1, c + n), '^([^\t]*)\t([^\t]*\t[^\t]*\t[^\t]*)\t(.)(.*)$')
+    if not prio or not tonumber(prio) then return nil end
+    local url
+    if kind == 's' then
+      url = 'https://' .. host .. rest
+    elseif kind == 'h' then
+      url = 'http://' .. host .. rest
+    else
+      url = rest
+    end
+    out[#out + 1] = {prio, f3 .. '\t' .. url}
+    pos = c + n + 1
+  end
+  if #out == 0 then return nil end
+  return out
+end
+
+-- FRESH.encode is the fresh value of entries
+function FRESH.encode(host, list)
+  local parts = {}
+  for i, e in ipairs(list) do
+    local b = FRESH.body(host, e[1], e[2])
+    parts[i] = #b .. ':' .. b
+  end
+  return table.concat(parts)
+end
+
+-- FRESH.insert puts a task among a fresh host's entries in claim order
+function FRESH.insert(list, prio, task, front)
+  local p = tonumber(prio)
+  local at = #list + 1
+  for i, e in ipairs(list) do
+    local q = tonumber(e[1])
+    if q > p or (front and q == p) then
+      at = i
+      break
+    end
+  end
+  table.insert(list, at, {prio, task})
+end
+
+-- FRESH.room returns the host's fresh entries when the host is fresh and
+-- has room for one more task, nil otherwise, and its current entries (or
+-- nil) as second value
+function FRESH.room(host)
+  local cur = hget(K_FRESH, host)
+  if not cur then return nil end
+  local list = FRESH.decode(host, cur)
+  if list and #list < FRESH.MAX and #cur < FRESH.BYTES then return list, list end
+  return nil, list
+end
+
+-- push_queue puts a task in its host's queues of class r (see push)
+local function push_queue(r, host, prio, task, front)
   if PQ then
     local f, url = string.match(task, '^([^\t]*\t[^\t]*\t[^\t]*)\t(.*)$')
     redis.call('ZADD', kq_pq(r, host), prio, url)
@@ -123,6 +235,46 @@ local function push(host, prio, task, front)
     if len == 1 then redis.call('ZADD', kq_prios(r, host), prio, prio) end
   end
   has_queue[r][host] = true
+end
+
+-- enqueue a task on its host, in the queues of its class (render tasks in
+-- rq/rqp/rpq, claimable from rready): bfs and dfs put it in the list of its
+-- priority (front: first among its priority), priority and aopic in the
+-- host's pq with score prio and its depth, hops and attempt in pqdata.
+-- A host with nothing queued, in flight or pending (FRESH.goes) keeps its
+-- first FRESH.MAX tasks in the fresh hash, claimable without a ready-set
+-- entry; one more moves them to its own queue, in their order, and the
+-- host to the ready set.
+local function push(host, prio, task, front)
+  local r = is_render(task)
+  if not PQ and not r then
+    local list
+    if hget(K_FRESH, host) then
+      local room, cur = FRESH.room(host)
+      if room then
+        list = room
+      else
+        -- full: the host's tasks go to its own queue, in their order
+        hdel(K_FRESH, host)
+        if cur then
+          for _, e in ipairs(cur) do push_queue(false, host, e[1], e[2], false) end
+        else
+          stat('refused', 1)
+        end
+      end
+    elseif FRESH.goes(host, r) then
+      list = {}
+    end
+    if list then
+      FRESH.insert(list, prio, task, front)
+      hset(K_FRESH, host, FRESH.encode(host, list))
+      CALL.fresh_added = true
+      stat('queued', 1)
+      work_added = true
+      return
+    end
+  end
+  push_queue(r, host, prio, task, front)
   stat('queued', 1)
   if r then stat('rqueued', 1) end
   work_added = true
@@ -195,15 +347,22 @@ end
 -- in 'd' for a query that holds a date, which has its own cap
 -- (MaxDateVariants) and its own field: qv .. the cap, as before the cap
 -- was a setting; any other qv is none.
-local function admit(host, qv, enforce)
-  local counted = false
+--
+-- A host whose tasks wait in the fresh hash, with no field in hpages,
+-- has counted its fresh entries: the field is written when a URL of the
+-- host does not go to fresh (task: the URL's task) or a claim takes one.
+local function admit(host, qv, enforce, task)
+  local pages, field
   if MAX_HOST_PAGES > 0 then
-    local c = redis.call('HINCRBY', K_HPAGES, host, 1)
-    if enforce and c > MAX_HOST_PAGES then
-      redis.call('HINCRBY', K_HPAGES, host, -1)
-      return false, 'host'
+    field = redis.call('HGET', K_HPAGES, host)
+    local c = tonumber(field or '0') or 0
+    if not field and hget(K_FRESH, host) then
+      local _, cur = FRESH.room(host)
+      c = cur and #cur or 1
     end
-    counted = true
+    c = c + 1
+    if enforce and c > MAX_HOST_PAGES then return false, 'host' end
+    pages = c
   end
   local qcap = MAX_QVAR
   if #qv == 9 and string.byte(qv, 9) == 100 then
@@ -216,9 +375,15 @@ local function admit(host, qv, enforce)
     local c = redis.call('HINCRBY', K_QVAR, qv, 1)
     if enforce and c > qcap then
       redis.call('HINCRBY', K_QVAR, qv, -1)
-      if counted then redis.call('HINCRBY', K_HPAGES, host, -1) end
       return false, 'qvar'
     end
+  end
+  if pages then
+    local stays = false
+    if not field and not PQ and not is_render(task) then
+      if hget(K_FRESH, host) then stays = FRESH.room(host) ~= nil else stays = FRESH.goes(host, false) end
+    end
+    if not stays then redis.call('HSET', K_HPAGES, host, pages) end
   end
   return true
 end
@@ -245,6 +410,23 @@ local function allowed(h)
   return false
 end
 
+-- scope_fp returns the scope set and member of a seed's host name: the
+-- first 3 hex digits of its SHA-1 and the next 13 in decimal
+-- (Keys.ScopeMember)
+function FRESH.scope_fp(h)
+  local x = redis.sha1hex(h)
+  return K.SCOPE_PFX .. string.sub(x, 1, 3), string.format('%.0f', tonumber(string.sub(x, 4, 16), 16))
+end
+
+-- scope_has reports whether h is a seed's host name: in the scope sets,
+-- or in the legacy scopehosts set of a crawl created before them
+function FRESH.scope_has(h)
+  if CALL.legacy_scope == nil then CALL.legacy_scope = redis.call('EXISTS', K_SCOPE) == 1 end
+  if CALL.legacy_scope and redis.call('SISMEMBER', K_SCOPE, h) == 1 then return true end
+  local key, m = FRESH.scope_fp(h)
+  return redis.call('SISMEMBER', key, m) == 1
+end
+
 -- link_args reports whether the tuple at ARGV[j] has the form every use
 -- of it before check_task relies on: only the seen arguments of the Bloom
 -- filter and of a fixed layout need a look (seen_args); a host, scope host
@@ -254,7 +436,7 @@ local function link_args(j)
 end
 
 -- take_link puts the link tuple at ARGV[j] through its checks, scope
--- (in_scope caches each scope host's answer: SISMEMBER scopehosts with
+-- (in_scope caches each scope host's answer: scope_has with
 -- scope by seeds, else crawl.allow_hosts), dedup and the trap caps. It
 -- returns 'new' for a link seen now and admitted (counted in the stats'
 -- seen; the caller queues it), 'old' for one seen before, and nil for one
@@ -269,7 +451,7 @@ local function take_link(j, in_scope, slave, now)
     local ok_scope = in_scope[lscope]
     if ok_scope == nil then
       if SCOPE_BY_SEEDS then
-        ok_scope = redis.call('SISMEMBER', K_SCOPE, lscope) == 1
+        ok_scope = FRESH.scope_has(lscope)
       else
         ok_scope = allowed(lscope)
       end
@@ -286,7 +468,7 @@ local function take_link(j, in_scope, slave, now)
     refuse(ARGV[j + 5], why, slave, now)
     return nil
   end
-  local ok, cap = admit(lhost, ARGV[j + 6], true)
+  local ok, cap = admit(lhost, ARGV[j + 6], true, ARGV[j + 5])
   if not ok then
     trap_drop(lhost, ARGV[j + 5], cap, slave, now)
     return nil
@@ -326,7 +508,7 @@ local function requeue_or_fail(host, prio, task, reason, now, slave)
   if attempt >= C.MAX_ATTEMPTS then
     redis.call('RPUSH', K.FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. nt)
     stat('failed', 1)
-    to_lambda(-tonumber(prio))
+    to_lambda(-(tonumber(prio) or 0))
     emit('exception', cjson.encode({crawl = CRAWL, kind = 'failed', url = url, host = host,
       slave = slave, attempt = attempt, status = 0,
       message = 'gave up after ' .. attempt .. ' attempts: ' .. reason, at = now}))

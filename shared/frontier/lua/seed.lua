@@ -34,9 +34,12 @@ register('seed', function()
       if why then
         refuse(ARGV[j + 5], why)
       else
-        if SCOPE_BY_SEEDS then redis.call('SADD', K_SCOPE, ARGV[j + 3]) end
+        if SCOPE_BY_SEEDS then
+          local key, m = FRESH.scope_fp(ARGV[j + 3])
+          redis.call('SADD', key, m)
+        end
         if seen_add(ARGV[j], ARGV[j + 1]) then
-          admit(ARGV[j + 2], ARGV[j + 6], false)
+          admit(ARGV[j + 2], ARGV[j + 6], false, ARGV[j + 5])
           push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
           stat('seen', 1)
           added = added + 1
@@ -98,7 +101,12 @@ register('reseed', function()
       elseif PQ then
         queued = redis.call('ZSCORE', kq_pq(r, host), url) ~= false
       else
-        queued = redis.call('LPOS', kq_queue(r, host, prio), task) ~= false
+        queued = false
+        local fv = hget(K_FRESH, host)
+        for _, e in ipairs(fv and FRESH.decode(host, fv) or {}) do
+          if e[1] == prio and e[2] == task then queued = true end
+        end
+        queued = queued or redis.call('LPOS', kq_queue(r, host, prio), task) ~= false
       end
       if not queued then
         seen_add(ARGV[j], ARGV[j + 1])

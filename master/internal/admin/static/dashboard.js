@@ -140,14 +140,15 @@
   let rulesVersion = '';
 
   function renderHeader(ov) {
-    const tags = ov.crawls.map((c) => {
+    const own = ov.crawls.filter((c) => !c.other);
+    const tags = own.map((c) => {
       const span = el('span', { className: 'crawl-tag' }, c.crawl);
       if (c.paused) span.append(' ', el('span', { className: 'badge badge-paused' }, 'paused'));
       if (c.finished) span.append(' ', el('span', { className: 'badge badge-finished' }, 'finished'));
       return span;
     });
     $('hdr-crawls').replaceChildren(...tags);
-    document.title = ['redcrawl admin', ...ov.crawls.map((c) => c.crawl)].join(' · ');
+    document.title = ['redcrawl admin', ...own.map((c) => c.crawl)].join(' · ');
     const r = ov.rules || {};
     rulesVersion = r.version || '';
     $('rules-version').textContent = r.version || 'none';
@@ -190,8 +191,11 @@
       return out;
     }, { id: id + '-schedules', cls: 'schedules' });
     const n = domid(c.crawl);
-    richCell(tr, 12, [st, c.paused, (c.failed || 0) > 0].join('|'), () => [
-      actButton('Pause', 'pause', { crawl: c.crawl }, { id: 'btn-pause-' + n, hidden: c.paused }),
+    richCell(tr, 12, [st, c.paused, (c.failed || 0) > 0, !!c.other].join('|'), () => c.other ? [
+      el('span', { className: 'muted' }, "not this master's"),
+    ] : [
+      // a finished crawl has nothing left to pause
+      actButton('Pause', 'pause', { crawl: c.crawl }, { id: 'btn-pause-' + n, hidden: c.paused || c.finished }),
       actButton('Resume', 'resume', { crawl: c.crawl }, { id: 'btn-resume-' + n, hidden: !c.paused }),
       actButton('Requeue failed', 'requeue', { crawl: c.crawl }, {
         id: 'btn-requeue-' + n, disabled: !(c.failed > 0),
@@ -240,7 +244,8 @@
     show($('crawls-empty'), ov.crawls.length === 0);
     syncRows($('slaves').tBodies[0], ov.slaves, (s) => s.crawl + ' ' + s.slave, (tr, s) => renderSlave(ov.now, tr, s));
     show($('slaves-empty'), ov.slaves.length === 0);
-    crawlNames = ov.crawls.map((c) => c.crawl);
+    // the crawls this master runs: the others (listed, read only) have no series, proxies or actions here
+    crawlNames = ov.crawls.filter((c) => !c.other).map((c) => c.crawl);
     syncOptions($('seed-crawl'), crawlNames);
     syncOptions($('f-crawl'), crawlNames, ['', 'all']);
   }

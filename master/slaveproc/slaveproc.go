@@ -1,6 +1,6 @@
 // Package slaveproc runs slaves as processes of the slave binary, for the
-// commands of bin/master that crawl with their own slaves (master demo,
-// master bench): so the master binary never links the slave. It writes the
+// commands of bin/master that crawl with their own slaves (master crawl,
+// master demo, master bench): so the master binary never links the slave. It writes the
 // master's config to a file the slaves load, starts one process per slave
 // id, and stops them with SIGTERM, a slave's graceful leave.
 package slaveproc
@@ -68,6 +68,10 @@ type Options struct {
 	// EnvFor, when set, gives a slave's own environment variables (added
 	// to Env), such as its work API token file.
 	EnvFor func(id string) []string
+	// ExitWhenDone runs the slaves with --exit-when-done: they leave by
+	// themselves once the crawl is finished (Wait), and a slave that
+	// exits 0 before Stop is not a death.
+	ExitWhenDone bool
 }
 
 // Set is the slave processes Start started.
@@ -96,7 +100,11 @@ func Start(opt Options, ids ...string) (*Set, error) {
 }
 
 func (s *Set) start(opt Options, id string) error {
-	cmd := exec.CommandContext(s.ctx, opt.Binary, "run", "--config", opt.Config, "--id", id)
+	args := []string{"run", "--config", opt.Config, "--id", id}
+	if opt.ExitWhenDone {
+		args = append(args, "--exit-when-done")
+	}
+	cmd := exec.CommandContext(s.ctx, opt.Binary, args...)
 	cmd.Env = Env()
 	if opt.EnvFor != nil {
 		cmd.Env = append(cmd.Env, opt.EnvFor(id)...)
@@ -129,7 +137,7 @@ func (s *Set) start(opt Options, id string) error {
 		if logf != nil {
 			logf.Close()
 		}
-		if s.ctx.Err() == nil && opt.Died != nil {
+		if s.ctx.Err() == nil && opt.Died != nil && (err != nil || !opt.ExitWhenDone) {
 			why := fmt.Errorf("slave %s exited early (%v)", id, err)
 			if logPath != "" {
 				why = fmt.Errorf("%w: %s", why, tail(logPath))
@@ -145,6 +153,19 @@ func (s *Set) start(opt Options, id string) error {
 func (s *Set) Stop() {
 	s.cancel()
 	s.wg.Wait()
+}
+
+// Wait waits for every slave to exit by itself (Options.ExitWhenDone),
+// at most limit; it reports whether they all did. Stop ends the rest.
+func (s *Set) Wait(limit time.Duration) bool {
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(limit):
+		return false
+	}
 }
 
 // Pids returns the slaves' process ids.

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
+	"github.com/redcrawl/redcrawl/master/store/storetest"
+)
+
+// slaveBin is bin/slave built once for the package's tests (buildSlave),
+// in a directory TestMain removes.
+var slaveBin struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if slaveBin.dir != "" {
+		os.RemoveAll(slaveBin.dir)
+	}
+	os.Exit(code)
+}
+
+// buildSlave builds bin/slave once and returns its path.
+func buildSlave(t *testing.T) string {
+	t.Helper()
+	slaveBin.once.Do(func() {
+		if slaveBin.dir, slaveBin.err = os.MkdirTemp("", "redcrawl-test-slave-"); slaveBin.err != nil {
+			return
+		}
+		slaveBin.path = filepath.Join(slaveBin.dir, "slave")
+		out, err := exec.Command("go", "build", "-o", slaveBin.path, "github.com/redcrawl/redcrawl/slave").CombinedOutput()
+		if err != nil {
+			slaveBin.err = fmt.Errorf("go build slave: %v\n%s", err, out)
+		}
+	})
+	if slaveBin.err != nil {
+		t.Fatal(slaveBin.err)
+	}
+	return slaveBin.path
+}
+
+// crawlRules is the test's rule file: an item per ordinary page.
+const crawlRules = `name: pages
+hosts: [HOST]
+items:
+  - name: page
+    match: ['/page/\d+$']
+    fields:
+      - {name: title, css: 'h1#top', required: true}
+      - {name: links, css: 'ul a', attr: href, list: true}
+`
+
+// TestCrawlCommand runs master crawl against a loopback site with a rule
+// file and two slave processes: the items land in the -o file, the stats
+// are printed, and the exit status says pages were fetched. The same
+// command again fetches nothing (every URL was seen), exits 1 with the
+// reason, and still writes the crawl's items, as flat CSV rows.
+func TestCrawlCommand(t *testing.T) {
+	bin := buildSlave(t)
+	site, err := testsite.Start(testsite.Options{Hosts: 1, PagesPerHost: 20, LinksPerPage: 4, Robots: true, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Close()
+	u, _ := url.Parse(site.Seeds()[0])
+	dir := t.TempDir()
+	rulesDir := filepath.Join(dir, "rules")
+	if err := os.Mkdir(rulesDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rulesDir, "pages.yaml"), []byte(strings.ReplaceAll(crawlRules, "HOST", u.Hostname())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	redisURL := "redis://127.0.0.1:6379/0"
+	if v := os.Getenv("REDCRAWL_TEST_REDIS"); v != "" {
+		redisURL = v
+	}
+	crawl := testutil.CrawlName("crawlcmd")
+	cfgPath := filepath.Join(dir, "config.yaml")
+	yaml := fmt.Sprintf(`redis:
+  url: %s
+mysql:
+  dsn: %s
+crawl:
+  name: %s
+rules:
+  dir: %s
+  poll: 500ms
+fetch:
+  allow_private_networks: true
+politeness:
+  delay: 20ms
+lease:
+  retry_base: 200ms
+slave:
+  heartbeat_interval: 300ms
+  shutdown_timeout: 5s
+  idle_poll: 50ms
+master:
+  quiescence: 500ms
+dedup:
+  expected_urls: 10000
+admin:
+  listen: ""
+`, redisURL, storetest.DSN(t), crawl, rulesDir)
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ropt, _ := redis.ParseURL(redisURL)
+	rdb := redis.NewClient(ropt)
+	defer rdb.Close()
+	t.Cleanup(func() { testutil.DeleteCrawl(context.Background(), rdb, crawl) })
+
+	itemsPath := filepath.Join(dir, "items.jsonl")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"crawl", "--config", cfgPath, "--slaves", "2", "--slave-binary", bin, site.Seeds()[0], "-o", itemsPath},
+		nil, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("master crawl: exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	wantItems := 19 // /page/1 to /page/19; the root is no item
+	f, err := os.Open(itemsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	titles := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var rec struct {
+			Crawl, Rule, Item, URL string
+			Data                   struct{ Title string }
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("items line %q: %v", sc.Text(), err)
+		}
+		if rec.Crawl != crawl || rec.Rule != "pages" || rec.Item != "page" || !strings.Contains(rec.URL, "/page/") {
+			t.Errorf("item %+v", rec)
+		}
+		titles[rec.Data.Title] = true
+	}
+	if len(titles) != wantItems || !titles["Host 0 page 7"] {
+		t.Errorf("%d distinct item titles, want %d with \"Host 0 page 7\": %v", len(titles), wantItems, titles)
+	}
+	out := strings.Join(strings.Fields(stdout.String()), " ") // the table's padding aside
+	for _, want := range []string{
+		"crawl " + crawl + ": 1 seeds added",
+		"crawl " + crawl + " finished",
+		"pages 20 (2xx 20,",
+		fmt.Sprintf("items %d", wantItems),
+		"top hosts by failures",
+		"this run: 20 pages fetched",
+		fmt.Sprintf("%d items written to %s", wantItems, itemsPath),
+		"progress: done ", // not a terminal: plain lines
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if strings.Contains(stdout.String(), "\r") {
+		t.Errorf("a progress bar redrawn in place on a non-terminal:\n%q", stdout.String())
+	}
+
+	// again: nothing new to fetch
+	csvPath := filepath.Join(dir, "items.csv")
+	stdout.Reset()
+	stderr.Reset()
+	code = run([]string{"crawl", "--config", cfgPath, "--slaves", "1", "--slave-binary", bin, "-o", csvPath,
+		"--item-fields", "url,title", site.Seeds()[0]}, nil, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "no page fetched: every start URL was already seen") {
+		t.Errorf("crawl again: exit %d, want 1 saying the URLs were seen\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(csvPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil || len(rows) != wantItems+1 || strings.Join(rows[0], ",") != "url,title" {
+		t.Fatalf("csv: %v, %d rows, header %q:\n%s", err, len(rows), rows[0], b)
+	}
+	for _, r := range rows[1:] {
+		if !strings.HasPrefix(r[1], "Host 0 page ") || !strings.HasSuffix(r[0], strings.TrimPrefix(r[1], "Host 0 page ")) {
+			t.Errorf("csv row %q", r)
+		}
+	}
+}
+
+// TestCrawlUsage: bad usage of master crawl exits 2 before anything runs.
+func TestCrawlUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"crawl"},
+		{"crawl", "-o", "items.txt", "http://a.test/"},
+		{"crawl", "--item-fields", "a", "http://a.test/"},
+		{"crawl", "--slaves", "-1", "http://a.test/"},
+		{"crawl", "--slaves", "0", "http://a.test/"},
+		{"crawl", "--slaves", "65", "http://a.test/"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(args, nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "master crawl: ") {
+			t.Errorf("master %q: exit %d, stderr %q; want 2 and why", args, code, errOut.String())
+		}
+	}
+}

@@ -1,0 +1,282 @@
+// Package sitecrawl is master crawl: one command that crawls a site. It
+// seeds the crawl, runs a master in this process and slaves as processes
+// of the slave binary (master/slaveproc: bin/master links no slave), all
+// with --exit-when-done, shows a live progress line, writes the crawl's
+// items to a file, and prints the crawl's stats. It uses the configured
+// Redis, MySQL and rule files as a distributed crawl does, so a crawl
+// that outgrows one machine continues with master run and slave run.
+package sitecrawl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/slaveproc"
+	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+)
+
+// Options say what to crawl and where the output goes.
+type Options struct {
+	Seeds       []string // the start URLs
+	Slaves      int      // slave processes; default 2
+	SlaveBinary string   // the slave binary (slaveproc.Binary)
+	// Out, when set, receives the crawl's items, in the format of its
+	// extension (masterd.FormatOfPath); ItemFields, when set, makes the
+	// rows flat (masterd.ExportOptions.Fields).
+	Out        string
+	ItemFields []string
+	Logger     *slog.Logger // the master's log; default slog.Default()
+	// Stdout receives the progress, the output file's count and the
+	// summary; SlaveOutput the slaves' logs (nil: discarded).
+	Stdout      io.Writer
+	SlaveOutput io.Writer
+	// Terminal draws the progress as a bar redrawn in place; otherwise a
+	// plain line is printed every ProgressEvery (default 5s).
+	Terminal      bool
+	ProgressEvery time.Duration
+}
+
+// Result is what a crawl did.
+type Result struct {
+	Seed    masterd.SeedResult
+	Stats   masterd.CrawlStats // the whole crawl's, after this run
+	Fetched int64              // page rows this run added
+	Items   int                // items written to Options.Out
+	// Interrupted: ctx ended before the crawl finished; the crawl stays
+	// in Redis for master run and slave run to continue.
+	Interrupted bool
+}
+
+// CheckOptions reports what is wrong with opt before anything runs (bad
+// usage).
+func CheckOptions(opt Options) error {
+	if len(opt.Seeds) == 0 {
+		return errors.New("no start URLs (give them as arguments)")
+	}
+	if opt.Slaves < 0 || opt.Slaves > 64 {
+		return fmt.Errorf("--slaves %d: want 1 to 64", opt.Slaves)
+	}
+	if opt.Out != "" && masterd.FormatOfPath(opt.Out) == "" {
+		return fmt.Errorf("-o %s: the extension says the format: .jsonl (JSON Lines), .json or .csv", opt.Out)
+	}
+	if len(opt.ItemFields) > 0 && opt.Out == "" {
+		return errors.New("--item-fields goes with -o FILE")
+	}
+	return nil
+}
+
+// Run crawls opt.Seeds to the end with a master in this process and
+// opt.Slaves slave processes, writes the items to opt.Out and returns
+// what happened. An error is a crawl that could not run (Redis or MySQL
+// unreachable, a slave that died, an output file that cannot be written).
+func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) {
+	var res Result
+	if err := CheckOptions(opt); err != nil {
+		return res, err
+	}
+	if opt.Slaves == 0 {
+		opt.Slaves = 2
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Stdout == nil {
+		opt.Stdout = io.Discard
+	}
+	if opt.ProgressEvery <= 0 {
+		opt.ProgressEvery = 5 * time.Second
+	}
+	cfg := *base
+	// no dashboard or work API: they could collide with a master already
+	// running on this machine (master run serves them)
+	cfg.Admin.Listen, cfg.API.Listen = "", ""
+	if err := cfg.Validate(); err != nil {
+		return res, err
+	}
+	var out *os.File
+	if opt.Out != "" { // before the crawl: a path that cannot be written fails now
+		f, err := os.Create(opt.Out)
+		if err != nil {
+			return res, fmt.Errorf("-o: %w", err)
+		}
+		defer f.Close()
+		out = f
+	}
+
+	before, err := masterd.ReadCrawlStats(ctx, &cfg)
+	if err != nil {
+		return res, err
+	}
+	res.Seed, err = masterd.Seed(ctx, &cfg, opt.Seeds)
+	if err != nil {
+		return res, err
+	}
+	fmt.Fprintf(opt.Stdout, "crawl %s: %d seeds added, %d already seen, %d rejected; %d slaves\n",
+		cfg.Crawl.Name, res.Seed.Added, res.Seed.Seen, len(res.Seed.Rejected), opt.Slaves)
+	for _, r := range res.Seed.Rejected {
+		fmt.Fprintf(opt.Stdout, "  rejected %s\n", r)
+	}
+	if res.Seed.Added+res.Seed.Seen == 0 {
+		return res, errors.New("no start URL was accepted")
+	}
+
+	tmp, err := os.MkdirTemp("", "redcrawl-crawl-")
+	if err != nil {
+		return res, fmt.Errorf("crawl: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	slaveCfg := slaveConfig(cfg)
+	cfgPath, err := slaveproc.WriteConfig(tmp, &slaveCfg)
+	if err != nil {
+		return res, err
+	}
+
+	rdb, err := cfg.NewRedisClient()
+	if err != nil {
+		return res, err
+	}
+	defer rdb.Close()
+	front, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(&cfg))
+	if err != nil {
+		return res, fmt.Errorf("crawl: %w", err)
+	}
+
+	// the rules before any slave runs: its first pages get their items
+	if _, err := masterd.PublishRules(ctx, &cfg, front); err != nil {
+		return res, err
+	}
+	st0, err := front.Stats(ctx)
+	if err != nil {
+		return res, fmt.Errorf("crawl: %w", err)
+	}
+	start := time.Now()
+	mctx, stopMaster := context.WithCancelCause(ctx)
+	defer stopMaster(nil)
+	masterDone := make(chan error, 1)
+	go func() {
+		masterDone <- masterd.New(&cfg, masterd.Options{ExitWhenDone: true, Logger: opt.Logger,
+			ProgressEvery: time.Hour}).Run(mctx)
+	}()
+	ids := make([]string, opt.Slaves)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("local-%d-%d", os.Getpid(), i+1)
+	}
+	slaves, err := slaveproc.Start(slaveproc.Options{Binary: opt.SlaveBinary, Config: cfgPath, Output: opt.SlaveOutput,
+		StopTimeout: cfg.Slave.ShutdownTimeout + 5*time.Second, ExitWhenDone: true,
+		Died: func(err error) { stopMaster(err) }}, ids...)
+	if err != nil {
+		stopMaster(err)
+		<-masterDone
+		return res, err
+	}
+	defer slaves.Stop()
+
+	bar := &progress{w: opt.Stdout, terminal: opt.Terminal, start: start, done0: st0.Done}
+	every := opt.ProgressEvery
+	if opt.Terminal {
+		every = 250 * time.Millisecond
+	}
+	tick := time.NewTicker(every)
+	var runErr error
+loop:
+	for {
+		select {
+		case runErr = <-masterDone:
+			break loop
+		case <-tick.C:
+			if st, err := front.Stats(ctx); err == nil {
+				bar.show(st)
+			}
+		}
+	}
+	tick.Stop()
+	if st, err := front.Stats(context.WithoutCancel(ctx)); err == nil {
+		bar.show(st)
+	}
+	bar.end()
+	if cause := context.Cause(mctx); cause != nil && ctx.Err() == nil {
+		return res, cause // a slave died
+	}
+	if runErr != nil {
+		return res, runErr
+	}
+	res.Interrupted = ctx.Err() != nil
+	if !res.Interrupted {
+		// the slaves see the finish with their next heartbeat and leave
+		slaves.Wait(3*cfg.Slave.HeartbeatInterval + cfg.Slave.ShutdownTimeout + 10*time.Second)
+	}
+	slaves.Stop()
+	elapsed := time.Since(start)
+
+	// what remains runs even after an interrupt: the output and the stats
+	// of what was fetched
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+	defer cancel()
+	if out != nil {
+		res.Items, err = masterd.Export(octx, &cfg, masterd.ExportOptions{Crawl: cfg.Crawl.Name,
+			Format: masterd.FormatOfPath(opt.Out), Fields: opt.ItemFields}, out)
+		if err == nil {
+			err = out.Close()
+		}
+		if err != nil {
+			return res, fmt.Errorf("-o %s: %w", opt.Out, err)
+		}
+	}
+	res.Stats, err = masterd.ReadCrawlStats(octx, &cfg)
+	if err != nil {
+		return res, err
+	}
+	res.Fetched = res.Stats.PageCount() - before.PageCount()
+	if before.PageCount() == 0 {
+		res.Stats.SetElapsed(elapsed) // the whole crawl is this run: its time, start-up included
+	}
+	fmt.Fprintln(opt.Stdout)
+	res.Stats.Render(opt.Stdout)
+	fmt.Fprintf(opt.Stdout, "\nthis run: %d pages fetched in %s", res.Fetched, elapsed.Round(100*time.Millisecond))
+	if out != nil {
+		fmt.Fprintf(opt.Stdout, "; %d items written to %s", res.Items, opt.Out)
+	}
+	fmt.Fprintln(opt.Stdout)
+	if res.Interrupted {
+		fmt.Fprintf(opt.Stdout, "interrupted: crawl %s stays in Redis; continue it with master run and slave run\n", cfg.Crawl.Name)
+	}
+	return res, nil
+}
+
+// slaveConfig is the config the local slaves load: the crawl's, with the
+// master's Redis (no work API) and /metrics on a free loopback port each.
+func slaveConfig(cfg config.Config) config.Config {
+	cfg.Slave.API.URLs = nil
+	if cfg.Slave.MetricsListen != "" {
+		if _, port, err := net.SplitHostPort(cfg.Slave.MetricsListen); err != nil || port != "0" {
+			cfg.Slave.MetricsListen = "127.0.0.1:0" // several slaves on one machine
+		}
+	}
+	return cfg
+}
+
+// Hint says why a crawl may have fetched nothing, from its stats.
+func Hint(st masterd.CrawlStats, seed masterd.SeedResult) string {
+	switch {
+	case seed.Added == 0 && seed.Seen > 0:
+		return fmt.Sprintf("every start URL was already seen by crawl %s: crawl again under another name (--crawl NAME) or recrawl it (master seed --recrawl --crawl %s)",
+			st.Crawl, st.Crawl)
+	case st.Exceptions[events.KindBlocked] > 0:
+		return "fetches to private addresses were refused: a site on loopback or an intranet needs fetch.allow_private_networks: true"
+	case st.Exceptions[events.KindRobotsDenied] > 0:
+		return fmt.Sprintf("robots.txt denied or could not be read (master exceptions --crawl %s --kind robots_denied); a site on loopback or an intranet needs fetch.allow_private_networks: true",
+			st.Crawl)
+	case len(st.Exceptions) > 0:
+		return fmt.Sprintf("see what failed: master exceptions --crawl %s", st.Crawl)
+	}
+	return "nothing was fetched"
+}

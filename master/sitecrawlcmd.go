@@ -1,0 +1,104 @@
+package main
+
+// master crawl: one command that crawls a site (master/sitecrawl).
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/redcrawl/redcrawl/master/sitecrawl"
+	"github.com/redcrawl/redcrawl/shared/cli"
+)
+
+const crawlUsage = `usage: master crawl [--config config.yaml] [--crawl NAME] [--slaves N] [-o items.jsonl|.json|.csv] [--item-fields a,b] [--slave-binary bin/slave] URL...
+
+Crawl a site with one command: seed the URLs, run a master here and N
+slaves (processes of the slave binary beside this master) until the crawl
+is finished, with a progress line; write the items to -o (JSON Lines,
+JSON or CSV by the extension; --item-fields for flat rows of those fields
+without the envelope) and print the crawl's stats. The same Redis, MySQL,
+config and rule files as master run and slave run, which can continue the
+crawl on more machines; no dashboard or work API (master run serves
+them). A site on loopback or an intranet needs
+fetch.allow_private_networks: true.
+
+Exit status: 0 when pages were fetched, 1 when nothing was (or the crawl
+could not run), 2 bad usage or bad config.
+`
+
+func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	f := cli.New("master crawl", crawlUsage, stdout, stderr)
+	cfgPath, crawl := configFlags(f)
+	slaves := f.Int("slaves", 2, "slave processes")
+	out := f.String("o", "", "write the items to FILE: .jsonl, .json or .csv")
+	fields := f.String("item-fields", "", "with -o: flat rows of these item fields (comma-separated; url and the other envelope names allowed), no envelope")
+	slaveBinary := slaveBinaryFlag(f)
+	verbose := f.Bool("verbose", false, "log the master's and the slaves' info lines too (default: warnings and errors)")
+	// flags may follow the URLs
+	var urls []string
+	for rest := args; ; {
+		if code, ok := f.Parse(rest); !ok {
+			return code
+		}
+		if f.NArg() == 0 {
+			break
+		}
+		urls = append(urls, f.Arg(0))
+		rest = f.Args()[1:]
+	}
+	opt := sitecrawl.Options{Seeds: urls, Slaves: *slaves, Out: *out, Stdout: stdout, SlaveOutput: stderr,
+		Terminal: isTerminal(stdout)}
+	for _, name := range strings.Split(*fields, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			opt.ItemFields = append(opt.ItemFields, name)
+		}
+	}
+	if *slaves < 1 {
+		fmt.Fprintf(stderr, "master crawl: --slaves %d: want 1 to 64\n", *slaves)
+		return 2
+	}
+	if err := sitecrawl.CheckOptions(opt); err != nil {
+		fmt.Fprintf(stderr, "master crawl: %v\n", err)
+		return 2
+	}
+	cfg, code := loadConfig(*cfgPath, *crawl, stderr)
+	if cfg == nil {
+		return code
+	}
+	if !*verbose {
+		cfg.Log.Level = "warn" // the progress line says how it goes
+	}
+	log := cfg.NewLogger(stderr)
+	slog.SetDefault(log)
+	opt.Logger = log
+	bin, err := slaveBinaryOf(*slaveBinary)
+	if err != nil {
+		fmt.Fprintf(stderr, "master crawl: %v\n", err)
+		return 2
+	}
+	opt.SlaveBinary = bin
+	res, err := sitecrawl.Run(ctx, cfg, opt)
+	if err != nil {
+		fmt.Fprintf(stderr, "master crawl: %v\n", err)
+		return 1
+	}
+	if res.Fetched == 0 {
+		fmt.Fprintf(stderr, "master crawl: no page fetched: %s\n", sitecrawl.Hint(res.Stats, res.Seed))
+		return 1
+	}
+	return 0
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
