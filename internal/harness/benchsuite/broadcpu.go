@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redcrawl/redcrawl/internal/harness/slaveproc"
+	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
