@@ -7,15 +7,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
 	"github.com/redcrawl/redcrawl/internal/harness/demo"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/shared/cli"
+	"github.com/redcrawl/redcrawl/shared/config"
 )
 
 // slaveBinaryFlag adds --slave-binary.
@@ -76,6 +79,15 @@ chart under --out. With --api each slave count crawls again with slaves of
 the work API (TLS on loopback, a token each), compared side by side. With
 --colly-slave-binary, the site is crawled also by slaves that run a colly
 collector (slave/collyslave), beside the stock slave's.
+
+With --broad it runs the broad-crawl benchmark instead: --broad-hosts
+named hosts (h<i>.bench.test, answered by a DNS server on loopback) of
+--broad-pages pages each, crawled with --broad-slaves slave counts of
+--concurrency fetches in total, once with --broad-many slaves of
+--broad-many-concurrency fetches each, and once on --broad-narrow-hosts
+hosts with as many pages; the master is a process of this binary, the
+slaves' dns.server the loopback DNS server. It writes
+broad-<stamp>.md and broad-latest.md under --out.
 `, stdout, stderr)
 	cfgPath := f.String("config", "config.yaml", "config file")
 	hosts := f.Int("hosts", 20, "number of site hosts on 127.0.0.x")
@@ -85,7 +97,7 @@ collector (slave/collyslave), beside the stock slave's.
 	slaveBinary := slaveBinaryFlag(f)
 	linksPerPage := f.Int("links", 8, "links per page")
 	pageBytes := f.Int("page-bytes", 15000, "page size")
-	conc := f.Int("concurrency", 64, "fetches in flight per slave (and colly's total)")
+	conc := f.Int("concurrency", 64, "fetches in flight per slave (and colly's total); with --broad, in total")
 	hostConc := f.Int("host-concurrency", 4, "requests in flight per host, both crawlers")
 	latency := f.Duration("latency", 0, "the site's delay before answering each request")
 	failing := f.Int("failing-hosts", 0, "hosts with one URL that always answers 503 with Retry-After: 2")
@@ -93,6 +105,14 @@ collector (slave/collyslave), beside the stock slave's.
 	withAPI := f.Bool("api", false, "also crawl each slave count with slaves of the work API, right after the direct ones")
 	collyBinary := f.String("colly-slave-binary", "", "a colly-callback slave program (internal/harness/benchsuite/collybench), run as the slave binary is")
 	collyCounts := f.String("colly-slave-counts", "1", "slave counts of the colly-callback crawls")
+	broad := f.Bool("broad", false, "run the broad-crawl benchmark (many named hosts, few pages each) instead")
+	broadHosts := f.Int("broad-hosts", benchsuite.DefaultBroadHosts, "--broad: hosts")
+	broadPages := f.Int("broad-pages", benchsuite.DefaultBroadPages, "--broad: pages per host")
+	broadSlaves := f.String("broad-slaves", "1,4,16", "--broad: slave counts, each with --concurrency fetches in total")
+	broadMany := f.Int("broad-many", 0, "--broad: also a run of this many slaves (0 = none)")
+	broadManyConc := f.Int("broad-many-concurrency", benchsuite.DefaultManyPerSlave, "--broad: fetches in flight per slave of the --broad-many run")
+	broadNarrow := f.Int("broad-narrow-hosts", benchsuite.DefaultNarrowHosts, "--broad: hosts of the comparison run with as many pages (-1 = none)")
+	broadIdle := f.Duration("broad-idle", benchsuite.DefaultIdleWindow, "--broad: how long the idle commands of the master and slaves waiting on one slow page are counted")
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of this process (the master, its work API and the site) to this file")
 	var sizes sizeFlags
 	f.Var(&sizes, "size", "LABEL=PATH: a file whose size the report lists (repeatable)")
@@ -138,11 +158,57 @@ collector (slave/collyslave), beside the stock slave's.
 		fmt.Fprintf(stderr, "master bench: %v\n", err)
 		return 2
 	}
+	if *broad {
+		return broadBench(ctx, broadArgs{hosts: *broadHosts, pages: *broadPages, slaves: *broadSlaves, many: *broadMany,
+			manyConc: *broadManyConc, narrow: *broadNarrow, idle: *broadIdle, pageBytes: *pageBytes, conc: *conc,
+			hostConc: *hostConc, out: dir, slaveBinary: bin}, cfg, log, stdout, stderr)
+	}
 	rep, err := benchsuite.Run(ctx, benchsuite.Options{Hosts: *hosts, PagesPerHost: *pages, PageBytes: *pageBytes,
 		LinksPerPage: *linksPerPage, Slaves: counts, Concurrency: *conc, HostConcurrency: *hostConc,
 		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, FailingHosts: *failing,
 		API: *withAPI, Logger: log, Out: stdout,
 		CollySlaveBinary: *collyBinary, CollySlaves: collyCountList, Sizes: sizes})
+	if err != nil {
+		fmt.Fprintf(stderr, "master bench: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, rep.Markdown())
+	return 0
+}
+
+// broadArgs are bench's --broad flags.
+type broadArgs struct {
+	hosts, pages, many, manyConc, narrow, pageBytes, conc, hostConc int
+	slaves, out, slaveBinary                                        string
+	idle                                                            time.Duration
+}
+
+// broadBench runs `master bench --broad`, the master a process of this
+// binary.
+func broadBench(ctx context.Context, a broadArgs, cfg *config.Config, log *slog.Logger, stdout, stderr io.Writer) int {
+	counts, ok := parseCounts(a.slaves)
+	if !ok {
+		fmt.Fprintf(stderr, "master bench: --broad-slaves %q: want numbers like 1,4,16\n", a.slaves)
+		return 2
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"--broad-hosts", a.hosts}, {"--broad-pages", a.pages}, {"--broad-many-concurrency", a.manyConc}, {"--concurrency", a.conc}} {
+		if c.v < 1 {
+			fmt.Fprintf(stderr, "master bench: %s %d: want at least 1\n", c.name, c.v)
+			return 2
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "master bench: this binary's path (the master of the broad runs): %v\n", err)
+		return 1
+	}
+	rep, err := benchsuite.RunBroad(ctx, benchsuite.BroadOptions{Hosts: a.hosts, PagesPerHost: a.pages, PageBytes: a.pageBytes,
+		Slaves: counts, Concurrency: a.conc, Many: a.many, ManyPerSlave: a.manyConc, NarrowHosts: a.narrow,
+		HostConcurrency: a.hostConc, IdleWindow: a.idle, Config: cfg, SlaveBinary: a.slaveBinary, MasterBinary: self,
+		OutDir: a.out, Logger: log, Out: stdout})
 	if err != nil {
 		fmt.Fprintf(stderr, "master bench: %v\n", err)
 		return 1

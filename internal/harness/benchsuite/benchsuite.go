@@ -249,6 +249,11 @@ type RunResult struct {
 	ScriptsPerPage    float64
 	RedisCPUPer1k     float64 // Redis CPU seconds per 1,000 pages
 	RedisPeakCore     float64 // max over 1 s samples of Redis CPU / wall time
+	// MySQLCPUPer1k is the CPU seconds per 1,000 pages of the local
+	// mariadbd/mysqld (/proc/<pid>/stat; NaN when MySQL is not local),
+	// and AllInPer1k the sum slaves + this process + Redis + MySQL: the
+	// crawl's whole CPU, the site's serving included (in this process).
+	MySQLCPUPer1k, AllInPer1k float64
 
 	// APIRequestsPerPage is the work API requests the master answered a
 	// page (watches aside), and APIClaimMs the master's mean time to

@@ -64,6 +64,9 @@ func TestRunSmoke(t *testing.T) {
 			t.Errorf("%s = %v, want > 0", name, v)
 		}
 	}
+	if len(mysqlPids()) > 0 && (!(r.MySQLCPUPer1k >= 0) || !(r.AllInPer1k > r.RedisCPUPer1k)) {
+		t.Errorf("all-in CPU not measured: MySQL %v, all-in %v", r.MySQLCPUPer1k, r.AllInPer1k)
+	}
 	if r.MySQLRows < 100 {
 		t.Errorf("mysql rows %d, want >= 100", r.MySQLRows)
 	}
@@ -91,7 +94,7 @@ func TestRunSmoke(t *testing.T) {
 		t.Errorf("colly-callback vs stock: %+v", rep.CollyVsStock)
 	}
 	for _, want := range []string{"| metric | colly | 1 slave | 1 colly-callback slave |", "| pages/s |", "Redis bytes / seen URL",
-		"2-slave / 1-slave throughput: n/a", "runtime.NumCPU", "- 1 colly-callback slave: ", "× the stock slave's pages/s",
+		"2-slave / 1-slave throughput: n/a", "runtime.NumCPU", "| all-in CPU ms / page (slaves, this process, Redis, MySQL) |", "- 1 colly-callback slave: ", "× the stock slave's pages/s",
 		"Binary sizes:\n\n- this test: "} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q:\n%s", want, md)

@@ -233,6 +233,8 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 		return nil, fmt.Errorf("benchsuite: redis info: %w", err)
 	}
 	mon0 := b.monHook.Cmds.Load()
+	myPids := mysqlPids()
+	my0 := sumCPU(myPids)
 	cpu0 := selfCPU()
 	start := time.Now()
 	if _, err := masterd.Seed(ctx, &cfg, b.site.Seeds()); err != nil {
@@ -310,6 +312,7 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 	}
 	slaveCPU, slaveRSS := ss.usage()
 	cpu1 := selfCPU()
+	my1 := sumCPU(myPids)
 	stopSampler()
 	swg.Wait()
 	info1, ierr := readInfo(ctx, b.mon)
@@ -370,6 +373,14 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 		res.RoundTripsPerPage = perPage(scripts-hook.Scripts.Load()+hook.Cmds.Load(), pages)
 	}
 	res.RedisCPUPer1k = per1k(time.Duration((info1.cpu-info0.cpu)*float64(time.Second)), pages)
+	res.MySQLCPUPer1k = math.NaN()
+	if my0 >= 0 && my1 >= 0 {
+		res.MySQLCPUPer1k = per1k(my1-my0, pages)
+	}
+	res.AllInPer1k = res.ProcessCPUPer1k + res.RedisCPUPer1k + res.MySQLCPUPer1k
+	if prog.binary != "" {
+		res.AllInPer1k += res.SlaveCPUPer1k
+	}
 	smp.mu.Lock()
 	res.RedisPeakCore = smp.peakCore
 	res.Series = smp.series

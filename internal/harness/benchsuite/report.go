@@ -22,6 +22,7 @@ var notes = []string{
 	"peak RSS: VmHWM of the slave processes, max over slaves (subprocesses only). colly RSS growth: peak VmRSS of this process sampled every 500 ms minus VmRSS before the crawl.",
 	"Redis calls/page: INFO commandstats calls delta (commands run inside scripts counted too, this suite's own monitoring commands taken off). Round trips/page: commands and scripts sent, counted by a go-redis hook on the clients this suite creates; with subprocess slaves, the slaves' share is their function calls (commandstats fcall, fcall_ro) and their few plain commands (heartbeats) are not counted. Both are server-wide: another client of the same Redis inflates the server-side figures (calls, scripts with subprocesses, CPU).",
 	"Redis CPU: INFO used_cpu_sys+used_cpu_user delta per 1,000 pages; peak core share: max over 1 s samples of CPU delta / wall time.",
+	"MySQL CPU: utime+stime of the local mariadbd/mysqld processes from /proc/<pid>/stat (n/a when MySQL is not local; every client's work, like Redis's). All-in CPU: slaves' own + this process (master, site, sampler) + Redis + MySQL, s per 1,000 pages = ms a page; the site's serving makes it an upper bound (master bench --broad runs the master as a process and leaves the site out).",
 	"Redis bytes per seen URL: MEMORY USAGE of the crawl's seen buckets (up to MaxSeenSample measured, scaled) / URLs seen, at the end. Per queued URL: MEMORY USAGE of the per-host queue lists / their length at the largest queue probed (probes as the queue grows 20%); growth per queued URL: used_memory at that probe minus before seeding, / queued — it includes the seen set, leases and the event stream, so it is an upper bound.",
 	"MySQL rows/s: rows of pages and exceptions for the crawl / seconds.",
 	"missing / extra: the site's own request log against its expected fetches (each page exactly once); extra counts repeats and requests for URLs that do not exist.",
@@ -97,6 +98,8 @@ func (r *Report) Markdown() string {
 	row("Redis round trips / page (client)", "–", func(x *RunResult) string { return fmtF(x.RoundTripsPerPage, 2) })
 	row("Redis scripts / page", "–", func(x *RunResult) string { return fmtF(x.ScriptsPerPage, 2) })
 	row("Redis CPU s / 1,000 pages", "–", func(x *RunResult) string { return fmtF(x.RedisCPUPer1k, 3) })
+	row("MySQL CPU s / 1,000 pages (local mariadbd)", "–", func(x *RunResult) string { return fmtF(x.MySQLCPUPer1k, 3) })
+	row("all-in CPU ms / page (slaves, this process, Redis, MySQL)", "–", func(x *RunResult) string { return fmtF(x.AllInPer1k, 3) })
 	row("Redis peak share of one core", "–", func(x *RunResult) string { return fmtF(x.RedisPeakCore, 2) })
 	row("Redis bytes / seen URL", "–", func(x *RunResult) string { return fmtF(x.SeenBytesPerURL, 1) })
 	row("Redis bytes / queued URL (queue lists)", "–", func(x *RunResult) string { return fmtF(x.QueuedBytesPerURL, 1) })
