@@ -163,20 +163,26 @@ func (o Options) withDefaults() Options {
 	if len(o.CollySlaves) == 0 && (o.CollySlaveBinary != "" || o.CollySlaveInProcess != nil) {
 		o.CollySlaves = []int{1}
 	}
-	if o.OutDir == "" {
-		o.OutDir = DefaultOutDir
-	}
-	if o.Config == nil {
-		c := config.Default()
-		o.Config = &c
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
+	fillCommon(&o.OutDir, &o.Config, &o.Logger, &o.Out)
 	return o
+}
+
+// fillCommon gives the options every bench shares their defaults: the
+// results directory, a default config, a discarding logger and output.
+func fillCommon(outDir *string, cfg **config.Config, log **slog.Logger, out *io.Writer) {
+	if *outDir == "" {
+		*outDir = DefaultOutDir
+	}
+	if *cfg == nil {
+		c := config.Default()
+		*cfg = &c
+	}
+	if *log == nil {
+		*log = slog.New(slog.DiscardHandler)
+	}
+	if *out == nil {
+		*out = io.Discard
+	}
 }
 
 // Point is one sample: seconds since the crawl started and pages done.

@@ -102,19 +102,7 @@ func (o BroadOptions) withDefaults() BroadOptions {
 	if len(o.Slaves) == 0 {
 		o.Slaves = DefaultBroadSlaves
 	}
-	if o.OutDir == "" {
-		o.OutDir = DefaultOutDir
-	}
-	if o.Config == nil {
-		c := config.Default()
-		o.Config = &c
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
+	fillCommon(&o.OutDir, &o.Config, &o.Logger, &o.Out)
 	return o
 }
 
