@@ -34,6 +34,15 @@ func newSite(t *testing.T) *site {
 	s := &site{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hit := r.Method + " " + r.URL.Path
+		if r.URL.Path == "/echo" {
+			hit += fmt.Sprintf(" ua=%q accept=%q lang=%q custom=%q cookie=%q", r.UserAgent(), r.Header.Get("Accept"),
+				r.Header.Get("Accept-Language"), r.Header.Get("X-Custom"), r.Header.Get("Cookie"))
+		}
+		// recorded before the body is written: a client that stops
+		// reading a big body would otherwise leave the hit to the next case
+		s.mu.Lock()
+		s.hits = append(s.hits, hit)
+		s.mu.Unlock()
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		switch r.URL.Path {
 		case "/":
@@ -49,8 +58,6 @@ func newSite(t *testing.T) *site {
 			http.SetCookie(w, &http.Cookie{Name: "session", Value: "s1", Path: "/"})
 			fmt.Fprint(w, `<h1>Cookie</h1>`)
 		case "/echo":
-			hit += fmt.Sprintf(" ua=%q accept=%q lang=%q custom=%q cookie=%q", r.UserAgent(), r.Header.Get("Accept"),
-				r.Header.Get("Accept-Language"), r.Header.Get("X-Custom"), r.Header.Get("Cookie"))
 			fmt.Fprint(w, `<h1>Echo</h1>`)
 		case "/api":
 			w.Header().Set("Content-Type", "application/json")
@@ -58,9 +65,6 @@ func newSite(t *testing.T) *site {
 		default:
 			fmt.Fprintf(w, `<h1>%s</h1>`, r.URL.Path)
 		}
-		s.mu.Lock()
-		s.hits = append(s.hits, hit)
-		s.mu.Unlock()
 	}))
 	t.Cleanup(s.Close)
 	return s
