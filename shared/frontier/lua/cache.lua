@@ -355,7 +355,7 @@ local function finish()
   if work_added then
     if not SLAVE then redis.call('HDEL', K.FINISH, 'idle_since', 'finished') end
     -- the work counter a sharded crawl's finish decision compares
-    -- (CheckFinished in sharded.go)
+    -- (CheckFinished in sharded_control.go)
     redis.call('HINCRBY', K_META, 'workseq', 1)
   end
   --[[mark:flush_meta]]
