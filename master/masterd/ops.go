@@ -220,7 +220,6 @@ func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 		return rep, nil
 	}
 	defer db.Close()
-	rep.PrivateRefused = privateRefused(ctx, db, cfg.Crawl.Name)
 	if st.RecrawlRun > 0 {
 		if rep.Recrawl, serr = recrawlStatus(ctx, db, st); serr != nil {
 			rep.RecrawlError = serr.Error()
@@ -230,6 +229,9 @@ func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 		rep.SummaryError = serr.Error()
 	} else {
 		rep.Summary = &sum
+		// the summary's exception kinds hold the count: no query of its own
+		n := int(sum.Exceptions[events.KindBlocked])
+		rep.PrivateRefused = &n
 	}
 	return rep, nil
 }
@@ -256,14 +258,4 @@ func Migrate(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	return store.MigrateConfig(ctx, mm)
-}
-
-// privateRefused counts a crawl's fetches refused as non-public addresses;
-// nil when MySQL cannot say.
-func privateRefused(ctx context.Context, db *store.Store, crawl string) *int {
-	n, err := db.CountExceptions(ctx, store.ExceptionFilter{Crawl: crawl, Kind: events.KindBlocked})
-	if err != nil {
-		return nil
-	}
-	return &n
 }
