@@ -129,7 +129,8 @@ end
 -- links refused by their checks (refuse); readied: the hosts this call
 -- made claimable that were not (ready_add), for the wake-up (finish);
 -- CALL: the rest, in one table: now (the call's clock, call_now),
--- fresh_added (a task went to the fresh hash: the wake-up), legacy_scope
+-- fresh_added (a task went to the fresh hash: the wake-up), fresh_empty
+-- (the fresh hash was empty at the call's first look: FRESH.known_empty), legacy_scope
 -- (the legacy scopehosts set exists: FRESH.scope_has), cool (next time, host
 -- pairs for hcool, flat: ready_host)
 local hcache, hdirty, hdirty_keys, policies_empty, stat_delta, stat_order

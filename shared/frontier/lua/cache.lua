@@ -42,8 +42,9 @@ local function write_back(key, hosts, vals, set_cmd, rem_cmd, score_first)
   call_chunked(rem_cmd, key, rems, 1)
 end
 
--- hcache[key][host]: a host's field of the politeness hashes (hinfl,
--- hnext, hdelay, hpdelay, hjitter, hconc), false when absent: read at most
+-- hcache[key][host]: a host's field of the per-host hashes (politeness:
+-- hinfl, hnext, hdelay, hpdelay, hjitter, hconc; the fresh hash; the page
+-- counts, hpages), false when absent: read at most
 -- once per call (hget, prefetch), written through the cache (hset, hdel,
 -- hincr) and to Redis by flush_hashes. hdirty[key]: the hosts whose field
 -- this call changed, in order.
@@ -63,11 +64,17 @@ local function policies_known_empty()
   end
   return policies_empty
 end
+-- the fresh hash is empty in a crawl of few hosts: one EXISTS per call
+-- tells, and then a host not written by this call has no field in it
+function FRESH.known_empty()
+  if CALL.fresh_empty == nil then CALL.fresh_empty = redis.call('EXISTS', K_FRESH) == 0 end
+  return CALL.fresh_empty
+end
 local function hget(key, host)
   local t = hcache_of(key)
   local v = t[host]
   if v == nil then
-    if POLICY[key] and policies_known_empty() then
+    if (POLICY[key] and policies_known_empty()) or (key == K_FRESH and FRESH.known_empty()) then
       v = false
     else
       v = redis.call('HGET', key, host) or false

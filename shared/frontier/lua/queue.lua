@@ -354,7 +354,7 @@ end
 local function admit(host, qv, enforce, task)
   local pages, field
   if MAX_HOST_PAGES > 0 then
-    field = redis.call('HGET', K_HPAGES, host)
+    field = hget(K_HPAGES, host)
     local c = tonumber(field or '0') or 0
     if not field and hget(K_FRESH, host) then
       local _, cur = FRESH.room(host)
@@ -383,7 +383,7 @@ local function admit(host, qv, enforce, task)
     if not field and not PQ and not is_render(task) then
       if hget(K_FRESH, host) then stays = FRESH.room(host) ~= nil else stays = FRESH.goes(host, false) end
     end
-    if not stays then redis.call('HSET', K_HPAGES, host, pages) end
+    if not stays then hset(K_HPAGES, host, pages) end
   end
   return true
 end
