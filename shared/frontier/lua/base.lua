@@ -42,6 +42,10 @@ local function keys_of(p)
   for name, sfx in pairs(FIXED_KEYS) do k[name] = p .. sfx end
   for name, sfx in pairs(KEY_PREFIXES) do k[name] = p .. sfx end
   k.policy = {[k.HPDELAY] = true, [k.HJITTER] = true, [k.HCONC] = true}
+  -- the per-host hashes of numbers: the call's cache holds their fields
+  -- as numbers, converted once when read (cache.lua: hget, prefetch)
+  k.numeric = {[k.HINFL] = true, [k.HNEXT] = true, [k.HDELAY] = true, [k.HPDELAY] = true,
+    [k.HJITTER] = true, [k.HCONC] = true, [k.HPAGES] = true}
   -- the crawl's name: the hash tag without a shard's :k (a name holds no
   -- colon: ValidName)
   k.crawl = string.match(p, '^crawl:{([^:}]+)')

@@ -78,6 +78,9 @@ local function hget(key, host)
       v = false
     else
       v = redis.call('HGET', key, host) or false
+      -- a field of a hash of numbers that is not one (no function wrote
+      -- it) counts as absent
+      if v and K.numeric[key] then v = tonumber(v) or false end
     end
     t[host] = v
   end
@@ -99,7 +102,8 @@ local function prefetch(hosts)
         want[#want + 1] = h
       end
     end
-    for k, v in ipairs(hmget(key, want)) do t[want[k]] = v end
+    -- the politeness hashes hold numbers (hget)
+    for k, v in ipairs(hmget(key, want)) do t[want[k]] = v and (tonumber(v) or false) end
   end
 end
 local function hmark(key, host)
@@ -278,25 +282,31 @@ local function emit(typ, data)
   b[#b + 1] = typ
   b[#b + 1] = data
 end
-local function flush_events()
-  local b = ev_buf
-  local n = #b / 2
-  if n == 1 then
-    redis.call('XADD', EV_KEY, '*', 'type', b[1], 'data', b[2])
-  elseif n > 1 then
-    for from = 0, n - 1, EVENTS_PER_ENTRY do
-      local args = {}
-      for e = from, math.min(from + EVENTS_PER_ENTRY, n) - 1 do
-        local i = e - from
-        args[#args + 1] = 't' .. i
-        args[#args + 1] = b[2 * e + 1]
-        args[#args + 1] = 'd' .. i
-        args[#args + 1] = b[2 * e + 2]
+local flush_events
+do
+  -- the entries' field names, made once: t0, d0, t1, d1, ...
+  local names = {}
+  for i = 0, EVENTS_PER_ENTRY - 1 do names[2 * i + 1], names[2 * i + 2] = 't' .. i, 'd' .. i end
+  flush_events = function()
+    local b = ev_buf
+    local n = #b / 2
+    if n == 1 then
+      redis.call('XADD', EV_KEY, '*', 'type', b[1], 'data', b[2])
+    elseif n > 1 then
+      for from = 0, n - 1, EVENTS_PER_ENTRY do
+        local args = {}
+        for e = from, math.min(from + EVENTS_PER_ENTRY, n) - 1 do
+          local i = e - from
+          args[4 * i + 1] = names[2 * i + 1]
+          args[4 * i + 2] = b[2 * e + 1]
+          args[4 * i + 3] = names[2 * i + 2]
+          args[4 * i + 4] = b[2 * e + 2]
+        end
+        redis.call('XADD', EV_KEY, '*', unpack(args))
       end
-      redis.call('XADD', EV_KEY, '*', unpack(args))
     end
+    ev_buf = {}
   end
-  ev_buf = {}
 end
 
 -- Idle slaves wait for work rather than poll for it. A claim that leases

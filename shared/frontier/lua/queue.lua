@@ -294,8 +294,11 @@ local function set_field(key, host, v)
     end
     return false
   end
-  if cur ~= v then
-    hset(key, host, v)
+  -- the cache holds the policy hashes' fields as numbers (hget); v was
+  -- checked to be one (check_policies)
+  local n = tonumber(v)
+  if cur ~= n then
+    hset(key, host, n)
     return true
   end
   return false
