@@ -263,9 +263,19 @@ local function arg_count(n)
   if #ARGV ~= n then fail('want ' .. n .. ' arguments, got ' .. #ARGV) end
 end
 
+-- tonum is tonumber for the small whole numbers a call reads most (counts,
+-- delays of 0, depths, priorities, attempts) from a table made at load:
+-- tonumber's strtod costs more than the lookup
+local tonum
+do
+  local small = {}
+  for i = 0, 1023 do small['' .. i] = i end
+  tonum = function(s) return small[s] or tonumber(s) end
+end
+
 -- int reads ARGV[i] as a whole number in [lo, hi]
 local function int(i, lo, hi, what)
-  local v = tonumber(ARGV[i])
+  local v = tonum(ARGV[i])
   if not v or v ~= math.floor(v) or v < lo or v > hi then
     fail(what .. ' must be a whole number in [' .. lo .. ', ' .. hi .. '], got ' .. string.sub(tostring(ARGV[i]), 1, 40))
   end

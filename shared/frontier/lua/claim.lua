@@ -64,7 +64,7 @@ local function claim_tasks(slave, maxn, render, now)
     redis.call('ZREM', K_RETRY, m)
     local host, prio, task = string.match(m, '^([^\t]*)\t([^\t]*)\t(.*)$')
     -- a member no function wrote (a slave's raw ZADD) is dropped
-    if host and tonumber(prio) and task_url(task) then push(host, prio, task, false) else stat('refused', 1) end
+    if host and tonum(prio) and task_url(task) then push(host, prio, task, false) else stat('refused', 1) end
   end
   --[[mark:k_retries]]
 

@@ -19,7 +19,7 @@ local function is_render(task) return string.byte(task, 1) == 114 end
 local function depth_of(df)
   if string.byte(df, 1) == 114 then df = string.sub(df, 2) end
   local d = string.match(df, '^%d+$')
-  if d then return tonumber(d) end
+  if d then return tonum(d) end
   if string.byte(df, 1) == 115 then
     local level, rest = string.match(df, '^s(%d+)x?:(.*)$')
     if not level or tonumber(level) < 1 then return nil end
@@ -27,7 +27,7 @@ local function depth_of(df)
   end
   local depth, lastmod = string.match(df, '^(%d+)(.*)$')
   if not depth or (lastmod ~= '' and not string.match(lastmod, '^@%-?%d+$')) then return nil end
-  return tonumber(depth)
+  return tonum(depth)
 end
 
 -- DEEP is check_task's answer for a link deeper than crawl.max_depth: out
@@ -73,7 +73,7 @@ local function check_task(host, scope_host, prio, task, max_depth)
     string.sub(host, 1, #scope_host + 2) ~= '[' .. scope_host .. ']' then
     return 'scope host is not the URL\'s'
   end
-  local p = tonumber(prio)
+  local p = tonum(prio)
   if not p or p ~= p or p == math.huge or p == -math.huge then return 'priority is not a number' end
   if not PQ and (p % 1 ~= 0 or math.abs(p) > 1e9) then return 'priority is not a whole number' end
   return nil
@@ -167,10 +167,10 @@ function FRESH.decode(host, v)
   local out, pos = {}, 1
   while pos <= #v do
     local c = string.find(v, ':', pos, true)
-    local n = c and tonumber(string.sub(v, pos, c - 1))
+    local n = c and tonum(string.sub(v, pos, c - 1))
     if not n or n < 1 or c + n > #v then return nil end
     local prio, f3, kind, rest = string.match(string.sub(v, c + 1, c + n), '^([^\t]*)\t([^\t]*\t[^\t]*\t[^\t]*)\t(.)(.*)$')
-    if not prio or not tonumber(prio) then return nil end
+    if not prio or not tonum(prio) then return nil end
     local url
     if kind == 's' then
       url = 'https://' .. host .. rest
@@ -198,10 +198,10 @@ end
 
 -- FRESH.insert puts a task among a fresh host's entries in claim order
 function FRESH.insert(list, prio, task, front)
-  local p = tonumber(prio)
+  local p = tonum(prio)
   local at = #list + 1
   for i, e in ipairs(list) do
-    local q = tonumber(e[1])
+    local q = tonum(e[1])
     if q > p or (front and q == p) then
       at = i
       break
@@ -501,12 +501,12 @@ end
 local function requeue_or_fail(host, prio, task, reason, now, slave)
   local f = splitn(task, 4)
   local url = task_url(task)
-  if not url or not tonumber(f[3]) then
+  if not url or not tonum(f[3]) then
     -- a task no function queued: dropped, as if failed
     stat('refused', 1)
     return 0, true
   end
-  local attempt = tonumber(f[3]) + 1
+  local attempt = tonum(f[3]) + 1
   local nt = f[1] .. '\t' .. f[2] .. '\t' .. attempt .. '\t' .. url
   if attempt >= C.MAX_ATTEMPTS then
     redis.call('RPUSH', K.FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. nt)
