@@ -394,7 +394,9 @@ end
 -- from it, '' for none: recrawl.go; prio is the pq score, -importance,
 -- with the priority and aopic strategies, whose claim pops the host's best
 -- URL with ZPOPMIN; a render task's string starts with 'r'), then a wait
--- hint: ms until the earliest ready host's time comes, -2 when tasks are
+-- hint: 0 when the claim leased max tasks (not looked up: a slave waits
+-- only after a short claim), else ms until the earliest ready host's time
+-- comes, -2 when tasks are
 -- queued but every host holding some is at its concurrency (a slot frees
 -- when a lease ends) or when nothing is queued but requests are in flight
 -- (their acks bring links), -1 when nothing is queued and nothing is in
