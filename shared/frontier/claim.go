@@ -31,7 +31,8 @@ type ClaimResult struct {
 	Leases []Lease
 	// Wait is how long until a host is ready (negative: no host has queued
 	// work the slave can take and a free slot), so idle slaves sleep instead
-	// of polling.
+	// of polling. A claim that leased all it asked for says 0 without
+	// looking: a slave waits only after a short claim.
 	Wait time.Duration
 	// Busy: Wait is negative because every host with queued tasks is at
 	// its concurrency, or because requests are in flight whose acks may

@@ -643,6 +643,8 @@ func sectionsCrawl(b *testing.B, rdb *redis.Client, profile, measure bool) (scri
 	url := func(h, n int) string { return fmt.Sprintf("http://h%02d.test/page/%d", h, n) }
 	f := newFrontier(b, rdb, "sections", func(o *frontier.Options) {
 		o.HostConcurrency, o.ExpectedURLs, o.LinkCache = 4, hosts*perHost, 1<<17
+		// the trap caps of config.yaml, as in make bench: every new link is counted
+		o.MaxPagesPerHost, o.MaxQueryVariants, o.MaxDateVariants = 1_000_000, 1000, 100
 	})
 	if profile {
 		f.ProfileScripts()

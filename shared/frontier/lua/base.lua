@@ -42,6 +42,10 @@ local function keys_of(p)
   for name, sfx in pairs(FIXED_KEYS) do k[name] = p .. sfx end
   for name, sfx in pairs(KEY_PREFIXES) do k[name] = p .. sfx end
   k.policy = {[k.HPDELAY] = true, [k.HJITTER] = true, [k.HCONC] = true}
+  -- the per-host hashes of numbers: the call's cache holds their fields
+  -- as numbers, converted once when read (cache.lua: hget, prefetch)
+  k.numeric = {[k.HINFL] = true, [k.HNEXT] = true, [k.HDELAY] = true, [k.HPDELAY] = true,
+    [k.HJITTER] = true, [k.HCONC] = true, [k.HPAGES] = true}
   -- the crawl's name: the hash tag without a shard's :k (a name holds no
   -- colon: ValidName)
   k.crawl = string.match(p, '^crawl:{([^:}]+)')
@@ -129,7 +133,8 @@ end
 -- links refused by their checks (refuse); readied: the hosts this call
 -- made claimable that were not (ready_add), for the wake-up (finish);
 -- CALL: the rest, in one table: now (the call's clock, call_now),
--- fresh_added (a task went to the fresh hash: the wake-up), legacy_scope
+-- fresh_added (a task went to the fresh hash: the wake-up), fresh_empty
+-- (the fresh hash was empty at the call's first look: FRESH.known_empty), legacy_scope
 -- (the legacy scopehosts set exists: FRESH.scope_has), cool (next time, host
 -- pairs for hcool, flat: ready_host)
 local hcache, hdirty, hdirty_keys, policies_empty, stat_delta, stat_order
@@ -258,9 +263,19 @@ local function arg_count(n)
   if #ARGV ~= n then fail('want ' .. n .. ' arguments, got ' .. #ARGV) end
 end
 
+-- tonum is tonumber for the small whole numbers a call reads most (counts,
+-- delays of 0, depths, priorities, attempts) from a table made at load:
+-- tonumber's strtod costs more than the lookup
+local tonum
+do
+  local small = {}
+  for i = 0, 1023 do small['' .. i] = i end
+  tonum = function(s) return small[s] or tonumber(s) end
+end
+
 -- int reads ARGV[i] as a whole number in [lo, hi]
 local function int(i, lo, hi, what)
-  local v = tonumber(ARGV[i])
+  local v = tonum(ARGV[i])
   if not v or v ~= math.floor(v) or v < lo or v > hi then
     fail(what .. ' must be a whole number in [' .. lo .. ', ' .. hi .. '], got ' .. string.sub(tostring(ARGV[i]), 1, 40))
   end

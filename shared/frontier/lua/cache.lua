@@ -42,8 +42,9 @@ local function write_back(key, hosts, vals, set_cmd, rem_cmd, score_first)
   call_chunked(rem_cmd, key, rems, 1)
 end
 
--- hcache[key][host]: a host's field of the politeness hashes (hinfl,
--- hnext, hdelay, hpdelay, hjitter, hconc), false when absent: read at most
+-- hcache[key][host]: a host's field of the per-host hashes (politeness:
+-- hinfl, hnext, hdelay, hpdelay, hjitter, hconc; the fresh hash; the page
+-- counts, hpages), false when absent: read at most
 -- once per call (hget, prefetch), written through the cache (hset, hdel,
 -- hincr) and to Redis by flush_hashes. hdirty[key]: the hosts whose field
 -- this call changed, in order.
@@ -63,14 +64,23 @@ local function policies_known_empty()
   end
   return policies_empty
 end
+-- the fresh hash is empty in a crawl of few hosts: one EXISTS per call
+-- tells, and then a host not written by this call has no field in it
+function FRESH.known_empty()
+  if CALL.fresh_empty == nil then CALL.fresh_empty = redis.call('EXISTS', K_FRESH) == 0 end
+  return CALL.fresh_empty
+end
 local function hget(key, host)
   local t = hcache_of(key)
   local v = t[host]
   if v == nil then
-    if POLICY[key] and policies_known_empty() then
+    if (POLICY[key] and policies_known_empty()) or (key == K_FRESH and FRESH.known_empty()) then
       v = false
     else
       v = redis.call('HGET', key, host) or false
+      -- a field of a hash of numbers that is not one (no function wrote
+      -- it) counts as absent
+      if v and K.numeric[key] then v = tonumber(v) or false end
     end
     t[host] = v
   end
@@ -92,7 +102,8 @@ local function prefetch(hosts)
         want[#want + 1] = h
       end
     end
-    for k, v in ipairs(hmget(key, want)) do t[want[k]] = v end
+    -- the politeness hashes hold numbers (hget)
+    for k, v in ipairs(hmget(key, want)) do t[want[k]] = v and (tonumber(v) or false) end
   end
 end
 local function hmark(key, host)
@@ -271,25 +282,31 @@ local function emit(typ, data)
   b[#b + 1] = typ
   b[#b + 1] = data
 end
-local function flush_events()
-  local b = ev_buf
-  local n = #b / 2
-  if n == 1 then
-    redis.call('XADD', EV_KEY, '*', 'type', b[1], 'data', b[2])
-  elseif n > 1 then
-    for from = 0, n - 1, EVENTS_PER_ENTRY do
-      local args = {}
-      for e = from, math.min(from + EVENTS_PER_ENTRY, n) - 1 do
-        local i = e - from
-        args[#args + 1] = 't' .. i
-        args[#args + 1] = b[2 * e + 1]
-        args[#args + 1] = 'd' .. i
-        args[#args + 1] = b[2 * e + 2]
+local flush_events
+do
+  -- the entries' field names, made once: t0, d0, t1, d1, ...
+  local names = {}
+  for i = 0, EVENTS_PER_ENTRY - 1 do names[2 * i + 1], names[2 * i + 2] = 't' .. i, 'd' .. i end
+  flush_events = function()
+    local b = ev_buf
+    local n = #b / 2
+    if n == 1 then
+      redis.call('XADD', EV_KEY, '*', 'type', b[1], 'data', b[2])
+    elseif n > 1 then
+      for from = 0, n - 1, EVENTS_PER_ENTRY do
+        local args = {}
+        for e = from, math.min(from + EVENTS_PER_ENTRY, n) - 1 do
+          local i = e - from
+          args[4 * i + 1] = names[2 * i + 1]
+          args[4 * i + 2] = b[2 * e + 1]
+          args[4 * i + 3] = names[2 * i + 2]
+          args[4 * i + 4] = b[2 * e + 2]
+        end
+        redis.call('XADD', EV_KEY, '*', unpack(args))
       end
-      redis.call('XADD', EV_KEY, '*', unpack(args))
     end
+    ev_buf = {}
   end
-  ev_buf = {}
 end
 
 -- Idle slaves wait for work rather than poll for it. A claim that leases

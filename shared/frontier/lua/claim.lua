@@ -5,6 +5,8 @@
 -- order its hosts came: FIFO), at most 16 steps, and keeps the cursor
 function FRESH.scan(maxn)
   local out, seen = {}, {}
+  -- nothing to walk: the hash was empty and this call put nothing in it
+  if FRESH.known_empty() and not CALL.fresh_added then return out end
   local start = redis.call('HGET', K_META, 'fresh_cursor') or '0'
   if #start > 20 or not string.match(start, '^%d+$') then start = '0' end
   local cur, wraps = start, 0
@@ -62,7 +64,7 @@ local function claim_tasks(slave, maxn, render, now)
     redis.call('ZREM', K_RETRY, m)
     local host, prio, task = string.match(m, '^([^\t]*)\t([^\t]*)\t(.*)$')
     -- a member no function wrote (a slave's raw ZADD) is dropped
-    if host and tonumber(prio) and task_url(task) then push(host, prio, task, false) else stat('refused', 1) end
+    if host and tonum(prio) and task_url(task) then push(host, prio, task, false) else stat('refused', 1) end
   end
   --[[mark:k_retries]]
 
@@ -213,7 +215,7 @@ local function claim_tasks(slave, maxn, render, now)
           local list = v and FRESH.decode(host, v)
           hdel(K_FRESH, host)
           has_queue[false][host] = false
-          if MAX_HOST_PAGES > 0 then redis.call('HSETNX', K_HPAGES, host, list and #list or 1) end
+          if MAX_HOST_PAGES > 0 and not hget(K_HPAGES, host) then hset(K_HPAGES, host, list and #list or 1) end
           if list then
             prio, got = list[1][1], {list[1][2]}
             for e = 2, #list do push_queue(false, host, list[e][1], list[e][2], false) end
@@ -319,22 +321,28 @@ local function claim_tasks(slave, maxn, render, now)
     redis.call('ZADD', K_SLAVES, 'NX', now, slave)
   end
   --[[mark:k_lease_write]]
-  -- wait hint: ms until the earliest host is ready, -1 when none is queued
+  -- wait hint: ms until the earliest host is ready, -1 when none is queued;
+  -- 0 for a claim that leased all it was asked for (a slave only waits
+  -- after a short claim, so the hint is not looked up)
   flush_ready()
   local earliest
-  if not PQ then
+  if n >= maxn then
+    earliest = now
+  elseif not PQ then
     flush_hash(K_FRESH)
-    if redis.call('EXISTS', K_FRESH) == 1 then earliest = now end
+    if not (FRESH.known_empty() and not CALL.fresh_added) and redis.call('EXISTS', K_FRESH) == 1 then earliest = now end
   end
-  for _, r in ipairs(CLASSES) do
-    if r == false or render then
-      local first = redis.call('ZRANGE', kq_ready(r), 0, 0, 'WITHSCORES')
-      if #first > 0 and (earliest == nil or tonumber(first[2]) < earliest) then earliest = tonumber(first[2]) end
+  if earliest ~= now then
+    for _, r in ipairs(CLASSES) do
+      if r == false or render then
+        local first = redis.call('ZRANGE', kq_ready(r), 0, 0, 'WITHSCORES')
+        if #first > 0 and (earliest == nil or tonumber(first[2]) < earliest) then earliest = tonumber(first[2]) end
+      end
     end
+    -- a retry coming due is work too (the claim then due moves it back)
+    local retry = redis.call('ZRANGE', K_RETRY, 0, 0, 'WITHSCORES')
+    if #retry > 0 and (earliest == nil or tonumber(retry[2]) < earliest) then earliest = tonumber(retry[2]) end
   end
-  -- a retry coming due is work too (the claim then due moves it back)
-  local retry = redis.call('ZRANGE', K_RETRY, 0, 0, 'WITHSCORES')
-  if #retry > 0 and (earliest == nil or tonumber(retry[2]) < earliest) then earliest = tonumber(retry[2]) end
   local hint
   if earliest == nil then
     -- -2: work is queued but every host with some is at its concurrency (a
@@ -386,7 +394,9 @@ end
 -- from it, '' for none: recrawl.go; prio is the pq score, -importance,
 -- with the priority and aopic strategies, whose claim pops the host's best
 -- URL with ZPOPMIN; a render task's string starts with 'r'), then a wait
--- hint: ms until the earliest ready host's time comes, -2 when tasks are
+-- hint: 0 when the claim leased max tasks (not looked up: a slave waits
+-- only after a short claim), else ms until the earliest ready host's time
+-- comes, -2 when tasks are
 -- queued but every host holding some is at its concurrency (a slot frees
 -- when a lease ends) or when nothing is queued but requests are in flight
 -- (their acks bring links), -1 when nothing is queued and nothing is in

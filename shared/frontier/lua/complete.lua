@@ -5,7 +5,7 @@ local OUTCOMES = {done = true, retry = true, fail = true, release = true}
 -- whole returns a whole number >= 0 read from s, capped at cap; nil when s
 -- is not one
 local function whole(s, cap)
-  local v = tonumber(s)
+  local v = tonum(s)
   if not v or v < 0 or v % 1 ~= 0 then return nil end
   return math.min(v, cap)
 end
@@ -31,7 +31,7 @@ local function check_completions(first, n)
     if #ARGV[j + 6] > LIMITS.reason then fail('completion ' .. c .. ': reason longer than ' .. LIMITS.reason .. ' bytes') end
     local nhash = #ARGV[j + 7]
     if (nhash ~= 0 and nhash ~= 16) or #ARGV[j + 9] > 8 or #ARGV[j + 8] > 8 then fail('completion ' .. c .. ': malformed content hash') end
-    local nev, nlinks, npol = tonumber(ARGV[j + 10]), tonumber(ARGV[j + 11]), tonumber(ARGV[j + 12])
+    local nev, nlinks, npol = tonum(ARGV[j + 10]), tonum(ARGV[j + 11]), tonum(ARGV[j + 12])
     if not (nev and nlinks and npol and nev >= 0 and nlinks >= 0 and npol >= 0 and nev <= LIMITS.events and
       nlinks <= LIMITS.links and npol <= LIMITS.policies and (nev + nlinks + npol) % 1 == 0 and nev % 1 == 0 and nlinks % 1 == 0) then
       fail('completion ' .. c .. ': counts must be whole numbers, at most ' .. LIMITS.events .. ' events, ' ..

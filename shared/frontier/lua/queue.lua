@@ -19,7 +19,7 @@ local function is_render(task) return string.byte(task, 1) == 114 end
 local function depth_of(df)
   if string.byte(df, 1) == 114 then df = string.sub(df, 2) end
   local d = string.match(df, '^%d+$')
-  if d then return tonumber(d) end
+  if d then return tonum(d) end
   if string.byte(df, 1) == 115 then
     local level, rest = string.match(df, '^s(%d+)x?:(.*)$')
     if not level or tonumber(level) < 1 then return nil end
@@ -27,7 +27,7 @@ local function depth_of(df)
   end
   local depth, lastmod = string.match(df, '^(%d+)(.*)$')
   if not depth or (lastmod ~= '' and not string.match(lastmod, '^@%-?%d+$')) then return nil end
-  return tonumber(depth)
+  return tonum(depth)
 end
 
 -- DEEP is check_task's answer for a link deeper than crawl.max_depth: out
@@ -73,7 +73,7 @@ local function check_task(host, scope_host, prio, task, max_depth)
     string.sub(host, 1, #scope_host + 2) ~= '[' .. scope_host .. ']' then
     return 'scope host is not the URL\'s'
   end
-  local p = tonumber(prio)
+  local p = tonum(prio)
   if not p or p ~= p or p == math.huge or p == -math.huge then return 'priority is not a number' end
   if not PQ and (p % 1 ~= 0 or math.abs(p) > 1e9) then return 'priority is not a whole number' end
   return nil
@@ -167,10 +167,10 @@ function FRESH.decode(host, v)
   local out, pos = {}, 1
   while pos <= #v do
     local c = string.find(v, ':', pos, true)
-    local n = c and tonumber(string.sub(v, pos, c - 1))
+    local n = c and tonum(string.sub(v, pos, c - 1))
     if not n or n < 1 or c + n > #v then return nil end
     local prio, f3, kind, rest = string.match(string.sub(v, c + 1, c + n), '^([^\t]*)\t([^\t]*\t[^\t]*\t[^\t]*)\t(.)(.*)$')
-    if not prio or not tonumber(prio) then return nil end
+    if not prio or not tonum(prio) then return nil end
     local url
     if kind == 's' then
       url = 'https://' .. host .. rest
@@ -198,10 +198,10 @@ end
 
 -- FRESH.insert puts a task among a fresh host's entries in claim order
 function FRESH.insert(list, prio, task, front)
-  local p = tonumber(prio)
+  local p = tonum(prio)
   local at = #list + 1
   for i, e in ipairs(list) do
-    local q = tonumber(e[1])
+    local q = tonum(e[1])
     if q > p or (front and q == p) then
       at = i
       break
@@ -294,8 +294,11 @@ local function set_field(key, host, v)
     end
     return false
   end
-  if cur ~= v then
-    hset(key, host, v)
+  -- the cache holds the policy hashes' fields as numbers (hget); v was
+  -- checked to be one (check_policies)
+  local n = tonumber(v)
+  if cur ~= n then
+    hset(key, host, n)
     return true
   end
   return false
@@ -354,7 +357,7 @@ end
 local function admit(host, qv, enforce, task)
   local pages, field
   if MAX_HOST_PAGES > 0 then
-    field = redis.call('HGET', K_HPAGES, host)
+    field = hget(K_HPAGES, host)
     local c = tonumber(field or '0') or 0
     if not field and hget(K_FRESH, host) then
       local _, cur = FRESH.room(host)
@@ -383,7 +386,7 @@ local function admit(host, qv, enforce, task)
     if not field and not PQ and not is_render(task) then
       if hget(K_FRESH, host) then stays = FRESH.room(host) ~= nil else stays = FRESH.goes(host, false) end
     end
-    if not stays then redis.call('HSET', K_HPAGES, host, pages) end
+    if not stays then hset(K_HPAGES, host, pages) end
   end
   return true
 end
@@ -498,12 +501,12 @@ end
 local function requeue_or_fail(host, prio, task, reason, now, slave)
   local f = splitn(task, 4)
   local url = task_url(task)
-  if not url or not tonumber(f[3]) then
+  if not url or not tonum(f[3]) then
     -- a task no function queued: dropped, as if failed
     stat('refused', 1)
     return 0, true
   end
-  local attempt = tonumber(f[3]) + 1
+  local attempt = tonum(f[3]) + 1
   local nt = f[1] .. '\t' .. f[2] .. '\t' .. attempt .. '\t' .. url
   if attempt >= C.MAX_ATTEMPTS then
     redis.call('RPUSH', K.FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. nt)
