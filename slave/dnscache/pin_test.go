@@ -136,7 +136,7 @@ func TestPinThroughResolver(t *testing.T) {
 		{"unpin", "a.test", 1, 1}, // still pinned once
 		{"lookup", "b.test", 1, 1},
 		{"unpin", "a.test", 1, 0},
-		{"unpin", "a.test", 1, 0}, // not pinned: nothing
+		{"unpin", "a.test", 1, 0},  // not pinned: nothing
 		{"lookup", "c.test", 1, 0}, // evicts a, the idlest, unpinned now
 		{"lookup", "a.test", 2, 0},
 	}
