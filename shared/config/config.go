@@ -423,7 +423,8 @@ type DNS struct {
 	SlowThreshold time.Duration `mapstructure:"slow_threshold"`
 	// Timeout bounds one query.
 	Timeout time.Duration `mapstructure:"timeout"`
-	// CacheSize is the number of entries of each cache.
+	// CacheSize is the number of entries of each cache; the entries of
+	// hosts the slave holds leases for are kept beyond it (dnscache: Pin).
 	CacheSize int `mapstructure:"cache_size"`
 	// PrefetchWorkers bounds the resolver workers of pre-resolution.
 	PrefetchWorkers int `mapstructure:"prefetch_workers"`

@@ -140,7 +140,7 @@ func Default() Config {
 			NegativeTTL:     time.Minute,
 			SlowThreshold:   2 * time.Second,
 			Timeout:         5 * time.Second,
-			CacheSize:       10000,
+			CacheSize:       100000,
 			PrefetchWorkers: 16,
 		},
 		Storage: Storage{WARCDir: "", WARCMaxFileBytes: 1 << 30},

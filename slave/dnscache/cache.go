@@ -1,7 +1,7 @@
 package dnscache
 
 // The cache: entries weighted by resolve time, TTL and last access; when
-// full, the lowest weight of a sample is evicted.
+// full, the lowest weight of a sample of the unpinned entries is evicted.
 
 import (
 	"math/rand/v2"
@@ -37,12 +37,19 @@ func (e *entry) weight(now time.Time) float64 {
 // sampleSize is the number of entries sampled to choose one to evict.
 const sampleSize = 16
 
+// sampleRounds is how many samples are drawn before the victim is sought
+// by a scan, when every sampled entry is pinned.
+const sampleRounds = 4
+
 // cache is a bounded map of entries with sampled lowest-weight eviction.
-// It is not safe for concurrent use.
+// Entries whose host is in pins (a count above 0) are never evicted: the
+// cache holds more than max entries rather than drop one. It is not safe
+// for concurrent use.
 type cache struct {
 	max  int
 	m    map[string]*entry
-	list []*entry // the entries, for sampling
+	list []*entry       // the entries, for sampling
+	pins map[string]int // hosts in use; shared with the other cache, may be nil
 	rng  *rand.Rand
 }
 
@@ -85,7 +92,11 @@ func (c *cache) put(e *entry, now time.Time) int {
 	c.remove(e.host)
 	evicted := 0
 	for len(c.list) >= c.max && len(c.list) > 0 {
-		c.remove(c.victim(now).host)
+		v := c.victim(now)
+		if v == nil { // every entry is pinned
+			break
+		}
+		c.remove(v.host)
 		evicted++
 	}
 	e.idx = len(c.list)
@@ -94,24 +105,33 @@ func (c *cache) put(e *entry, now time.Time) int {
 	return evicted
 }
 
-// victim returns the lowest-weight entry among all entries if there are at
-// most sampleSize, else among sampleSize random ones.
+// victim returns the lowest-weight unpinned entry among all entries if
+// there are at most sampleSize, else among sampleSize random ones (drawn
+// again, up to sampleRounds times, while all are pinned, then among all
+// entries); nil when every entry is pinned.
 func (c *cache) victim(now time.Time) *entry {
 	var best *entry
 	var bestW float64
 	consider := func(e *entry) {
+		if c.pins[e.host] > 0 {
+			return
+		}
 		if w := e.weight(now); best == nil || w < bestW {
 			best, bestW = e, w
 		}
 	}
-	if len(c.list) <= sampleSize {
-		for _, e := range c.list {
-			consider(e)
+	if len(c.list) > sampleSize {
+		for range sampleRounds {
+			for range sampleSize {
+				consider(c.list[c.rng.IntN(len(c.list))])
+			}
+			if best != nil {
+				return best
+			}
 		}
-		return best
 	}
-	for range sampleSize {
-		consider(c.list[c.rng.IntN(len(c.list))])
+	for _, e := range c.list {
+		consider(e)
 	}
 	return best
 }

@@ -56,12 +56,32 @@
 // LRU, inserting into a full cache evicts the lowest-weight entry of a
 // random sample of 16 entries (all of them when the cache holds at most 16,
 // so small caches evict exactly the lowest weight). Eviction is O(1) in the
-// cache size. Each cache holds at most MaxEntries entries.
+// cache size. Each cache holds at most MaxEntries entries, but for pinned
+// ones.
+//
+// # Pinning
+//
+// A broad crawl has far more hosts than the cache holds. The hosts a slave
+// holds leases for are about to be fetched (their entries were just
+// pre-resolved), so evicting one only makes its fetch resolve it again:
+// Pin marks a name in use (a count: one Pin per lease, one Unpin when the
+// lease is let go), and eviction passes over the entries of pinned names.
+// When every entry is pinned, the cache grows past MaxEntries rather than
+// evict one; it shrinks back as names are unpinned and new entries stored.
+// The pinned names are few (the leases a slave holds, a few times its
+// concurrency), so drawing a victim stays O(1) unless nearly every entry is
+// pinned (then it scans the cache).
 //
 // # Prefetch
 //
 // Prefetch queues the names not already cached, queued or being resolved,
-// and returns at once. The queue holds at most MaxPending names; names that
+// and returns at once. PrefetchIfRoom does the same for names that may
+// never be fetched here (the hosts of found links, which another slave may
+// claim, or which are already crawled): it queues only as many as fit the
+// positive cache without evicting anything, and counts the others
+// (Stats.Skipped), so speculation never pushes out the entries of hosts in
+// use; a full cache of a broad crawl thus resolves a name when its task is
+// claimed, not each time a page links to it. The queue holds at most MaxPending names; names that
 // do not fit are dropped and counted (Stats.Dropped), so Prefetch never
 // blocks, even when the name server is stuck. Workers are started on demand,
 // up to min(MaxWorkers, ceil(queued/4)), so a handful of names does not spawn
@@ -110,7 +130,8 @@ type Options struct {
 	// Timeout bounds one resolution, the A and AAAA queries running
 	// concurrently under it (default 5s).
 	Timeout time.Duration
-	// MaxEntries is the capacity of each of the two caches (default 10000).
+	// MaxEntries is the capacity of each of the two caches (default
+	// 100000, ~200 bytes an entry), pinned entries aside.
 	MaxEntries int
 	// MaxWorkers bounds the goroutines resolving prefetched names
 	// (default 16).
@@ -140,8 +161,10 @@ type Stats struct {
 	Evictions    uint64 // entries evicted from a full cache
 	Prefetched   uint64 // resolutions started by Prefetch
 	Dropped      uint64 // names Prefetch dropped because its queue was full
+	Skipped      uint64 // names PrefetchIfRoom skipped because the cache had no room
 	Positive     int    // entries in the positive cache now
 	Negative     int    // entries in the negative cache now
+	Pinned       int    // names pinned now
 }
 
 // Resolver is a caching resolver. Its methods are safe for concurrent use.
@@ -155,9 +178,10 @@ type Resolver struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // resolutions and workers
 
-	cmu sync.RWMutex // guards pos, neg (lock order: fmu, then cmu)
-	pos *cache
-	neg *cache
+	cmu  sync.RWMutex // guards pos, neg, pins (lock order: fmu, then cmu)
+	pos  *cache
+	neg  *cache
+	pins map[string]int // pinned names and their counts, shared by pos and neg
 
 	fmu      sync.Mutex // guards the fields below
 	closed   bool
@@ -166,7 +190,7 @@ type Resolver struct {
 	queued   map[string]bool
 	workers  int
 
-	queries, hits, negHits, misses, coalesced, slow, evictions, prefetched, dropped atomic.Uint64
+	queries, hits, negHits, misses, coalesced, slow, evictions, prefetched, dropped, skipped atomic.Uint64
 }
 
 // call is one resolution, shared by the lookups of its name.
@@ -210,7 +234,7 @@ func New(opt Options) (*Resolver, error) {
 		v    *int
 		def  int
 	}{
-		{"MaxEntries", &opt.MaxEntries, 10000},
+		{"MaxEntries", &opt.MaxEntries, 100000},
 		{"MaxWorkers", &opt.MaxWorkers, 16},
 		{"MaxPending", &opt.MaxPending, 1024},
 	} {
@@ -230,9 +254,11 @@ func New(opt Options) (*Resolver, error) {
 		now:      opt.Now,
 		pos:      newCache(opt.MaxEntries),
 		neg:      newCache(opt.MaxEntries),
+		pins:     make(map[string]int),
 		inflight: make(map[string]*call),
 		queued:   make(map[string]bool),
 	}
+	r.pos.pins, r.neg.pins = r.pins, r.pins
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -303,7 +329,7 @@ func (r *Resolver) Close() {
 // Stats returns the counters.
 func (r *Resolver) Stats() Stats {
 	r.cmu.RLock()
-	pos, neg := r.pos.len(), r.neg.len()
+	pos, neg, pinned := r.pos.len(), r.neg.len(), len(r.pins)
 	r.cmu.RUnlock()
 	return Stats{
 		Queries:      r.queries.Load(),
@@ -315,9 +341,33 @@ func (r *Resolver) Stats() Stats {
 		Evictions:    r.evictions.Load(),
 		Prefetched:   r.prefetched.Load(),
 		Dropped:      r.dropped.Load(),
+		Skipped:      r.skipped.Load(),
 		Positive:     pos,
 		Negative:     neg,
+		Pinned:       pinned,
 	}
+}
+
+// Pin marks host in use: its entries are not evicted until as many Unpin
+// calls as Pin calls were made. Pinning does not resolve the name.
+func (r *Resolver) Pin(host string) {
+	name := normalize(host)
+	r.cmu.Lock()
+	r.pins[name]++
+	r.cmu.Unlock()
+}
+
+// Unpin ends one Pin of host; unpinning a name that is not pinned does
+// nothing.
+func (r *Resolver) Unpin(host string) {
+	name := normalize(host)
+	r.cmu.Lock()
+	if n := r.pins[name]; n > 1 {
+		r.pins[name] = n - 1
+	} else {
+		delete(r.pins, name)
+	}
+	r.cmu.Unlock()
 }
 
 // normalize lower-cases a name and drops its final dot.

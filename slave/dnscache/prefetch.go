@@ -6,13 +6,28 @@ package dnscache
 // Prefetch resolves in the background the hosts that are not IP literals,
 // not already cached, queued or being resolved. It returns at once; names
 // beyond the queue's room are dropped and counted.
-func (r *Resolver) Prefetch(hosts []string) {
+func (r *Resolver) Prefetch(hosts []string) { r.prefetch(hosts, false) }
+
+// PrefetchIfRoom is Prefetch for names that may not be fetched here (the
+// hosts of found links): it queues no more names than the positive cache
+// has room for without evicting an entry, and counts the others as
+// skipped.
+func (r *Resolver) PrefetchIfRoom(hosts []string) { r.prefetch(hosts, true) }
+
+func (r *Resolver) prefetch(hosts []string, ifRoom bool) {
 	r.fmu.Lock()
 	defer r.fmu.Unlock()
 	if r.closed {
 		return
 	}
-	dropped, now := 0, r.now()
+	room := r.opt.MaxPending
+	if ifRoom {
+		r.cmu.RLock()
+		room = r.opt.MaxEntries - r.pos.len()
+		r.cmu.RUnlock()
+		room -= len(r.queue) + len(r.inflight)
+	}
+	dropped, skipped, now := 0, 0, r.now()
 	for _, h := range hosts {
 		name := normalize(h)
 		if k, _ := r.classify(name); k != kindName || r.queued[name] || r.inflight[name] != nil {
@@ -21,12 +36,20 @@ func (r *Resolver) Prefetch(hosts []string) {
 		if r.entry(name, now) != nil {
 			continue
 		}
+		if ifRoom && room <= 0 {
+			skipped++
+			continue
+		}
 		if len(r.queue) >= r.opt.MaxPending {
 			dropped++
 			continue
 		}
+		room--
 		r.queue = append(r.queue, name)
 		r.queued[name] = true
+	}
+	if skipped > 0 {
+		r.skipped.Add(uint64(skipped))
 	}
 	if dropped > 0 {
 		r.dropped.Add(uint64(dropped))

@@ -6,7 +6,6 @@ package slaved
 import (
 	"context"
 	"math/rand/v2"
-	"net/url"
 	"sync"
 	"time"
 
@@ -74,18 +73,20 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 		for range n - len(leases) {
 			free <- struct{}{}
 		}
+		for _, l := range leases {
+			s.track(l, true) // pins the hosts' DNS entries before they are resolved
+		}
 		if s.dns != nil && len(leases) > 1 {
 			// resolve the other tasks' hosts while the first ones fetch
 			hosts := make([]string, 0, len(leases))
 			for _, l := range leases {
-				if u, err := url.Parse(l.URL); err == nil {
-					hosts = append(hosts, u.Hostname())
+				if h := leaseHost(l); h != "" {
+					hosts = append(hosts, h)
 				}
 			}
 			s.dns.Prefetch(hosts)
 		}
 		for _, l := range leases {
-			s.track(l, true)
 			pool.Add(1)
 			go func() {
 				defer pool.Done()

@@ -5,6 +5,7 @@ package slaved
 
 import (
 	"context"
+	"net/url"
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -13,12 +14,35 @@ import (
 func (s *Slave) track(l frontier.Lease, add bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_, had := s.leases[l.URL]
 	if add {
 		s.leases[l.URL] = l
 	} else {
 		delete(s.leases, l.URL)
 	}
+	if s.dns != nil && had != add {
+		// the host's DNS entry stays cached while the slave holds one
+		// of its leases (dnscache: pinning)
+		if host := leaseHost(l); host != "" {
+			if add {
+				s.dns.Pin(host)
+			} else {
+				s.dns.Unpin(host)
+			}
+		}
+	}
 	s.met.SetInFlight(len(s.leases))
+}
+
+// leaseHost is the host name of a lease's URL, without its port.
+func leaseHost(l frontier.Lease) string {
+	if l.ScopeHost != "" {
+		return l.ScopeHost
+	}
+	if u, err := url.Parse(l.URL); err == nil {
+		return u.Hostname()
+	}
+	return ""
 }
 
 func (s *Slave) inFlight() int64 {

@@ -358,7 +358,9 @@ func (s *Slave) addLinks(c *frontier.Completion, links []*url.URL, depth int) {
 		}
 	}
 	if s.dns != nil && len(hosts) > 0 {
-		s.dns.Prefetch(hosts)
+		// a link's host may be crawled by another slave, or already: its
+		// resolution must not evict the hosts this slave fetches
+		s.dns.PrefetchIfRoom(hosts)
 	}
 	if len(trapped) > 0 {
 		reasons := make([]string, 0, len(trapped))

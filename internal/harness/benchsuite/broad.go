@@ -122,6 +122,7 @@ type BroadRun struct {
 	RedisBytesPerHost      float64 // (used_memory after seeding − before) / hosts
 	SeenBytesPerHost       float64 // the part of it in the seen-URL set
 	DNSQueriesPerHost      float64 // queries the site's DNS server answered (A and AAAA each) / hosts
+	ConnsPerHost           float64 // HTTP connections the site accepted / hosts
 	Claims                 uint64  // claim round trips of the slaves (their claim_seconds histograms)
 	ClaimP50Ms, ClaimP99Ms float64
 	// IdleCmdsPerSec and IdleScriptsPerSec are the Redis commands
@@ -487,6 +488,7 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 	}
 	res.Missing, res.Extra, res.Other = site.Hits()
 	res.DNSQueriesPerHost = float64(site.DNSQueries()) / float64(so.Hosts)
+	res.ConnsPerHost = float64(site.Conns()) / float64(so.Hosts)
 
 	pages := res.Pages
 	if mp != nil {
@@ -513,9 +515,9 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 		res.AllInTailMs = msPerPage(cpu0.master, cpuTail.master, pages) + msPerPage(cpu0.redis, cpuTail.redis, pages) +
 			msPerPage(cpu0.mysql, cpuTail.mysql, pages)
 	}
-	fmt.Fprintf(opt.Out, "broad: %s: %d pages in %.1fs, %.0f pages/s; Redis %.0f µs a page, %.0f bytes a host; claim p50 %.2f ms p99 %.2f ms; idle %.0f commands/s; %.2f DNS queries a host; all-in CPU %.3f ms a page (%.3f with the tail)\n",
+	fmt.Fprintf(opt.Out, "broad: %s: %d pages in %.1fs, %.0f pages/s; Redis %.0f µs a page, %.0f bytes a host; claim p50 %.2f ms p99 %.2f ms; idle %.0f commands/s; %.2f DNS queries and %.2f connections a host; all-in CPU %.3f ms a page (%.3f with the tail)\n",
 		label, res.Pages, res.Seconds, res.PagesPerSec, res.RedisCPUPerPageUs, res.RedisBytesPerHost,
-		res.ClaimP50Ms, res.ClaimP99Ms, res.IdleCmdsPerSec, res.DNSQueriesPerHost, res.AllInMs, res.AllInTailMs)
+		res.ClaimP50Ms, res.ClaimP99Ms, res.IdleCmdsPerSec, res.DNSQueriesPerHost, res.ConnsPerHost, res.AllInMs, res.AllInTailMs)
 	return res, nil
 }
 

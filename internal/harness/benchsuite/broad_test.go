@@ -46,7 +46,7 @@ func TestRunBroadSmoke(t *testing.T) {
 		}
 		for name, v := range map[string]float64{"pages/s": r.PagesPerSec, "redis µs": r.RedisCPUPerPageUs,
 			"claim p50": r.ClaimP50Ms, "claim p99": r.ClaimP99Ms,
-			"idle commands/s": r.IdleCmdsPerSec, "dns queries/host": r.DNSQueriesPerHost, "master ms": r.MasterMs, "redis ms": r.RedisMs,
+			"idle commands/s": r.IdleCmdsPerSec, "dns queries/host": r.DNSQueriesPerHost, "conns/host": r.ConnsPerHost, "master ms": r.MasterMs, "redis ms": r.RedisMs,
 			"all-in": r.AllInMs, "all-in tail": r.AllInTailMs} {
 			if !(v > 0) || math.IsInf(v, 0) {
 				t.Errorf("%s: %s = %v, want > 0", r.Label, name, v)

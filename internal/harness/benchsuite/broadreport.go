@@ -19,6 +19,8 @@ const broadNotes = `Notes:
   dedup.mode exact is in it, and shown apart).
 - Redis CPU / page: INFO used_cpu_sys + used_cpu_user from before seeding to the master's exit (seeding and the idle
   tail included).
+- DNS queries / host and HTTP connections / host: the queries the site's DNS server answered (A and AAAA each) and the
+  connections its HTTP servers accepted, / hosts.
 - claim p50/p99: the slaves' redcrawl_slave_claim_seconds histograms merged (scraped from their /metrics), linear
   within a bucket (buckets 0.1, 0.25, 0.5, 1, 2.5, 5, 10 ms…).
 - idle commands/s: commandstats calls (commands inside functions included) a second while the master and the slaves
@@ -71,6 +73,7 @@ func (r *BroadReport) Markdown() string {
 		return fmt.Sprintf("%s / %s (%d claims)", num(x.ClaimP50Ms, 2), num(x.ClaimP99Ms, 2), x.Claims)
 	})
 	row("DNS queries / host (A and AAAA each)", func(x *BroadRun) string { return num(x.DNSQueriesPerHost, 2) })
+	row("HTTP connections / host", func(x *BroadRun) string { return num(x.ConnsPerHost, 2) })
 	row("idle commands/s (function calls/s)", func(x *BroadRun) string {
 		return fmt.Sprintf("%s (%s)", num(x.IdleCmdsPerSec, 0), num(x.IdleScriptsPerSec, 0))
 	})

@@ -112,6 +112,7 @@ type Site struct {
 
 	heldHits atomic.Int64
 	queries  atomic.Int64 // DNS queries answered
+	conns    atomic.Int64 // HTTP connections accepted
 	mu       sync.Mutex
 	release  chan struct{} // closed by Release; guarded by mu
 	released bool
@@ -142,7 +143,12 @@ func Start(opts Options) (*Site, error) {
 		return nil, fmt.Errorf("broadsite: dns: %w", err)
 	}
 	for _, ln := range lns {
-		srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+		srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+			ConnState: func(_ net.Conn, st http.ConnState) {
+				if st == http.StateNew {
+					s.conns.Add(1)
+				}
+			}}
 		s.srvs = append(s.srvs, srv)
 		s.serving.Add(1)
 		go func() {
@@ -257,8 +263,12 @@ func (s *Site) held() <-chan struct{} {
 // both).
 func (s *Site) DNSQueries() int64 { return s.queries.Load() }
 
-// ResetHits forgets the requests and DNS queries counted and holds HeldURL again, for
-// another crawl of the same site.
+// Conns is the number of HTTP connections accepted since Start or the
+// last ResetHits.
+func (s *Site) Conns() int64 { return s.conns.Load() }
+
+// ResetHits forgets the requests, DNS queries and connections counted and
+// holds HeldURL again, for another crawl of the same site.
 func (s *Site) ResetHits() {
 	for i := range s.hits {
 		s.hits[i].Store(0)
@@ -266,6 +276,7 @@ func (s *Site) ResetHits() {
 	s.other.Store(0)
 	s.heldHits.Store(0)
 	s.queries.Store(0)
+	s.conns.Store(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.released {
