@@ -428,6 +428,11 @@ type DNS struct {
 	CacheSize int `mapstructure:"cache_size"`
 	// PrefetchWorkers bounds the resolver workers of pre-resolution.
 	PrefetchWorkers int `mapstructure:"prefetch_workers"`
+	// PrefetchLinks pre-resolves the hosts of the links a slave finds (into
+	// free cache room). Off by default: with N slaves a slave fetches ~1/N
+	// of them, so look-ahead multiplies the queries a resolver gets by up
+	// to N; claim-time pre-resolution already covers every fetch.
+	PrefetchLinks bool `mapstructure:"prefetch_links"`
 }
 
 // Storage says where slaves keep page bodies.

@@ -142,6 +142,7 @@ func Default() Config {
 			Timeout:         5 * time.Second,
 			CacheSize:       100000,
 			PrefetchWorkers: 16,
+			PrefetchLinks:   false,
 		},
 		Storage: Storage{WARCDir: "", WARCMaxFileBytes: 1 << 30},
 		Rules:   Rules{Dir: "rules", Poll: 2 * time.Second},

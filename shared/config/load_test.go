@@ -200,6 +200,7 @@ master:
 				"CRAWLER_FETCH_USER_AGENTS=a/1,b/2",
 				"CRAWLER_STORAGE_WARC_MAX_FILE_BYTES=64MiB",
 				"CRAWLER_CRAWL_STRATEGY=aopic",
+				"CRAWLER_DNS_PREFETCH_LINKS=true",
 			},
 			want: func(c *Config) {
 				c.Fetch.Proxies = []string{"http://u:p@127.0.0.9:3128"}
@@ -209,6 +210,7 @@ master:
 				c.Fetch.UserAgents = []string{"a/1", "b/2"}
 				c.Storage.WARCMaxFileBytes = 64 << 20
 				c.Crawl.Strategy = "aopic"
+				c.DNS.PrefetchLinks = true
 			},
 		},
 		{
@@ -297,6 +299,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "fractional int", yaml: "crawl:\n  max_depth: 2.5\n", wantKey: "crawl.max_depth", wantMsg: "not an integer"},
 		{name: "not an int", env: []string{"CRAWLER_SLAVE_CONCURRENCY=many"}, wantKey: "slave.concurrency", wantMsg: `cannot parse "many" as int`},
 		{name: "not a bool", env: []string{"CRAWLER_POLITENESS_OBEY_ROBOTS=yes please"}, wantKey: "politeness.obey_robots"},
+		{name: "dns.prefetch_links not a bool", yaml: "dns:\n  prefetch_links: sometimes\n", wantKey: "dns.prefetch_links"},
 		{name: "bad byte size unit", yaml: "fetch:\n  max_body_bytes: 10XB\n", wantKey: "fetch.max_body_bytes", wantMsg: `unknown unit "XB"`},
 		{name: "byte size units only for byte sizes", env: []string{"CRAWLER_DEDUP_EXPECTED_URLS=10MiB"}, wantKey: "dedup.expected_urls"},
 		{name: "map for a string", yaml: "crawl:\n  name: {a: 1}\n", wantKey: "crawl.name"},

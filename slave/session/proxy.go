@@ -144,6 +144,12 @@ func (p *Pool) newTransport(sp proxySpec) (*http.Transport, error) {
 	case sp.u.Scheme == "http" || sp.u.Scheme == "https":
 		t.Proxy = http.ProxyURL(sp.u)
 		t.DialContext = p.opt.ProxyDialContext
+		// the transport keys the idle connections of plain-http requests
+		// through a proxy by the proxy alone: they are all one "host", so
+		// the template's per-host limit (a site's) would close most of them
+		if t.MaxIdleConns > t.MaxIdleConnsPerHost {
+			t.MaxIdleConnsPerHost = t.MaxIdleConns
+		}
 	default: // socks5, socks5h
 		var auth *proxy.Auth
 		if sp.u.User != nil {

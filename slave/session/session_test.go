@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -700,4 +701,39 @@ func BenchmarkAcquireReport(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// TestTransportIdleLimits checks that every route's transport keeps the
+// template's idle limits, except that an http(s) proxy's may keep as many
+// idle connections to the proxy as in all: plain-http requests through it
+// share the proxy's connections whatever their site.
+func TestTransportIdleLimits(t *testing.T) {
+	type limits struct{ Total, PerHost int }
+	tests := []struct {
+		proxy string
+		want  limits
+	}{
+		{"direct", limits{256, 4}},
+		{"http://127.0.0.1:3128", limits{256, 256}},
+		{"https://127.0.0.1:3129", limits{256, 256}},
+		{"socks5://127.0.0.1:1080", limits{256, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.proxy, func(t *testing.T) {
+			sp, err := parseProxy(tt.proxy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &Pool{opt: Options{TransportTemplate: func() *http.Transport {
+				return &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 4}
+			}}}
+			tr, err := p.newTransport(sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.want, limits{tr.MaxIdleConns, tr.MaxIdleConnsPerHost}); d != "" {
+				t.Errorf("idle limits (-want +got):\n%s", d)
+			}
+		})
+	}
 }

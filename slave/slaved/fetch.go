@@ -129,13 +129,12 @@ func (s *Slave) newHTTPFetcher(runCtx context.Context, dns *dnscache.Resolver) (
 	cfg := s.cfg
 	guarded := netguard.Dialer(cfg.Fetch.Timeout, cfg.Fetch.AllowPrivateNetworks)
 	direct := dns.DialContext(guarded.DialContext)
+	idle := idleLimits(cfg.Slave.Concurrency, cfg.Politeness.HostConcurrency)
 	template := func() *http.Transport {
 		return &http.Transport{
-			// an idle connection holds two goroutines and 8 KiB of buffers:
-			// keep no more than there are workers to reuse them
-			MaxIdleConns:          cfg.Slave.Concurrency,
-			MaxIdleConnsPerHost:   max(2, cfg.Politeness.HostConcurrency),
-			IdleConnTimeout:       90 * time.Second,
+			MaxIdleConns:          idle.total,
+			MaxIdleConnsPerHost:   idle.perHost,
+			IdleConnTimeout:       idle.timeout,
 			TLSHandshakeTimeout:   10 * time.Second,
 			ResponseHeaderTimeout: cfg.Fetch.Timeout,
 			ExpectContinueTimeout: time.Second,

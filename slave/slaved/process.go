@@ -357,9 +357,11 @@ func (s *Slave) addLinks(c *frontier.Completion, links []*url.URL, depth int) {
 			}
 		}
 	}
-	if s.dns != nil && len(hosts) > 0 {
-		// a link's host may be crawled by another slave, or already: its
-		// resolution must not evict the hosts this slave fetches
+	if s.dns != nil && s.cfg.DNS.PrefetchLinks && len(hosts) > 0 {
+		// a link's host may be crawled by another slave (with N slaves this
+		// one fetches ~1/N of them), or already: its resolution must not
+		// evict the hosts this slave fetches. Off by default: the claim-time
+		// pre-resolution (claim.go) covers every fetch.
 		s.dns.PrefetchIfRoom(hosts)
 	}
 	if len(trapped) > 0 {
