@@ -321,6 +321,8 @@ func (s *Slave) storeWARCUnless(c *frontier.Completion, u *url.URL, res *Respons
 func (s *Slave) addLinks(c *frontier.Completion, links []*url.URL, depth int) {
 	var trapped map[string]int
 	var hosts []string
+	// the links' hosts, for the look-ahead resolution (off by default)
+	lookAhead := s.dns != nil && s.cfg.DNS.PrefetchLinks
 	add := func(lu *url.URL) {
 		if ok, why := s.traps.Check(lu); !ok {
 			if trapped == nil {
@@ -334,7 +336,7 @@ func (s *Slave) addLinks(c *frontier.Completion, links []*url.URL, depth int) {
 			return
 		}
 		c.Links = append(c.Links, t)
-		if len(hosts) == 0 || hosts[len(hosts)-1] != lu.Hostname() {
+		if lookAhead && (len(hosts) == 0 || hosts[len(hosts)-1] != lu.Hostname()) {
 			hosts = append(hosts, lu.Hostname())
 		}
 	}
@@ -357,7 +359,7 @@ func (s *Slave) addLinks(c *frontier.Completion, links []*url.URL, depth int) {
 			}
 		}
 	}
-	if s.dns != nil && s.cfg.DNS.PrefetchLinks && len(hosts) > 0 {
+	if len(hosts) > 0 {
 		// a link's host may be crawled by another slave (with N slaves this
 		// one fetches ~1/N of them), or already: its resolution must not
 		// evict the hosts this slave fetches. Off by default: the claim-time
