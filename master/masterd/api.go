@@ -71,7 +71,7 @@ func (m *Master) apiServer(match func() *rules.Set, met *metrics.Master) (*apiCo
 	}
 	a := m.cfg.API
 	srv := workapi.New(workapi.Options{Crawl: m.cfg.Crawl.Name, Front: m.front, Tokens: storeTokens{m.store},
-		Planner: linkPlanner{planner: planner, rules: match}, Library: frontier.LibraryName(),
+		Planner: linkPlanner{planner: planner, rules: match, known: m.front.KnownLink}, Library: frontier.LibraryName(),
 		Limits: workapi.Limits{MaxInFlight: a.MaxInFlight, Rate: a.Rate, MaxBody: a.MaxBody, MaxLinks: a.MaxLinks},
 		Log:    m.log, RL: m.rl, Limited: met.APILimited, Served: func(path string, d time.Duration) {
 			met.APIServed(path, d)
@@ -109,6 +109,24 @@ func (s storeTokens) TokenByHash(ctx context.Context, raw string) (workapi.Token
 type linkPlanner struct {
 	planner *plan.Planner
 	rules   func() *rules.Set
+	// known is the frontier's link cache (frontier.Redis.KnownLink)
+	known func(url string) bool
+}
+
+// Known: a link the frontier already put through the seen set, while no
+// rule file sets a host's politeness (a link planned carries its host's,
+// which must reach the frontier even for a link found again: a rule
+// file's new delay takes effect with the next page that links the host).
+func (p linkPlanner) Known(url string) bool {
+	if p.known == nil || !p.known(url) {
+		return false
+	}
+	if p.rules != nil {
+		if set := p.rules(); set != nil && set.SetsPoliteness() {
+			return false
+		}
+	}
+	return true
 }
 
 // maxSitemapLevel is the deepest sitemap nesting a slave may report (the

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/rules"
 )
 
 // TestPlanSeedsCanonicalForm: seeds get the crawl's canonical form,
@@ -30,5 +31,44 @@ func TestPlanSeedsCanonicalForm(t *testing.T) {
 		if d := cmp.Diff(tc.want, p.urls); d != "" || len(p.rejected) > 0 {
 			t.Errorf("sort_query %v: seeds (-want +got):\n%s\nrejected %q", tc.sortQuery, d, p.rejected)
 		}
+	}
+}
+
+// TestLinkPlannerKnown: the work API leaves a link out unplanned only when
+// the frontier's link cache holds it and no rule file sets a host's
+// politeness (which a planned link would carry to the frontier).
+func TestLinkPlannerKnown(t *testing.T) {
+	plain, err := rules.LoadDir(t.TempDir(), rules.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	polite, err := rules.LoadDir("../../rules/examples", rules.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.SetsPoliteness() || !polite.SetsPoliteness() {
+		t.Fatalf("SetsPoliteness: no files %v, rules/examples %v; want false, true", plain.SetsPoliteness(), polite.SetsPoliteness())
+	}
+	cached := func(u string) bool { return u == "http://a.test/known" }
+	tests := []struct {
+		name  string
+		known func(string) bool
+		rules *rules.Set
+		url   string
+		want  bool
+	}{
+		{"cached, no rules", cached, nil, "http://a.test/known", true},
+		{"cached, rules without politeness", cached, plain, "http://a.test/known", true},
+		{"not cached", cached, plain, "http://a.test/new", false},
+		{"cached, rules set politeness", cached, polite, "http://a.test/known", false},
+		{"no link cache", nil, plain, "http://a.test/known", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := linkPlanner{known: tc.known, rules: func() *rules.Set { return tc.rules }}
+			if got := p.Known(tc.url); got != tc.want {
+				t.Errorf("Known(%s) = %v, want %v", tc.url, got, tc.want)
+			}
+		})
 	}
 }

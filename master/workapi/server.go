@@ -71,9 +71,14 @@ type TokenStore interface {
 
 // Planner makes the task of a link a slave reported: ok is false for a
 // link out of the crawl's scope or the rule files'; policy, when set, is
-// its host's politeness from the rule files.
+// its host's politeness from the rule files. Known reports a link that
+// can be left out unplanned: one the frontier already put through the
+// seen set, when planning it would set no host's politeness either (a
+// completion's links are mostly links found before; planning one costs
+// more than the rest of its way through the API).
 type Planner interface {
 	Link(l api.Link) (t frontier.Task, policy *frontier.HostPolicy, ok bool)
+	Known(url string) bool
 }
 
 // Limits bound what one token may do.
@@ -406,6 +411,9 @@ func (s *Server) completion(q request, wc api.Completion) (frontier.Completion, 
 		return c, nil
 	}
 	for _, wl := range wc.Links {
+		if s.opt.Planner.Known(wl.URL) {
+			continue
+		}
 		t, policy, ok := s.opt.Planner.Link(wl)
 		if !ok {
 			continue

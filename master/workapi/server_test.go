@@ -64,8 +64,11 @@ func (ts *tokens) revoke(raw string) {
 }
 
 // hostPlanner plans a link as its own task: the URL's host, the depth and
-// hops it came with (the master's real planner: masterd).
-type hostPlanner struct{}
+// hops it came with (the master's real planner: masterd); known are the
+// links it calls known (Planner.Known).
+type hostPlanner struct{ known map[string]bool }
+
+func (p hostPlanner) Known(u string) bool { return p.known[u] }
 
 func (hostPlanner) Link(l api.Link) (frontier.Task, *frontier.HostPolicy, bool) {
 	u, err := url.Parse(l.URL)
@@ -85,9 +88,11 @@ type apiEnv struct {
 	limits  workapi.Limits
 }
 
-func newAPIEnv(t *testing.T, limits workapi.Limits) *apiEnv { return newAPIEnvTB(t, limits) }
+func newAPIEnv(t *testing.T, limits workapi.Limits, opts ...func(*workapi.Options)) *apiEnv {
+	return newAPIEnvTB(t, limits, opts...)
+}
 
-func newAPIEnvTB(t testing.TB, limits workapi.Limits) *apiEnv {
+func newAPIEnvTB(t testing.TB, limits workapi.Limits, opts ...func(*workapi.Options)) *apiEnv {
 	t.Helper()
 	u := os.Getenv("REDCRAWL_TEST_REDIS")
 	if u == "" {
@@ -108,9 +113,13 @@ func newAPIEnvTB(t testing.TB, limits workapi.Limits) *apiEnv {
 	}
 	e := &apiEnv{rdb: rdb, front: front, tokens: &tokens{}, crawl: crawl, limits: limits}
 	log := slog.New(slog.DiscardHandler)
-	s := workapi.New(workapi.Options{Crawl: crawl, Front: front, Tokens: e.tokens, Planner: hostPlanner{},
+	o := workapi.Options{Crawl: crawl, Front: front, Tokens: e.tokens, Planner: hostPlanner{},
 		Limits: limits, Library: frontier.LibraryName(), Log: log, RL: ratelog.New(log, time.Minute),
-		WatchWait: 500 * time.Millisecond})
+		WatchWait: 500 * time.Millisecond}
+	for _, f := range opts {
+		f(&o)
+	}
+	s := workapi.New(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.Run(ctx) }()
@@ -183,6 +192,44 @@ func TestAPIRoundTrip(t *testing.T) {
 	}
 	if st, _ := e.front.Stats(ctx); st.InFlight != 0 || st.Queued != 2 {
 		t.Errorf("after the leave: %d in flight, %d queued; want 0 and 2", st.InFlight, st.Queued)
+	}
+}
+
+// TestAPIKnownLinks: a link the planner knows (the frontier already put it
+// through the seen set) is left out unplanned; the others are planned and
+// queued.
+func TestAPIKnownLinks(t *testing.T) {
+	e := newAPIEnv(t, defaultLimits(), func(o *workapi.Options) {
+		o.Planner = hostPlanner{known: map[string]bool{"http://b.test/": true}}
+	})
+	ctx := context.Background()
+	c, err := e.client(t, e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := e.front.Seed(ctx, []frontier.Task{{URL: "http://a.test/", Host: "a.test", ScopeHost: "a.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.ClaimWaitOpts(ctx, "pi1", 1, frontier.ClaimOptions{})
+	if err != nil || len(res.Leases) != 1 {
+		t.Fatalf("claim: %+v, %v", res, err)
+	}
+	acked, err := c.Complete(ctx, "pi1", []frontier.Completion{{Lease: res.Leases[0], Outcome: frontier.Done,
+		Links: []frontier.Task{{URL: "http://b.test/", Depth: 1}, {URL: "http://c.test/", Depth: 1}}}})
+	if err != nil || !acked[0] {
+		t.Fatalf("complete: %v, %v", acked, err)
+	}
+	next, err := c.ClaimWaitOpts(ctx, "pi1", 10, frontier.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range next.Leases {
+		got = append(got, l.URL)
+	}
+	if len(got) != 1 || got[0] != "http://c.test/" {
+		t.Errorf("queued after the completion: %v, want only http://c.test/ (b.test's link is known)", got)
 	}
 }
 

@@ -54,6 +54,13 @@ func TestLinkCache(t *testing.T) {
 			if got := after.Queued > before.Queued; got != tc.wantX {
 				t.Errorf("x enqueued again = %v, want %v (queued %d -> %d)", got, tc.wantX, before.Queued, after.Queued)
 			}
+			// KnownLink (the work API's look-up) says what the cache skips
+			if got := f.KnownLink(y.URL); got == tc.wantX {
+				t.Errorf("KnownLink(%s) = %v, want %v", y.URL, got, !tc.wantX)
+			}
+			if f.KnownLink("http://never.test/") {
+				t.Error("KnownLink of a link never sent = true")
+			}
 		})
 	}
 
@@ -77,6 +84,9 @@ func TestLinkCache(t *testing.T) {
 		if before.Duplicates != 1 {
 			t.Fatalf("duplicates %d, want 1", before.Duplicates)
 		}
+		if f.KnownLink(w.URL) {
+			t.Error("KnownLink(w) = true after only a duplicate page carried it")
+		}
 		// a third page links w: it must reach Redis and be enqueued
 		if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[2], Outcome: frontier.Done, ContentHash: 0xdddd,
 			Links: []frontier.Task{w}}}); err != nil {
@@ -84,6 +94,9 @@ func TestLinkCache(t *testing.T) {
 		}
 		if after, _ := f.Stats(ctx); after.Queued != before.Queued+1 {
 			t.Errorf("w not enqueued after a duplicate page carried it: queued %d -> %d", before.Queued, after.Queued)
+		}
+		if !f.KnownLink(w.URL) {
+			t.Error("KnownLink(w) = false after a page that was not a duplicate carried it")
 		}
 	})
 
@@ -100,6 +113,9 @@ func TestLinkCache(t *testing.T) {
 		acked, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: stale, Outcome: frontier.Done, Links: []frontier.Task{w}}})
 		if err != nil || len(acked) != 1 || acked[0] {
 			t.Fatalf("stale ack = %v, %v; want refused", acked, err)
+		}
+		if f.KnownLink(w.URL) {
+			t.Error("KnownLink(w) = true after a refused ack carried it")
 		}
 		before, _ := f.Stats(ctx)
 		if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[1], Outcome: frontier.Done, Links: []frontier.Task{w}}}); err != nil {

@@ -204,6 +204,25 @@ func hashString(s string) uint64 {
 // NumShards returns the crawl's shard count.
 func (f *Redis) NumShards() int { return len(f.shards) }
 
+// KnownLink reports whether this process's link cache (Options.LinkCache,
+// bfs and dfs only) holds url: a link that a completion it sent already
+// put through the seen set, which a completion would leave out of its
+// call. The cache keys canonical URLs, so a URL it holds is canonical: the
+// work API uses this to leave out a slave's links found again without
+// planning them (master/workapi). False without a cache.
+func (f *Redis) KnownLink(url string) bool {
+	if f.shards[0].links == nil {
+		return false
+	}
+	fp := Fingerprint(url)
+	for _, s := range f.shards {
+		if s.links.has(fp) {
+			return true
+		}
+	}
+	return false
+}
+
 // ShardOf returns the shard of a host (Task.Host).
 func (f *Redis) ShardOf(host string) int { return ShardOfHost(host, len(f.shards)) }
 

@@ -61,6 +61,20 @@ type Set struct {
 	noHost []*RuleSet            // by rank
 }
 
+// SetsPoliteness reports whether a rule set of s overrides a host's
+// politeness (delay, jitter or concurrency).
+func (s *Set) SetsPoliteness() bool {
+	if s == nil {
+		return false
+	}
+	for _, rs := range s.Sets {
+		if p := rs.Politeness; p.Delay != nil || p.Jitter != nil || p.Concurrency != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // RuleSet is the rules of one file.
 type RuleSet struct {
 	Name string

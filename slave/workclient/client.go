@@ -187,13 +187,13 @@ func (c *Client) once(ctx context.Context, u, method string, body []byte, out an
 		if out == nil {
 			return 0, nil
 		}
-		if err := json.Unmarshal(data, out); err != nil {
+		if err := api.Unmarshal(data, out); err != nil {
 			return 0, fmt.Errorf("work API %s: decode answer: %w", hostOf(u), err)
 		}
 		return 0, nil
 	}
 	var e api.Error
-	_ = json.Unmarshal(data, &e)
+	_ = api.Unmarshal(data, &e)
 	msg := fmt.Sprintf("work API %s%s: %d %s", hostOf(u), reqPath(u), resp.StatusCode, e.Error)
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:

@@ -1,0 +1,64 @@
+package workapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+// completeBody is a completion request as a slave of make bench sends
+// one: n pages, each with 8 links and a page event of ~500 bytes, and a
+// claim.
+func completeBody(n int) CompleteRequest {
+	var r CompleteRequest
+	for i := range n {
+		u := fmt.Sprintf("http://h%02d.bench.test/page/%d", i%20, i*37)
+		c := Completion{Lease: LeaseRef{URL: u, Token: int64(1000 + i)}, Outcome: OutcomeDone, ContentHash: "1e1317a5bac7e063"}
+		for k := range 8 {
+			c.Links = append(c.Links, Link{URL: fmt.Sprintf("http://h%02d.bench.test/page/%d", (i+k)%20, i*7+k*131), Depth: 2})
+		}
+		ev := fmt.Sprintf(`{"crawl":"bench","url":%q,"final_url":%q,"status":200,"content_type":"text/html; charset=utf-8","bytes":15003,"depth":1,"fetched_at":1795403045380,"slave":"bench-s1","content_hash":"1f092cb6a1c5abf3be4b41362a91211374eb9a0c","duration_ms":7,"attempt":0,"links":8,"charset":"utf-8","proxy":"direct","handler":"html","checksum":"1e1317a5bac7e063"}`, u, u)
+		c.Events = []Event{{Type: "page", Data: json.RawMessage(ev)}}
+		r.Completions = append(r.Completions, c)
+	}
+	r.Claim = &ClaimRequest{Max: n}
+	return r
+}
+
+// BenchmarkCodec times the master's decoding of a 20-page completion
+// (Decode) against encoding/json's, and the slave's encoding of it.
+//
+//	go test -run '^$' -bench Codec -benchmem ./shared/workapi/
+func BenchmarkCodec(b *testing.B) {
+	req := completeBody(20)
+	body, err := json.Marshal(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for range b.N {
+			var r CompleteRequest
+			if err := Decode(bytes.NewReader(body), 1<<20, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode-encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for range b.N {
+			var r CompleteRequest
+			if err := json.NewDecoder(bytes.NewReader(body)).Decode(&r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encode", func(b *testing.B) {
+		for range b.N {
+			if _, err := json.Marshal(req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
