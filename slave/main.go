@@ -16,13 +16,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/redcrawl/redcrawl/shared/cli"
 	"github.com/redcrawl/redcrawl/shared/clientlog"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/retry"
+	"github.com/redcrawl/redcrawl/slave/memlimit"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
@@ -82,11 +82,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log := cfg.NewLogger(stderr)
 	slog.SetDefault(log)
 	clientlog.InstallRedis(log) // go-redis's lines rate-limited as ours
-	if lim := cfg.SlaveMemoryLimit(); lim > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(lim)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	memlimit.Apply(ctx, cfg)
 	s, err := slaved.New(cfg, slaved.Options{ID: *id, Logger: log, ExitWhenDone: *exitWhenDone})
 	if err != nil {
 		fmt.Fprintf(stderr, "slave: %v\n", err)

@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/gocolly/colly/v2"
 
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/slave/memlimit"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
@@ -41,9 +41,9 @@ func run(ctx context.Context, configPath string, c *colly.Collector, opt slaved.
 		opt.Logger = cfg.NewLogger(stderr)
 		slog.SetDefault(opt.Logger)
 	}
-	if lim := cfg.SlaveMemoryLimit(); lim > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(lim)
-	}
+	lctx, stopLimit := context.WithCancel(ctx) // the limit is followed while the slave runs
+	defer stopLimit()
+	memlimit.Apply(lctx, cfg)
 	s, err := New(cfg, c, opt)
 	if err != nil {
 		fmt.Fprintf(stderr, "slave: %v\n", err)

@@ -1,0 +1,84 @@
+package memlimit
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+)
+
+func TestWant(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name        string
+		base        int64
+		live, other uint64
+		want        int64
+	}{
+		{"a few hosts: the base", 28 * mib, 10 * mib, 6 * mib, 28 * mib},
+		{"the goal at the base: the base", 28 * mib, 11 * mib, 6 * mib, 28 * mib},
+		{"a broad crawl: the collector's goal", 28 * mib, 22 * mib, 10 * mib, 54 * mib},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Want(tc.base, tc.live, tc.other); got != tc.want {
+				t.Errorf("Want(%d, %d, %d) = %d, want %d", tc.base, tc.live, tc.other, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFollow: the limit follows the live heap up and back down to the
+// base, is set again only when it changes, and Follow returns with its
+// context.
+func TestFollow(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	lives := []uint64{10, 30, 30, 50, 10, 10} // the live heap read by read
+	var mu sync.Mutex
+	var set []int64
+	reads := 0
+	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	read := func() (uint64, uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if reads == len(lives)-1 {
+			cancel() // the last read: stop after it
+		}
+		v := lives[min(reads, len(lives)-1)]
+		reads++
+		return v, 0
+	}
+	go func() {
+		defer close(done)
+		Follow(ctx, 20, Options{Every: time.Millisecond, Read: read, Set: func(n int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			set = append(set, n)
+		}})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Follow did not return after its context ended")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// 10 -> 20 (base), 30 -> 60, 30 (same), 50 -> 100, 10 -> 20, 10 (same)
+	want := []int64{20, 60, 100, 20}
+	if d := cmp.Diff(want, set); d != "" {
+		t.Errorf("limits set (-want +got):\n%s", d)
+	}
+}
+
+func TestReadMemory(t *testing.T) {
+	runtime.GC() // live is measured by a collection
+	live, other := readMemory()
+	if live == 0 || other == 0 {
+		t.Errorf("readMemory() = %d live, %d other: the runtime's metrics not read", live, other)
+	}
+}
