@@ -364,3 +364,21 @@ func TestACLSlaveFreshHosts(t *testing.T) {
 		t.Errorf("claimed (-want +got):\n%s", d)
 	}
 }
+
+// TestACLSlaveQuietExists checks that a slave's Redis user may run the one
+// EXISTS with which a claim or a completion learns that the keys most
+// calls find absent are (FRESH.quiet in lua/cache.lua), on every shard:
+// without it the calls ask about each key (acl_check_cmd), correct but
+// with more commands.
+func TestACLSlaveQuietExists(t *testing.T) {
+	crawl := testutil.CrawlName("aclquiet")
+	srv := frontiertest.StartACLRedis(t, crawl, "s1")
+	ctx := context.Background()
+	for _, k := range []frontier.Keys{frontier.NewKeys(crawl), frontier.NewKeys(crawl + ":2")} {
+		args := []any{"ACL", "DRYRUN", "redcrawl-slave-s1", "EXISTS", k.HostPDelay, k.HostJitter, k.HostConc,
+			k.HostDelay, k.RenderReady, k.Validators, k.Retry, k.Cool, k.Fresh, k.Control}
+		if res, err := srv.Root.Do(ctx, args...).Result(); err != nil || res != "OK" {
+			t.Errorf("%s: ACL DRYRUN EXISTS of the quiet keys = %v, %v; want OK", k.Prefix, res, err)
+		}
+	}
+}

@@ -46,6 +46,11 @@ local function keys_of(p)
   -- as numbers, converted once when read (cache.lua: hget, prefetch)
   k.numeric = {[k.HINFL] = true, [k.HNEXT] = true, [k.HDELAY] = true, [k.HPDELAY] = true,
     [k.HJITTER] = true, [k.HCONC] = true, [k.HPAGES] = true}
+  -- the keys that do not exist in most calls of a crawl like make bench's
+  -- (FRESH.quiet): the policy hashes, the slaves' delays, the render
+  -- ready set, the validators, the retries, the idle hosts, the fresh
+  -- hosts and the controls
+  k.quiet = {k.HPDELAY, k.HJITTER, k.HCONC, k.HDELAY, k.RREADY, k.VAL, k.RETRY, k.COOL, k.FRESH, k.CONTROL}
   -- the crawl's name: the hash tag without a shard's :k (a name holds no
   -- colon: ValidName)
   k.crawl = string.match(p, '^crawl:{([^:}]+)')
@@ -190,13 +195,18 @@ end
 
 -- register makes body a function of the library named NS .. name. Unless
 -- opts.settings is false, the call reads the crawl's settings first (C).
+-- With opts.quiet the call may learn at once that K.quiet's keys are all
+-- absent (FRESH.quiet): only for functions that write none of them but
+-- through the call's caches, or say so (CALL.retry_added).
 local function register(name, body, opts)
   opts = opts or {}
   local need = opts.settings ~= false
+  local quiet = opts.quiet and 'ask' or nil
   redis.register_function{
     function_name = NS .. name,
     callback = function(keys, args)
       begin(keys, args, need)
+      CALL.quiet = quiet
       return body()
     end,
     flags = opts.flags or {},

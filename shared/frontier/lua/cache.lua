@@ -56,25 +56,47 @@ local function hcache_of(key)
   end
   return t
 end
+-- FRESH.quiet reports whether none of K.quiet's keys existed when the
+-- call first asked (a claim, a completion: register's opts.quiet; false
+-- for the other functions, which ask nothing): one EXISTS then stands for
+-- the calls' looks at each (the policy hashes, the fresh hash, the render
+-- ready set; the retries, idle hosts, controls and validators a claim
+-- reads; the slaves' delays). A call writes those keys through its caches
+-- (which then answer for what it wrote), at its end (hcool: finish), or
+-- not at all, except the retries a completion adds (CALL.retry_added).
+-- A slave's Redis user needs the selector for that EXISTS (ACLRules); one
+-- made by an earlier bin/master acl has none, and its calls ask about
+-- each key as they did (acl_check_cmd: a refused redis.call would fill
+-- the ACL log).
+function FRESH.quiet()
+  local q = CALL.quiet
+  if q == 'ask' then
+    local keys = K.quiet
+    q = redis.acl_check_cmd('EXISTS', unpack(keys)) and redis.call('EXISTS', unpack(keys)) == 0
+    CALL.quiet = q
+  end
+  return q == true
+end
 -- the policy hashes are empty in most crawls: one EXISTS per call tells,
 -- and then their fields are known absent until this call writes them
 local function policies_known_empty()
   if policies_empty == nil then
-    policies_empty = redis.call('EXISTS', K_HPDELAY, K_HJITTER, K_HCONC) == 0
+    policies_empty = FRESH.quiet() or redis.call('EXISTS', K_HPDELAY, K_HJITTER, K_HCONC) == 0
   end
   return policies_empty
 end
 -- the fresh hash is empty in a crawl of few hosts: one EXISTS per call
 -- tells, and then a host not written by this call has no field in it
 function FRESH.known_empty()
-  if CALL.fresh_empty == nil then CALL.fresh_empty = redis.call('EXISTS', K_FRESH) == 0 end
+  if CALL.fresh_empty == nil then CALL.fresh_empty = FRESH.quiet() or redis.call('EXISTS', K_FRESH) == 0 end
   return CALL.fresh_empty
 end
 local function hget(key, host)
   local t = hcache_of(key)
   local v = t[host]
   if v == nil then
-    if (POLICY[key] and policies_known_empty()) or (key == K_FRESH and FRESH.known_empty()) then
+    if (POLICY[key] and policies_known_empty()) or (key == K_FRESH and FRESH.known_empty()) or
+      (key == K_HDELAY and FRESH.quiet()) then
       v = false
     else
       v = redis.call('HGET', key, host) or false
@@ -89,9 +111,11 @@ end
 -- prefetch reads the politeness fields of hosts (a list, repeats allowed)
 -- that are not cached yet: one HMGET per hash instead of one HGET per host
 local function prefetch(hosts)
-  local keys = {K_HINFL, K_HNEXT, K_HDELAY}
+  local keys = {K_HINFL, K_HNEXT}
+  -- the slaves' delays and the policies: none when the call is quiet
+  if not FRESH.quiet() then keys[3] = K_HDELAY end
   if not policies_known_empty() then
-    keys[4], keys[5], keys[6] = K_HPDELAY, K_HJITTER, K_HCONC
+    keys[#keys + 1], keys[#keys + 2], keys[#keys + 3] = K_HPDELAY, K_HJITTER, K_HCONC
   end
   for _, key in ipairs(keys) do
     local t = hcache_of(key)
@@ -171,7 +195,7 @@ end
 local function ready_score(r, host)
   local v = in_ready[r][host]
   if v == nil and r then
-    if rready_empty == nil then rready_empty = redis.call('EXISTS', K_RREADY) == 0 end
+    if rready_empty == nil then rready_empty = FRESH.quiet() or redis.call('EXISTS', K_RREADY) == 0 end
     if rready_empty then v = false end
   end
   return v

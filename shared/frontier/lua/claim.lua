@@ -58,8 +58,10 @@ local function claim_tasks(slave, maxn, render, now)
   local lease_ms = C.LEASE_MS
   CALL.now = now
 
-  -- retries that are due go back to their queues
-  local due = redis.call('ZRANGEBYSCORE', K_RETRY, '-inf', now, 'LIMIT', 0, 256)
+  -- retries that are due go back to their queues (none in a quiet call
+  -- that added none)
+  local due = {}
+  if CALL.retry_added or not FRESH.quiet() then due = redis.call('ZRANGEBYSCORE', K_RETRY, '-inf', now, 'LIMIT', 0, 256) end
   for _, m in ipairs(due) do
     redis.call('ZREM', K_RETRY, m)
     local host, prio, task = string.match(m, '^([^\t]*)\t([^\t]*)\t(.*)$')
@@ -70,7 +72,8 @@ local function claim_tasks(slave, maxn, render, now)
 
   -- idle hosts whose next time has passed lose their politeness fields
   -- (ready_host), 64 a claim
-  local cooled = redis.call('ZRANGEBYSCORE', K.COOL, '-inf', now, 'LIMIT', 0, 64)
+  local cooled = {}
+  if not FRESH.quiet() then cooled = redis.call('ZRANGEBYSCORE', K.COOL, '-inf', now, 'LIMIT', 0, 64) end
   if #cooled > 0 then
     redis.call('ZREM', K.COOL, unpack(cooled))
     for _, h in ipairs(cooled) do
@@ -79,7 +82,8 @@ local function claim_tasks(slave, maxn, render, now)
   end
 
   -- paused crawl, draining slave: no lease; look again in a second
-  local ctl = redis.call('HMGET', K.CONTROL, 'paused', 'drain:' .. slave)
+  local ctl = {}
+  if not FRESH.quiet() then ctl = redis.call('HMGET', K.CONTROL, 'paused', 'drain:' .. slave) end
   if ctl[1] or ctl[2] then
     finish()
     return {1000, redis.call('HGET', K.RULES, 'version') or ''}
@@ -297,7 +301,7 @@ local function claim_tasks(slave, maxn, render, now)
   if seq and seq > seq_first then redis.call('HINCRBY', K_META, 'leaseseq', seq - seq_first) end
   -- a recrawl's validators for the leased URLs: one EXISTS when there are
   -- none (no recrawl queued), else HMGET and HDEL per 1000 URLs
-  if n > 0 and redis.call('EXISTS', K.VAL) == 1 then
+  if n > 0 and not FRESH.quiet() and redis.call('EXISTS', K.VAL) == 1 then
     for from = 1, #vals.url, 1000 do
       local to = math.min(from + 999, #vals.url)
       local vs = redis.call('HMGET', K.VAL, unpack(vals.url, from, to))
@@ -340,7 +344,8 @@ local function claim_tasks(slave, maxn, render, now)
       end
     end
     -- a retry coming due is work too (the claim then due moves it back)
-    local retry = redis.call('ZRANGE', K_RETRY, 0, 0, 'WITHSCORES')
+    local retry = {}
+    if CALL.retry_added or not FRESH.quiet() then retry = redis.call('ZRANGE', K_RETRY, 0, 0, 'WITHSCORES') end
     if #retry > 0 and (earliest == nil or tonumber(retry[2]) < earliest) then earliest = tonumber(retry[2]) end
   end
   local hint
@@ -416,4 +421,4 @@ register('claim', function()
   if maxn <= 0 then return at_cap() end
   math.randomseed(seed)
   return claim_tasks(slave, maxn, render, now_ms())
-end)
+end, {quiet = true})
