@@ -275,12 +275,26 @@ end
 
 -- tonum is tonumber for the small whole numbers a call reads most (counts,
 -- delays of 0, depths, priorities, attempts) from a table made at load:
--- tonumber's strtod costs more than the lookup
-local tonum
+-- tonumber's strtod costs more than the lookup.
+-- nstr is a number as redis.call passes it (a string, %.17g), made
+-- without that snprintf of a double when the number is whole: from a
+-- table made at load for 0 to 1023, else with %d (the same digits below
+-- 2^53); anything else is returned as it is (strings too)
+local tonum, nstr
 do
-  local small = {}
-  for i = 0, 1023 do small['' .. i] = i end
+  local small, strs = {}, {}
+  for i = 0, 1023 do
+    local s = '' .. i
+    small[s], strs[i] = i, s
+  end
   tonum = function(s) return small[s] or tonumber(s) end
+  nstr = function(n)
+    if type(n) ~= 'number' then return n end
+    local s = strs[n]
+    if s then return s end
+    if n % 1 == 0 and n > -9007199254740992 and n < 9007199254740992 then return string.format('%d', n) end
+    return n
+  end
 end
 
 -- int reads ARGV[i] as a whole number in [lo, hi]

@@ -31,11 +31,11 @@ local function write_back(key, hosts, vals, set_cmd, rem_cmd, score_first)
     if not v then
       rems[#rems + 1] = h
     elseif score_first then
-      sets[#sets + 1] = v
+      sets[#sets + 1] = nstr(v)
       sets[#sets + 1] = h
     else
       sets[#sets + 1] = h
-      sets[#sets + 1] = v
+      sets[#sets + 1] = nstr(v)
     end
   end
   call_chunked(set_cmd, key, sets, 2)
@@ -182,7 +182,7 @@ local function stat(field, d)
 end
 local function flush_stats()
   for _, field in ipairs(stat_order) do
-    redis.call('HINCRBY', K_STATS, field, stat_delta[field])
+    redis.call('HINCRBY', K_STATS, field, nstr(stat_delta[field]))
   end
   stat_delta, stat_order = {}, {}
 end
@@ -349,7 +349,7 @@ local function mark_waiting(now, hint)
   local until_ms = now + WAIT_FOREVER
   if hint >= 0 then until_ms = now + hint end
   local cur = tonumber(redis.call('HGET', K_META, 'wait_until') or '0') or 0
-  if cur < until_ms then redis.call('HSET', K_META, 'wait_until', until_ms) end
+  if cur < until_ms then redis.call('HSET', K_META, 'wait_until', nstr(until_ms)) end
 end
 local function wake_waiters()
   local soonest
@@ -397,7 +397,7 @@ local function finish()
     if not SLAVE then redis.call('HDEL', K.FINISH, 'idle_since', 'finished') end
     -- the work counter a sharded crawl's finish decision compares
     -- (CheckFinished in sharded_control.go)
-    redis.call('HINCRBY', K_META, 'workseq', 1)
+    redis.call('HINCRBY', K_META, 'workseq', '1')
   end
   --[[mark:flush_meta]]
   --[[profile:flush]]

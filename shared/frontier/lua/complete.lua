@@ -173,7 +173,7 @@ local function complete_leases(slave, n, now, counts)
         local _, failed, nt = requeue_or_fail(host, prio, task, reason, now, slave)
         if not failed then
           local retry_in = whole(ARGV[i0 + 5], C.MAX_BACKOFF) or 0
-          redis.call('ZADD', K_RETRY, now + retry_in, host .. '\t' .. prio .. '\t' .. nt)
+          redis.call('ZADD', K_RETRY, nstr(now + retry_in), host .. '\t' .. prio .. '\t' .. nt)
           CALL.retry_added = true
           stat('retried', 1)
           work_added = true

@@ -119,9 +119,9 @@ function LH.flush()
   local st = lh_state
   if not st or not st.dirty then return end
   if st.split_dirty then
-    redis.call('HSET', K_META, 'seen_count', st.n, 'seen_level', st.b, 'seen_split', st.s)
+    redis.call('HSET', K_META, 'seen_count', nstr(st.n), 'seen_level', nstr(st.b), 'seen_split', nstr(st.s))
   else
-    redis.call('HSET', K_META, 'seen_count', st.n)
+    redis.call('HSET', K_META, 'seen_count', nstr(st.n))
   end
   st.dirty, st.split_dirty = false, false
 end
