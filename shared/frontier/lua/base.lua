@@ -141,7 +141,8 @@ end
 -- fresh_added (a task went to the fresh hash: the wake-up), fresh_empty
 -- (the fresh hash was empty at the call's first look: FRESH.known_empty), legacy_scope
 -- (the legacy scopehosts set exists: FRESH.scope_has), cool (next time, host
--- pairs for hcool, flat: ready_host)
+-- pairs for hcool, flat: ready_host), quiet (FRESH.quiet), retry_added (a
+-- completion added a retry), wait_until (meta's mark: LH.wait_mark)
 local hcache, hdirty, hdirty_keys, policies_empty, stat_delta, stat_order
 local in_ready, rdirty, rready_empty, has_queue, no_render, ev_buf, work_added, lh_state, refused, readied
 local CALL

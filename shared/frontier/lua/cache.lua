@@ -102,7 +102,7 @@ local function hget(key, host)
       v = redis.call('HGET', key, host) or false
       -- a field of a hash of numbers that is not one (no function wrote
       -- it) counts as absent
-      if v and K.numeric[key] then v = tonumber(v) or false end
+      if v and K.numeric[key] then v = tonum(v) or false end
     end
     t[host] = v
   end
@@ -127,7 +127,7 @@ local function prefetch(hosts)
       end
     end
     -- the politeness hashes hold numbers (hget)
-    for k, v in ipairs(hmget(key, want)) do t[want[k]] = v and (tonumber(v) or false) end
+    for k, v in ipairs(hmget(key, want)) do t[want[k]] = v and (tonum(v) or false) end
   end
 end
 local function hmark(key, host)
@@ -343,13 +343,29 @@ end
 -- the waiting slaves claim at once; a crawl where no slave waits publishes
 -- nothing, nor does a host readied after the time the waiters look again.
 -- The mark costs a claim that came short an HGET and an HSET, and a call
--- that made a host claimable one HGET.
+-- that made a host claimable one HGET (none when the call read the seen
+-- table's state, whose HMGET reads the mark too: LH.state).
 local WAIT_FOREVER = 3600000
+-- LH.wait_mark is meta's wait_until as the call knows it (false when
+-- absent): read at the first look (or with the seen table's state:
+-- LH.state) and kept as the call writes it, so a call reads it once
+function LH.wait_mark()
+  local v = CALL.wait_until
+  if v == nil then
+    v = redis.call('HGET', K_META, 'wait_until') or false
+    CALL.wait_until = v
+  end
+  return v
+end
 local function mark_waiting(now, hint)
   local until_ms = now + WAIT_FOREVER
   if hint >= 0 then until_ms = now + hint end
-  local cur = tonumber(redis.call('HGET', K_META, 'wait_until') or '0') or 0
-  if cur < until_ms then redis.call('HSET', K_META, 'wait_until', nstr(until_ms)) end
+  local cur = tonumber(LH.wait_mark() or '0') or 0
+  if cur < until_ms then
+    local s = nstr(until_ms)
+    redis.call('HSET', K_META, 'wait_until', s)
+    CALL.wait_until = s
+  end
 end
 local function wake_waiters()
   local soonest
@@ -360,15 +376,17 @@ local function wake_waiters()
     if sc and (soonest == nil or sc < soonest) then soonest = sc end
   end
   if not soonest then return end
-  local mark = tonumber(redis.call('HGET', K_META, 'wait_until') or '')
+  local mark = tonumber(LH.wait_mark() or '')
   if not mark then return end
   if mark <= now_ms() then
     -- the waiters have looked again already
     redis.call('HDEL', K_META, 'wait_until')
+    CALL.wait_until = false
     return
   end
   if soonest >= mark then return end
   redis.call('HDEL', K_META, 'wait_until')
+  CALL.wait_until = false
   redis.call('PUBLISH', 'crawl:{' .. CRAWL .. '}:work', WORK_MESSAGE)
 end
 
