@@ -482,6 +482,52 @@ func TestCompleteClaimRetryDue(t *testing.T) {
 	}
 }
 
+// TestWorkSeq checks meta's work counter (CheckFinished compares it): a
+// call that queues work adds 1, a call that queues none adds nothing, and
+// a counter that is not a whole number fails the call (HINCRBY's error).
+func TestWorkSeq(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	f := newFrontier(t, rdb, "workseq", func(o *frontier.Options) { o.HostConcurrency = 4 })
+	meta := f.Keys().Meta
+	seq := func() int64 {
+		t.Helper()
+		n, err := rdb.HGet(ctx, meta, "workseq").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/1", 0), tk("http://a.test/2", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	w0 := seq()
+	ls, err := f.Claim(ctx, "s1", 2)
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("claim: %d leases, %v", len(ls), err)
+	}
+	if got := seq(); got != w0 {
+		t.Errorf("a claim moved workseq %d -> %d", w0, got)
+	}
+	// a new link: work added
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done,
+		Links: []frontier.Task{tk("http://a.test/3", 1)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := seq(); got != w0+1 {
+		t.Errorf("a completion with a new link: workseq %d -> %d, want +1", w0, got)
+	}
+	// a counter that is not a whole number: the call fails, as HINCRBY's
+	if err := rdb.HSet(ctx, meta, "workseq", "x1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[1], Outcome: frontier.Done,
+		Links: []frontier.Task{tk("http://a.test/4", 1)}}})
+	if err == nil || !strings.Contains(err.Error(), "not an integer") {
+		t.Errorf("completion with workseq x1: err = %v, want HINCRBY's not an integer", err)
+	}
+}
+
 // BenchmarkScriptCost splits Redis's time in the claim and complete
 // scripts (INFO commandstats, so server-side only: not the round trip)
 // into a fixed part per call and a part per page, from calls of 1, 8 and
