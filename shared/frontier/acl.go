@@ -171,14 +171,19 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 			}
 			rules = append(rules, selector(keys, "~", g.cmds))
 		}
-		var read, events, registry, own []string
+		var read, quiet, events, registry, own []string
 		for _, k := range both {
 			read = append(read, k.Settings, k.Rules, k.Control, k.ScopeHosts, k.Prefix+sfxScope+"*", k.Finish)
+			// the keys a claim or a completion asks about in one EXISTS
+			// (FRESH.quiet in lua/cache.lua: K.quiet), keys of several groups
+			quiet = append(quiet, k.HostPDelay, k.HostJitter, k.HostConc, k.HostDelay, k.RenderReady, k.Validators,
+				k.Retry, k.Cool, k.Fresh, k.Control)
 			events = append(events, k.SlaveEvents(slave))
 			registry = append(registry, k.Slaves)
 			own = append(own, k.SlaveLease(slave), k.SlaveLeaseData(slave), k.SlaveBeat(slave))
 		}
 		rules = append(rules, selector(read, "%R~", slaveReadCommands))
+		rules = append(rules, selector(quiet, "%R~", []string{"+exists"}))
 		rules = append(rules, selector(events, "%W~", []string{"+xadd"}))
 		rules = append(rules, selector(registry, "~", []string{"+zadd"}))
 		rules = append(rules, selector(own, "~", slaveOwnCommands))

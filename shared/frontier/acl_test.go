@@ -364,3 +364,84 @@ func TestACLSlaveFreshHosts(t *testing.T) {
 		t.Errorf("claimed (-want +got):\n%s", d)
 	}
 }
+
+// TestACLSlaveQuietExists checks that a slave's Redis user may run the one
+// EXISTS with which a claim or a completion learns that the keys most
+// calls find absent are (FRESH.quiet in lua/cache.lua), on every shard:
+// without it the calls ask about each key (acl_check_cmd), correct but
+// with more commands.
+func TestACLSlaveQuietExists(t *testing.T) {
+	crawl := testutil.CrawlName("aclquiet")
+	srv := frontiertest.StartACLRedis(t, crawl, "s1")
+	ctx := context.Background()
+	for _, k := range []frontier.Keys{frontier.NewKeys(crawl), frontier.NewKeys(crawl + ":2")} {
+		args := []any{"ACL", "DRYRUN", "redcrawl-slave-s1", "EXISTS", k.HostPDelay, k.HostJitter, k.HostConc,
+			k.HostDelay, k.RenderReady, k.Validators, k.Retry, k.Cool, k.Fresh, k.Control}
+		if res, err := srv.Root.Do(ctx, args...).Result(); err != nil || res != "OK" {
+			t.Errorf("%s: ACL DRYRUN EXISTS of the quiet keys = %v, %v; want OK", k.Prefix, res, err)
+		}
+	}
+}
+
+// TestACLSlaveOldRules runs a slave whose Redis user was made by the acl
+// of a build before the quiet keys' selector: its claims and completions
+// ask about each key (acl_check_cmd refuses the one EXISTS), work, and
+// leave nothing in the ACL log.
+func TestACLSlaveOldRules(t *testing.T) {
+	crawl := testutil.CrawlName("aclold")
+	srv := frontiertest.StartACLRedis(t, crawl, "s1")
+	ctx := context.Background()
+	k := frontier.NewKeys(crawl)
+	rules, err := frontier.ACLRules(crawl, frontier.RoleSlave, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old []string
+	for _, r := range rules {
+		if !strings.Contains(r, "%R~"+k.Cool) {
+			old = append(old, r)
+		}
+	}
+	if len(old) != len(rules)-1 {
+		t.Fatalf("the quiet keys' selector not found once in %q", rules)
+	}
+	user := frontier.ACLUserName(crawl, frontier.RoleSlave, "s1")
+	args := []any{"ACL", "SETUSER", user}
+	for _, r := range frontier.WithPassword(old, frontiertest.ACLPassword(user)) {
+		args = append(args, r)
+	}
+	if err := srv.Root.Do(ctx, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	dry := []any{"ACL", "DRYRUN", user, "EXISTS", k.HostPDelay, k.HostJitter, k.HostConc, k.HostDelay,
+		k.RenderReady, k.Validators, k.Retry, k.Cool, k.Fresh, k.Control}
+	if res, err := srv.Root.Do(ctx, dry...).Result(); err != nil || res == "OK" {
+		t.Fatalf("the old rules allow the one EXISTS: %v, %v", res, err)
+	}
+	opt := frontier.Options{Crawl: crawl, HostConcurrency: 2, LeaseDuration: time.Minute,
+		MaxAttempts: 3, ExpectedURLs: 10000, DeadAfter: 10 * time.Second}
+	master, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleMaster, ""), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s1"), asSlave(opt, "s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := master.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := s1.Claim(ctx, "s1", 2)
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("claim: %d leases, %v", len(ls), err)
+	}
+	acked, res, err := s1.CompleteClaim(ctx, "s1", []frontier.Completion{
+		{Lease: ls[0], Outcome: frontier.Done, Links: []frontier.Task{tk("http://a.test/x", 1)}},
+		{Lease: ls[1], Outcome: frontier.Retry}}, 4, frontier.ClaimOptions{})
+	if err != nil || len(acked) != 2 || !acked[0] || !acked[1] || len(res.Leases) != 2 {
+		t.Fatalf("complete and claim: acked %v, %d leases, %v", acked, len(res.Leases), err)
+	}
+	if d := srv.Denials(t); len(d) > 0 {
+		t.Errorf("ACL log: %v", d)
+	}
+}

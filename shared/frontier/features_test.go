@@ -457,6 +457,77 @@ func BenchmarkQueuedMemory(b *testing.B) {
 	}
 }
 
+// TestCompleteClaimRetryDue checks that a retry a completion adds is seen
+// by the claim of the same call: one due at once (RetryIn 0) comes back
+// to the host its ack freed, leased again with its attempt counted, in a
+// crawl where the keys a call finds absent (FRESH.quiet: the retries
+// among them) were all absent when the call began.
+func TestCompleteClaimRetryDue(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	f := newFrontier(t, rdb, "retrydue", nil)
+	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/1", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := f.Claim(ctx, "s1", 1)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("claim: %d leases, %v", len(ls), err)
+	}
+	acked, res, err := f.CompleteClaim(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Retry}}, 1, frontier.ClaimOptions{})
+	if err != nil || len(acked) != 1 || !acked[0] {
+		t.Fatalf("complete and claim: acked %v, %v", acked, err)
+	}
+	if len(res.Leases) != 1 || res.Leases[0].URL != "http://a.test/1" || res.Leases[0].Attempt != 1 {
+		t.Fatalf("leases %+v; want http://a.test/1 again at attempt 1", res.Leases)
+	}
+}
+
+// TestWorkSeq checks meta's work counter (CheckFinished compares it): a
+// call that queues work adds 1, a call that queues none adds nothing, and
+// a counter that is not a whole number fails the call (HINCRBY's error).
+func TestWorkSeq(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	f := newFrontier(t, rdb, "workseq", func(o *frontier.Options) { o.HostConcurrency = 4 })
+	meta := f.Keys().Meta
+	seq := func() int64 {
+		t.Helper()
+		n, err := rdb.HGet(ctx, meta, "workseq").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/1", 0), tk("http://a.test/2", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	w0 := seq()
+	ls, err := f.Claim(ctx, "s1", 2)
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("claim: %d leases, %v", len(ls), err)
+	}
+	if got := seq(); got != w0 {
+		t.Errorf("a claim moved workseq %d -> %d", w0, got)
+	}
+	// a new link: work added
+	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done,
+		Links: []frontier.Task{tk("http://a.test/3", 1)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := seq(); got != w0+1 {
+		t.Errorf("a completion with a new link: workseq %d -> %d, want +1", w0, got)
+	}
+	// a counter that is not a whole number: the call fails, as HINCRBY's
+	if err := rdb.HSet(ctx, meta, "workseq", "x1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[1], Outcome: frontier.Done,
+		Links: []frontier.Task{tk("http://a.test/4", 1)}}})
+	if err == nil || !strings.Contains(err.Error(), "not an integer") {
+		t.Errorf("completion with workseq x1: err = %v, want HINCRBY's not an integer", err)
+	}
+}
+
 // BenchmarkScriptCost splits Redis's time in the claim and complete
 // scripts (INFO commandstats, so server-side only: not the round trip)
 // into a fixed part per call and a part per page, from calls of 1, 8 and
@@ -630,6 +701,84 @@ func BenchmarkCrawlCalls(b *testing.B) {
 	}
 	b.ReportMetric(us/float64(pages), "function-µs/page")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkCrawlCallsFourSlaves runs BenchmarkCrawlCalls' crawl as 4
+// slaves of 16 workers would: each slave holds 16 leases and acks them in
+// batches of 3 with its next claim, the slaves taking turns. Its calls
+// carry a third of the pages of BenchmarkCrawlCalls' (batches of 10), so
+// the functions' fixed cost per call weighs 3 times as much per page; run
+// it against a redis-server under callgrind (see BenchmarkCrawlCalls).
+//
+//	go test -run '^$' -bench CrawlCallsFourSlaves -benchtime 1x ./shared/frontier/
+func BenchmarkCrawlCallsFourSlaves(b *testing.B) {
+	rdb := testRedis(b)
+	var us float64
+	var pages int
+	for range b.N {
+		u0 := scriptUsec(b, rdb)
+		pages += slavesCrawl(b, rdb, 4, 16, 3, 1000)
+		us += float64(scriptUsec(b, rdb) - u0)
+	}
+	b.ReportMetric(us/float64(pages), "function-µs/page")
+	b.ReportMetric(0, "ns/op")
+}
+
+// slavesCrawl runs sectionsCrawl's crawl (20 hosts × perHost pages, 8
+// links a page, the same events, hashes and options) as slaves that each hold
+// inFlight leases and ack batch of them with each claim, taking turns,
+// and returns the pages crawled.
+func slavesCrawl(b *testing.B, rdb *redis.Client, slaves, inFlight, batch, perHost int) (pages int) {
+	b.Helper()
+	ctx := context.Background()
+	const hosts, links = 20, 8
+	url := func(h, n int) string { return fmt.Sprintf("http://h%02d.test/page/%d", h, n) }
+	f := newFrontier(b, rdb, "slaves", func(o *frontier.Options) {
+		o.HostConcurrency, o.ExpectedURLs, o.LinkCache = 4, int64(hosts*perHost), 1<<17
+		o.MaxPagesPerHost, o.MaxQueryVariants, o.MaxDateVariants = 1_000_000, 1000, 100
+	})
+	var seeds []frontier.Task
+	for h := range hosts {
+		seeds = append(seeds, tk(url(h, 0), 0))
+	}
+	if _, err := f.Seed(ctx, seeds); err != nil {
+		b.Fatal(err)
+	}
+	held := make([][]frontier.Lease, slaves)
+	idle := 0 // slaves in a row that held nothing and got nothing
+	for turn := 0; turn < 1_000_000 && idle < slaves; turn++ {
+		s := turn % slaves
+		id := fmt.Sprintf("s%d", s+1)
+		n := min(batch, len(held[s]))
+		cs := make([]frontier.Completion, n)
+		for i, l := range held[s][:n] {
+			var h, p int
+			fmt.Sscanf(l.URL, "http://h%02d.test/page/%d", &h, &p)
+			var ls []frontier.Task
+			for k := range links {
+				ls = append(ls, tk(url((h+k)%hosts, (p*7+k*131+1)%perHost), l.Depth+1))
+			}
+			ev := fmt.Sprintf(`{"crawl":"slaves","url":%q,"final_url":%q,"status":200,"content_type":"text/html; charset=utf-8","bytes":15003,"depth":%d,"fetched_at":1795403045380,"slave":"slaves-%s","content_hash":"1f092cb6a1c5abf3be4b41362a91211374eb9a0c","duration_ms":7,"attempt":0,"links":8,"charset":"utf-8","proxy":"direct","handler":"html","checksum":"1e1317a5bac7e063"}`, l.URL, l.URL, l.Depth, id)
+			cs[i] = frontier.Completion{Lease: l, Outcome: frontier.Done, ContentHash: contentHash(h*perHost + p),
+				Links: ls, Events: []frontier.Event{{Type: "page", Data: []byte(ev)}}}
+		}
+		held[s] = held[s][n:]
+		pages += n
+		_, res, err := f.CompleteClaim(ctx, id, cs, inFlight-len(held[s]), frontier.ClaimOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		held[s] = append(held[s], res.Leases...)
+		if n == 0 && len(res.Leases) == 0 && len(held[s]) == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
+	}
+	if pages != hosts*perHost {
+		b.Fatalf("crawled %d pages, want %d", pages, hosts*perHost)
+	}
+	return pages
 }
 
 // sectionsCrawl runs BenchmarkScriptSections' crawl in a new crawl, its

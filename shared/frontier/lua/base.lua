@@ -46,6 +46,11 @@ local function keys_of(p)
   -- as numbers, converted once when read (cache.lua: hget, prefetch)
   k.numeric = {[k.HINFL] = true, [k.HNEXT] = true, [k.HDELAY] = true, [k.HPDELAY] = true,
     [k.HJITTER] = true, [k.HCONC] = true, [k.HPAGES] = true}
+  -- the keys that do not exist in most calls of a crawl like make bench's
+  -- (FRESH.quiet): the policy hashes, the slaves' delays, the render
+  -- ready set, the validators, the retries, the idle hosts, the fresh
+  -- hosts and the controls
+  k.quiet = {k.HPDELAY, k.HJITTER, k.HCONC, k.HDELAY, k.RREADY, k.VAL, k.RETRY, k.COOL, k.FRESH, k.CONTROL}
   -- the crawl's name: the hash tag without a shard's :k (a name holds no
   -- colon: ValidName)
   k.crawl = string.match(p, '^crawl:{([^:}]+)')
@@ -136,7 +141,8 @@ end
 -- fresh_added (a task went to the fresh hash: the wake-up), fresh_empty
 -- (the fresh hash was empty at the call's first look: FRESH.known_empty), legacy_scope
 -- (the legacy scopehosts set exists: FRESH.scope_has), cool (next time, host
--- pairs for hcool, flat: ready_host)
+-- pairs for hcool, flat: ready_host), quiet (FRESH.quiet), retry_added (a
+-- completion added a retry), wait_until (meta's mark: LH.wait_mark)
 local hcache, hdirty, hdirty_keys, policies_empty, stat_delta, stat_order
 local in_ready, rdirty, rready_empty, has_queue, no_render, ev_buf, work_added, lh_state, refused, readied
 local CALL
@@ -190,13 +196,18 @@ end
 
 -- register makes body a function of the library named NS .. name. Unless
 -- opts.settings is false, the call reads the crawl's settings first (C).
+-- With opts.quiet the call may learn at once that K.quiet's keys are all
+-- absent (FRESH.quiet): only for functions that write none of them but
+-- through the call's caches, or say so (CALL.retry_added).
 local function register(name, body, opts)
   opts = opts or {}
   local need = opts.settings ~= false
+  local quiet = opts.quiet and 'ask' or nil
   redis.register_function{
     function_name = NS .. name,
     callback = function(keys, args)
       begin(keys, args, need)
+      CALL.quiet = quiet
       return body()
     end,
     flags = opts.flags or {},
@@ -265,12 +276,26 @@ end
 
 -- tonum is tonumber for the small whole numbers a call reads most (counts,
 -- delays of 0, depths, priorities, attempts) from a table made at load:
--- tonumber's strtod costs more than the lookup
-local tonum
+-- tonumber's strtod costs more than the lookup.
+-- nstr is a number as redis.call passes it (a string, %.17g), made
+-- without that snprintf of a double when the number is whole: from a
+-- table made at load for 0 to 1023, else with %d (the same digits below
+-- 2^53); anything else is returned as it is (strings too)
+local tonum, nstr
 do
-  local small = {}
-  for i = 0, 1023 do small['' .. i] = i end
+  local small, strs = {}, {}
+  for i = 0, 1023 do
+    local s = '' .. i
+    small[s], strs[i] = i, s
+  end
   tonum = function(s) return small[s] or tonumber(s) end
+  nstr = function(n)
+    if type(n) ~= 'number' then return n end
+    local s = strs[n]
+    if s then return s end
+    if n % 1 == 0 and n > -9007199254740992 and n < 9007199254740992 then return string.format('%d', n) end
+    return n
+  end
 end
 
 -- int reads ARGV[i] as a whole number in [lo, hi]

@@ -31,11 +31,11 @@ local function write_back(key, hosts, vals, set_cmd, rem_cmd, score_first)
     if not v then
       rems[#rems + 1] = h
     elseif score_first then
-      sets[#sets + 1] = v
+      sets[#sets + 1] = nstr(v)
       sets[#sets + 1] = h
     else
       sets[#sets + 1] = h
-      sets[#sets + 1] = v
+      sets[#sets + 1] = nstr(v)
     end
   end
   call_chunked(set_cmd, key, sets, 2)
@@ -56,31 +56,53 @@ local function hcache_of(key)
   end
   return t
 end
+-- FRESH.quiet reports whether none of K.quiet's keys existed when the
+-- call first asked (a claim, a completion: register's opts.quiet; false
+-- for the other functions, which ask nothing): one EXISTS then stands for
+-- the calls' looks at each (the policy hashes, the fresh hash, the render
+-- ready set; the retries, idle hosts, controls and validators a claim
+-- reads; the slaves' delays). A call writes those keys through its caches
+-- (which then answer for what it wrote), at its end (hcool: finish), or
+-- not at all, except the retries a completion adds (CALL.retry_added).
+-- A slave's Redis user needs the selector for that EXISTS (ACLRules); one
+-- made by an earlier bin/master acl has none, and its calls ask about
+-- each key as they did (acl_check_cmd: a refused redis.call would fill
+-- the ACL log).
+function FRESH.quiet()
+  local q = CALL.quiet
+  if q == 'ask' then
+    local keys = K.quiet
+    q = redis.acl_check_cmd('EXISTS', unpack(keys)) and redis.call('EXISTS', unpack(keys)) == 0
+    CALL.quiet = q
+  end
+  return q == true
+end
 -- the policy hashes are empty in most crawls: one EXISTS per call tells,
 -- and then their fields are known absent until this call writes them
 local function policies_known_empty()
   if policies_empty == nil then
-    policies_empty = redis.call('EXISTS', K_HPDELAY, K_HJITTER, K_HCONC) == 0
+    policies_empty = FRESH.quiet() or redis.call('EXISTS', K_HPDELAY, K_HJITTER, K_HCONC) == 0
   end
   return policies_empty
 end
 -- the fresh hash is empty in a crawl of few hosts: one EXISTS per call
 -- tells, and then a host not written by this call has no field in it
 function FRESH.known_empty()
-  if CALL.fresh_empty == nil then CALL.fresh_empty = redis.call('EXISTS', K_FRESH) == 0 end
+  if CALL.fresh_empty == nil then CALL.fresh_empty = FRESH.quiet() or redis.call('EXISTS', K_FRESH) == 0 end
   return CALL.fresh_empty
 end
 local function hget(key, host)
   local t = hcache_of(key)
   local v = t[host]
   if v == nil then
-    if (POLICY[key] and policies_known_empty()) or (key == K_FRESH and FRESH.known_empty()) then
+    if (POLICY[key] and policies_known_empty()) or (key == K_FRESH and FRESH.known_empty()) or
+      (key == K_HDELAY and FRESH.quiet()) then
       v = false
     else
       v = redis.call('HGET', key, host) or false
       -- a field of a hash of numbers that is not one (no function wrote
       -- it) counts as absent
-      if v and K.numeric[key] then v = tonumber(v) or false end
+      if v and K.numeric[key] then v = tonum(v) or false end
     end
     t[host] = v
   end
@@ -89,9 +111,11 @@ end
 -- prefetch reads the politeness fields of hosts (a list, repeats allowed)
 -- that are not cached yet: one HMGET per hash instead of one HGET per host
 local function prefetch(hosts)
-  local keys = {K_HINFL, K_HNEXT, K_HDELAY}
+  local keys = {K_HINFL, K_HNEXT}
+  -- the slaves' delays and the policies: none when the call is quiet
+  if not FRESH.quiet() then keys[3] = K_HDELAY end
   if not policies_known_empty() then
-    keys[4], keys[5], keys[6] = K_HPDELAY, K_HJITTER, K_HCONC
+    keys[#keys + 1], keys[#keys + 2], keys[#keys + 3] = K_HPDELAY, K_HJITTER, K_HCONC
   end
   for _, key in ipairs(keys) do
     local t = hcache_of(key)
@@ -103,7 +127,7 @@ local function prefetch(hosts)
       end
     end
     -- the politeness hashes hold numbers (hget)
-    for k, v in ipairs(hmget(key, want)) do t[want[k]] = v and (tonumber(v) or false) end
+    for k, v in ipairs(hmget(key, want)) do t[want[k]] = v and (tonum(v) or false) end
   end
 end
 local function hmark(key, host)
@@ -158,7 +182,7 @@ local function stat(field, d)
 end
 local function flush_stats()
   for _, field in ipairs(stat_order) do
-    redis.call('HINCRBY', K_STATS, field, stat_delta[field])
+    redis.call('HINCRBY', K_STATS, field, nstr(stat_delta[field]))
   end
   stat_delta, stat_order = {}, {}
 end
@@ -171,7 +195,7 @@ end
 local function ready_score(r, host)
   local v = in_ready[r][host]
   if v == nil and r then
-    if rready_empty == nil then rready_empty = redis.call('EXISTS', K_RREADY) == 0 end
+    if rready_empty == nil then rready_empty = FRESH.quiet() or redis.call('EXISTS', K_RREADY) == 0 end
     if rready_empty then v = false end
   end
   return v
@@ -319,13 +343,29 @@ end
 -- the waiting slaves claim at once; a crawl where no slave waits publishes
 -- nothing, nor does a host readied after the time the waiters look again.
 -- The mark costs a claim that came short an HGET and an HSET, and a call
--- that made a host claimable one HGET.
+-- that made a host claimable one HGET (none when the call read the seen
+-- table's state, whose HMGET reads the mark too: LH.state).
 local WAIT_FOREVER = 3600000
+-- LH.wait_mark is meta's wait_until as the call knows it (false when
+-- absent): read at the first look (or with the seen table's state:
+-- LH.state) and kept as the call writes it, so a call reads it once
+function LH.wait_mark()
+  local v = CALL.wait_until
+  if v == nil then
+    v = redis.call('HGET', K_META, 'wait_until') or false
+    CALL.wait_until = v
+  end
+  return v
+end
 local function mark_waiting(now, hint)
   local until_ms = now + WAIT_FOREVER
   if hint >= 0 then until_ms = now + hint end
-  local cur = tonumber(redis.call('HGET', K_META, 'wait_until') or '0') or 0
-  if cur < until_ms then redis.call('HSET', K_META, 'wait_until', until_ms) end
+  local cur = tonumber(LH.wait_mark() or '0') or 0
+  if cur < until_ms then
+    local s = nstr(until_ms)
+    redis.call('HSET', K_META, 'wait_until', s)
+    CALL.wait_until = s
+  end
 end
 local function wake_waiters()
   local soonest
@@ -336,15 +376,17 @@ local function wake_waiters()
     if sc and (soonest == nil or sc < soonest) then soonest = sc end
   end
   if not soonest then return end
-  local mark = tonumber(redis.call('HGET', K_META, 'wait_until') or '')
+  local mark = tonumber(LH.wait_mark() or '')
   if not mark then return end
   if mark <= now_ms() then
     -- the waiters have looked again already
     redis.call('HDEL', K_META, 'wait_until')
+    CALL.wait_until = false
     return
   end
   if soonest >= mark then return end
   redis.call('HDEL', K_META, 'wait_until')
+  CALL.wait_until = false
   redis.call('PUBLISH', 'crawl:{' .. CRAWL .. '}:work', WORK_MESSAGE)
 end
 
@@ -373,7 +415,7 @@ local function finish()
     if not SLAVE then redis.call('HDEL', K.FINISH, 'idle_since', 'finished') end
     -- the work counter a sharded crawl's finish decision compares
     -- (CheckFinished in sharded_control.go)
-    redis.call('HINCRBY', K_META, 'workseq', 1)
+    redis.call('HINCRBY', K_META, 'workseq', '1')
   end
   --[[mark:flush_meta]]
   --[[profile:flush]]

@@ -57,9 +57,13 @@ end
 local function claim_tasks(slave, maxn, render, now)
   local lease_ms = C.LEASE_MS
   CALL.now = now
+  -- now and maxn as the commands' arguments (nstr)
+  local now_s, maxn_s = nstr(now), nstr(maxn)
 
-  -- retries that are due go back to their queues
-  local due = redis.call('ZRANGEBYSCORE', K_RETRY, '-inf', now, 'LIMIT', 0, 256)
+  -- retries that are due go back to their queues (none in a quiet call
+  -- that added none)
+  local due = {}
+  if CALL.retry_added or not FRESH.quiet() then due = redis.call('ZRANGEBYSCORE', K_RETRY, '-inf', now_s, 'LIMIT', '0', '256') end
   for _, m in ipairs(due) do
     redis.call('ZREM', K_RETRY, m)
     local host, prio, task = string.match(m, '^([^\t]*)\t([^\t]*)\t(.*)$')
@@ -70,7 +74,8 @@ local function claim_tasks(slave, maxn, render, now)
 
   -- idle hosts whose next time has passed lose their politeness fields
   -- (ready_host), 64 a claim
-  local cooled = redis.call('ZRANGEBYSCORE', K.COOL, '-inf', now, 'LIMIT', 0, 64)
+  local cooled = {}
+  if not FRESH.quiet() then cooled = redis.call('ZRANGEBYSCORE', K.COOL, '-inf', now_s, 'LIMIT', '0', '64') end
   if #cooled > 0 then
     redis.call('ZREM', K.COOL, unpack(cooled))
     for _, h in ipairs(cooled) do
@@ -79,7 +84,8 @@ local function claim_tasks(slave, maxn, render, now)
   end
 
   -- paused crawl, draining slave: no lease; look again in a second
-  local ctl = redis.call('HMGET', K.CONTROL, 'paused', 'drain:' .. slave)
+  local ctl = {}
+  if not FRESH.quiet() then ctl = redis.call('HMGET', K.CONTROL, 'paused', 'drain:' .. slave) end
   if ctl[1] or ctl[2] then
     finish()
     return {1000, redis.call('HGET', K.RULES, 'version') or ''}
@@ -110,10 +116,10 @@ local function claim_tasks(slave, maxn, render, now)
 
   -- candidates: {host, render class}, by next allowed time
   local cands = {}
-  local st = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'WITHSCORES', 'LIMIT', 0, maxn)
+  local st = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now_s, 'WITHSCORES', 'LIMIT', '0', maxn_s)
   for k = 1, #st, 2 do ready_seen(false, st[k], st[k + 1]) end
   if render then
-    local rt = redis.call('ZRANGEBYSCORE', K_RREADY, '-inf', now, 'WITHSCORES', 'LIMIT', 0, maxn)
+    local rt = redis.call('ZRANGEBYSCORE', K_RREADY, '-inf', now_s, 'WITHSCORES', 'LIMIT', '0', maxn_s)
     for k = 1, #rt, 2 do ready_seen(true, rt[k], rt[k + 1]) end
     local i, j = 1, 1
     local flip = math.random() < 0.5
@@ -235,14 +241,14 @@ local function claim_tasks(slave, maxn, render, now)
           -- priority leaves prios when its list is emptied, and only then
           -- is the host's queue asked about again (queued)
           local pk = kq_prios(r, host)
-          local pr = redis.call('ZRANGE', pk, 0, 0)
+          local pr = redis.call('ZRANGE', pk, '0', '0')
           if #pr == 0 then
             forget_queue(r, host)
             break
           end
           prio = pr[1]
           local q = kq_queue(r, host, prio)
-          got = redis.call('LPOP', q, take) or {}
+          got = redis.call('LPOP', q, nstr(take)) or {}
           if #got < take or redis.call('LLEN', q) == 0 then
             redis.call('ZREM', pk, prio)
             forget_queue(r, host)
@@ -264,7 +270,7 @@ local function claim_tasks(slave, maxn, render, now)
             if seq then
               seq = seq + 1
             else
-              seq = redis.call('HINCRBY', K_META, 'leaseseq', 1)
+              seq = redis.call('HINCRBY', K_META, 'leaseseq', '1')
               seq_first = seq
             end
             local token = seq
@@ -294,10 +300,10 @@ local function claim_tasks(slave, maxn, render, now)
     end
     --[[mark:k_host]]
   end
-  if seq and seq > seq_first then redis.call('HINCRBY', K_META, 'leaseseq', seq - seq_first) end
+  if seq and seq > seq_first then redis.call('HINCRBY', K_META, 'leaseseq', nstr(seq - seq_first)) end
   -- a recrawl's validators for the leased URLs: one EXISTS when there are
   -- none (no recrawl queued), else HMGET and HDEL per 1000 URLs
-  if n > 0 and redis.call('EXISTS', K.VAL) == 1 then
+  if n > 0 and not FRESH.quiet() and redis.call('EXISTS', K.VAL) == 1 then
     for from = 1, #vals.url, 1000 do
       local to = math.min(from + 999, #vals.url)
       local vs = redis.call('HMGET', K.VAL, unpack(vals.url, from, to))
@@ -318,7 +324,7 @@ local function claim_tasks(slave, maxn, render, now)
     -- a slave holding leases is in the registry, so the recoverer finds
     -- them even if the master retired it while it was frozen (its next
     -- heartbeat, finding no heartbeat key, records the join)
-    redis.call('ZADD', K_SLAVES, 'NX', now, slave)
+    redis.call('ZADD', K_SLAVES, 'NX', now_s, slave)
   end
   --[[mark:k_lease_write]]
   -- wait hint: ms until the earliest host is ready, -1 when none is queued;
@@ -335,12 +341,13 @@ local function claim_tasks(slave, maxn, render, now)
   if earliest ~= now then
     for _, r in ipairs(CLASSES) do
       if r == false or render then
-        local first = redis.call('ZRANGE', kq_ready(r), 0, 0, 'WITHSCORES')
+        local first = redis.call('ZRANGE', kq_ready(r), '0', '0', 'WITHSCORES')
         if #first > 0 and (earliest == nil or tonumber(first[2]) < earliest) then earliest = tonumber(first[2]) end
       end
     end
     -- a retry coming due is work too (the claim then due moves it back)
-    local retry = redis.call('ZRANGE', K_RETRY, 0, 0, 'WITHSCORES')
+    local retry = {}
+    if CALL.retry_added or not FRESH.quiet() then retry = redis.call('ZRANGE', K_RETRY, '0', '0', 'WITHSCORES') end
     if #retry > 0 and (earliest == nil or tonumber(retry[2]) < earliest) then earliest = tonumber(retry[2]) end
   end
   local hint
@@ -416,4 +423,4 @@ register('claim', function()
   if maxn <= 0 then return at_cap() end
   math.randomseed(seed)
   return claim_tasks(slave, maxn, render, now_ms())
-end)
+end, {quiet = true})

@@ -173,7 +173,8 @@ local function complete_leases(slave, n, now, counts)
         local _, failed, nt = requeue_or_fail(host, prio, task, reason, now, slave)
         if not failed then
           local retry_in = whole(ARGV[i0 + 5], C.MAX_BACKOFF) or 0
-          redis.call('ZADD', K_RETRY, now + retry_in, host .. '\t' .. prio .. '\t' .. nt)
+          redis.call('ZADD', K_RETRY, nstr(now + retry_in), host .. '\t' .. prio .. '\t' .. nt)
+          CALL.retry_added = true
           stat('retried', 1)
           work_added = true
         end
@@ -270,7 +271,7 @@ register('complete', function()
   local acks = complete_leases(slave, n, now_ms(), counts)
   finish()
   return acks
-end)
+end, {quiet = true})
 
 -- complete_claim: complete's acknowledgements, then claim's lease, in one
 -- atomic step: the host slots the acks free are claimable by this slave at
@@ -299,4 +300,4 @@ register('complete_claim', function()
   if maxn <= 0 then claimed = at_cap() else claimed = claim_tasks(slave, maxn, render, now) end
   for _, v in ipairs(claimed) do acks[#acks + 1] = v end
   return acks
-end)
+end, {quiet = true})

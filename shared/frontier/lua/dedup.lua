@@ -48,10 +48,12 @@ end
 -- and written back by finish (LH.flush).
 local LH = {}
 -- LH.state returns the seen table's state {b, p = 2^b, s, n, dirty,
--- split_dirty}, read from meta the first time a call asks
+-- split_dirty}, read from meta the first time a call asks, with the mark
+-- of waiting slaves (LH.wait_mark) unless the call knows it already
 function LH.state()
   if not lh_state then
-    local r = redis.call('HMGET', K_META, 'seen_level', 'seen_split', 'seen_count')
+    local r = redis.call('HMGET', K_META, 'seen_level', 'seen_split', 'seen_count', 'wait_until')
+    if CALL.wait_until == nil then CALL.wait_until = r[4] end
     local b = tonumber(r[1] or SEEN_FLOOR)
     lh_state = {b = b, p = 2 ^ b, s = tonumber(r[2] or '0'), n = tonumber(r[3] or '0')}
   end
@@ -119,9 +121,9 @@ function LH.flush()
   local st = lh_state
   if not st or not st.dirty then return end
   if st.split_dirty then
-    redis.call('HSET', K_META, 'seen_count', st.n, 'seen_level', st.b, 'seen_split', st.s)
+    redis.call('HSET', K_META, 'seen_count', nstr(st.n), 'seen_level', nstr(st.b), 'seen_split', nstr(st.s))
   else
-    redis.call('HSET', K_META, 'seen_count', st.n)
+    redis.call('HSET', K_META, 'seen_count', nstr(st.n))
   end
   st.dirty, st.split_dirty = false, false
 end

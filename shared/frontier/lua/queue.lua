@@ -120,7 +120,7 @@ local function ready_host(host)
   local nxt = host_next(host)
   if nxt > call_now() then
     local cool = CALL.cool or {}
-    cool[#cool + 1] = nxt
+    cool[#cool + 1] = nstr(nxt)
     cool[#cool + 1] = host
     CALL.cool = cool
   else
@@ -375,9 +375,9 @@ local function admit(host, qv, enforce, task)
     qv = ''
   end
   if qcap > 0 and qv ~= '' then
-    local c = redis.call('HINCRBY', K_QVAR, qv, 1)
+    local c = redis.call('HINCRBY', K_QVAR, qv, '1')
     if enforce and c > qcap then
-      redis.call('HINCRBY', K_QVAR, qv, -1)
+      redis.call('HINCRBY', K_QVAR, qv, '-1')
       return false, 'qvar'
     end
   end
@@ -395,7 +395,7 @@ end
 -- cap records one trap exception for the host
 local function trap_drop(host, task, why, slave, now)
   stat('trap_dropped', 1)
-  if why == 'host' and redis.call('HSETNX', K_HPAGES, '\t' .. host, now) == 1 then
+  if why == 'host' and redis.call('HSETNX', K_HPAGES, '\t' .. host, nstr(now)) == 1 then
     emit('exception', cjson.encode({crawl = CRAWL, kind = 'trap', url = task_url(task), host = host,
       slave = slave, attempt = 0, status = 0,
       message = 'host page cap ' .. MAX_HOST_PAGES .. ' reached', at = now}))
