@@ -10,11 +10,10 @@
 // the live heap passed 22 MB, and under a fixed 28 MiB limit the garbage
 // collector ran nearly without pause and the runtime returned memory to the
 // OS after almost every allocation: the slave spent 2.2 ms of CPU a page
-// instead of 0.47 (master bench --broad). Follow keeps the limit at or
-// above the collector's own goal (GOGC 100: twice the live heap, plus the
-// memory that is not heap), so that it only trims the overshoot while the
-// live heap is small, and lowers it again to the base when the live heap
-// shrinks.
+// instead of 0.47 (master bench --broad). Follow keeps the limit a margin
+// above what is live (Want), so that it trims the overshoot without
+// starving the collector, and lowers it again to the base when the live
+// heap shrinks.
 package memlimit
 
 import (
@@ -28,10 +27,16 @@ import (
 )
 
 // Want is the limit for a live heap of live bytes and other bytes of Go
-// memory that are not heap (stacks, the runtime's own): base, or the
-// collector's goal at GOGC 100 when that is more.
+// memory that are not heap (stacks, the runtime's own): base, or what is
+// live plus room for the garbage between two collections when that is
+// more. The room is a quarter of base, or half the live heap when that is
+// more (the collector works in proportion to the live heap: with GOGC 100
+// it lets the garbage reach the whole live heap). A slave of few hosts (10
+// MiB live, 10 other at 64 fetches in flight) stays at the base, which
+// holds its RSS under 40 MB.
 func Want(base int64, live, other uint64) int64 {
-	return max(base, int64(other+2*live))
+	room := max(base/4, int64(live/2))
+	return max(base, int64(live+other)+room)
 }
 
 // Options configure Follow; the zero values are the process's own.

@@ -19,9 +19,10 @@ func TestWant(t *testing.T) {
 		live, other uint64
 		want        int64
 	}{
-		{"a few hosts: the base", 28 * mib, 10 * mib, 6 * mib, 28 * mib},
-		{"the goal at the base: the base", 28 * mib, 11 * mib, 6 * mib, 28 * mib},
-		{"a broad crawl: the collector's goal", 28 * mib, 22 * mib, 10 * mib, 54 * mib},
+		{"a few hosts: the base", 28 * mib, 10 * mib, 10 * mib, 28 * mib},
+		{"live and room at the base: the base", 28 * mib, 11 * mib, 10 * mib, 28 * mib},
+		{"past the base: a quarter of the base as room", 28 * mib, 12 * mib, 10 * mib, 29 * mib},
+		{"a broad crawl: half the live heap as room", 28 * mib, 22 * mib, 12 * mib, 45 * mib},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,7 +38,7 @@ func TestWant(t *testing.T) {
 // context.
 func TestFollow(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	lives := []uint64{10, 30, 30, 50, 10, 10} // the live heap read by read
+	lives := []uint64{10, 40, 40, 60, 10, 10} // the live heap read by read
 	var mu sync.Mutex
 	var set []int64
 	reads := 0
@@ -68,8 +69,9 @@ func TestFollow(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	// 10 -> 20 (base), 30 -> 60, 30 (same), 50 -> 100, 10 -> 20, 10 (same)
-	want := []int64{20, 60, 100, 20}
+	// base 20 (room 5 or half the live heap): 10 -> 20, 40 -> 60, 40
+	// (same), 60 -> 90, 10 -> 20, 10 (same)
+	want := []int64{20, 60, 90, 20}
 	if d := cmp.Diff(want, set); d != "" {
 		t.Errorf("limits set (-want +got):\n%s", d)
 	}
