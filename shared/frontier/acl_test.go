@@ -270,21 +270,7 @@ func TestACLSlaveSplitsSeen(t *testing.T) {
 	ctx := context.Background()
 	opt := frontier.WithSeenLoad(frontier.Options{Crawl: crawl, HostConcurrency: 100, LeaseDuration: time.Minute,
 		MaxAttempts: 3, ExpectedURLs: 10000, DeadAfter: 10 * time.Second}, 1)
-	master, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleMaster, ""), opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s1, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s1"), asSlave(opt, "s1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := master.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0)}); err != nil {
-		t.Fatal(err)
-	}
-	ls, err := s1.Claim(ctx, "s1", 2)
-	if err != nil || len(ls) != 2 {
-		t.Fatalf("s1 claim: %d leases, %v", len(ls), err)
-	}
+	master, s1, ls := aclSeedClaim(t, srv, opt)
 	var links []frontier.Task
 	for i := range 600 {
 		links = append(links, tk(fmt.Sprintf("http://%s.test/p%d", []string{"a", "b"}[i%2], i), 1))
@@ -420,21 +406,7 @@ func TestACLSlaveOldRules(t *testing.T) {
 	}
 	opt := frontier.Options{Crawl: crawl, HostConcurrency: 2, LeaseDuration: time.Minute,
 		MaxAttempts: 3, ExpectedURLs: 10000, DeadAfter: 10 * time.Second}
-	master, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleMaster, ""), opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s1, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s1"), asSlave(opt, "s1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := master.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0)}); err != nil {
-		t.Fatal(err)
-	}
-	ls, err := s1.Claim(ctx, "s1", 2)
-	if err != nil || len(ls) != 2 {
-		t.Fatalf("claim: %d leases, %v", len(ls), err)
-	}
+	_, s1, ls := aclSeedClaim(t, srv, opt)
 	acked, res, err := s1.CompleteClaim(ctx, "s1", []frontier.Completion{
 		{Lease: ls[0], Outcome: frontier.Done, Links: []frontier.Task{tk("http://a.test/x", 1)}},
 		{Lease: ls[1], Outcome: frontier.Retry}}, 4, frontier.ClaimOptions{})
@@ -444,4 +416,26 @@ func TestACLSlaveOldRules(t *testing.T) {
 	if d := srv.Denials(t); len(d) > 0 {
 		t.Errorf("ACL log: %v", d)
 	}
+}
+
+// aclSeedClaim opens opt's crawl on srv as the master and as slave s1 (each
+// with its own ACL user), seeds a.test and b.test as the master, and
+// returns both with s1's leases of the two.
+func aclSeedClaim(t *testing.T, srv *frontiertest.ACLRedis, opt frontier.Options) (master, s1 *frontier.Redis, ls []frontier.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	master, err := frontier.NewRedis(ctx, srv.Client(t, frontier.RoleMaster, ""), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s1, err = frontier.NewRedis(ctx, srv.Client(t, frontier.RoleSlave, "s1"), asSlave(opt, "s1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := master.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err = s1.Claim(ctx, "s1", 2); err != nil || len(ls) != 2 {
+		t.Fatalf("s1 claim: %d leases, %v", len(ls), err)
+	}
+	return master, s1, ls
 }
