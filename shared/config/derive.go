@@ -25,7 +25,7 @@ const SmallMemoryLimit = 64 << 20
 // under 40 MiB on a 100-host crawl at the same CPU per page (26 MiB cost
 // ~10% more CPU, make bench). It is soft: past it the Go GC works harder
 // (at most half the CPU), nothing fails. The automatic limit is a floor:
-// bin/slave raises it to the collector's own goal while the live heap
+// bin/slave raises it to stay a margin above the live heap while that
 // needs more (slave/memlimit: a broad crawl's DNS entries, sessions and
 // connections).
 func (c *Config) SlaveMemoryLimit() int64 {

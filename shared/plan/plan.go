@@ -146,7 +146,7 @@ func Importance(u *url.URL) float64 {
 // -1: the crawl's own.
 func HostPolicy(rs *rules.RuleSet) (frontier.HostPolicy, bool) {
 	p := rs.Politeness
-	if p.Delay == nil && p.Jitter == nil && p.Concurrency == nil {
+	if !p.Overrides() {
 		return frontier.HostPolicy{}, false
 	}
 	hp := frontier.HostPolicy{Jitter: -1}

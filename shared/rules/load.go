@@ -131,6 +131,7 @@ func build(dir string, files map[string][]byte, opt LoadOptions) (*Set, error) {
 		return nil, errs
 	}
 	for _, rs := range s.Sets {
+		s.polite = s.polite || rs.Politeness.Overrides()
 		if len(rs.Hosts) == 0 {
 			s.noHost = append(s.noHost, rs)
 			continue

@@ -59,21 +59,12 @@ type Set struct {
 	exact  map[string][]*RuleSet // host -> rule sets, by rank
 	wild   map[string][]*RuleSet // "example.com" for *.example.com -> rule sets, by rank
 	noHost []*RuleSet            // by rank
+	polite bool                  // a rule set overrides politeness (SetsPoliteness)
 }
 
 // SetsPoliteness reports whether a rule set of s overrides a host's
-// politeness (delay, jitter or concurrency).
-func (s *Set) SetsPoliteness() bool {
-	if s == nil {
-		return false
-	}
-	for _, rs := range s.Sets {
-		if p := rs.Politeness; p.Delay != nil || p.Jitter != nil || p.Concurrency != nil {
-			return true
-		}
-	}
-	return false
-}
+// politeness (delay, jitter or concurrency); found when s is built.
+func (s *Set) SetsPoliteness() bool { return s != nil && s.polite }
 
 // RuleSet is the rules of one file.
 type RuleSet struct {
@@ -116,6 +107,11 @@ type Politeness struct {
 	Delay       *time.Duration
 	Jitter      *float64
 	Concurrency *int
+}
+
+// Overrides reports whether p sets any of its fields.
+func (p Politeness) Overrides() bool {
+	return p.Delay != nil || p.Jitter != nil || p.Concurrency != nil
 }
 
 // Session overrides fetch sessions; nil = unset.

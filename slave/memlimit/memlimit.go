@@ -50,7 +50,7 @@ type Options struct {
 	Set func(int64)
 }
 
-// Follow sets the limit to Want(base, live) now and then every
+// Follow sets the limit to Want(base, live, other) now and then every
 // opt.Every until ctx ends. It is meant to run in its own goroutine, for
 // the process's life.
 func Follow(ctx context.Context, base int64, opt Options) {
