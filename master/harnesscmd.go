@@ -100,6 +100,7 @@ broad-<stamp>.md and broad-latest.md under --out.
 	conc := f.Int("concurrency", 64, "fetches in flight per slave (and colly's total); with --broad, in total")
 	hostConc := f.Int("host-concurrency", 4, "requests in flight per host, both crawlers")
 	latency := f.Duration("latency", 0, "the site's delay before answering each request")
+	apiLatency := f.Duration("api-latency", 0, "--api: the round trip put between the work API's slaves and the master (a delaying proxy), as if they ran at a distance")
 	failing := f.Int("failing-hosts", 0, "hosts with one URL that always answers 503 with Retry-After: 2")
 	rounds := f.Int("rounds", 1, "repeat colly and every slave count this many times; report the median round")
 	withAPI := f.Bool("api", false, "also crawl each slave count with slaves of the work API, right after the direct ones")
@@ -165,7 +166,7 @@ broad-<stamp>.md and broad-latest.md under --out.
 	}
 	rep, err := benchsuite.Run(ctx, benchsuite.Options{Hosts: *hosts, PagesPerHost: *pages, PageBytes: *pageBytes,
 		LinksPerPage: *linksPerPage, Slaves: counts, Concurrency: *conc, HostConcurrency: *hostConc,
-		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, FailingHosts: *failing,
+		OutDir: dir, Config: cfg, SlaveBinary: bin, Rounds: *rounds, Latency: *latency, APILatency: *apiLatency, FailingHosts: *failing,
 		API: *withAPI, Logger: log, Out: stdout,
 		CollySlaveBinary: *collyBinary, CollySlaves: collyCountList, Sizes: sizes})
 	if err != nil {

@@ -5,33 +5,42 @@ package slaved
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/retry"
 )
 
-// claimLoop claims as many tasks as there are free workers and starts a
-// fetch for each, until ctx is cancelled.
+// claimLoop claims tasks for its workers and starts a fetch for each,
+// until ctx is cancelled. It keeps up to Concurrency fetches running and,
+// besides them, a few leases claimed ahead (claimAhead): a claim takes
+// time (a Redis round trip; through the work API a request the master
+// serves), and workers freed while it runs would otherwise wait for it.
 func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, acks *batcher[frontier.Completion]) {
 	conc := s.cfg.Slave.Concurrency
-	free := make(chan struct{}, conc)
-	for range conc {
-		free <- struct{}{}
-	}
+	workers := make(chan struct{}, conc) // a token per running fetch
+	freed := make(chan struct{}, 1)      // signalled when a lease is done
+	var held, finished atomic.Int64      // leases claimed and not done; done in all
+	ahead := claimAhead{max: conc / 2}
 	fail := 0
 	// acks go with the claims (CompleteClaim) when the frontier can
 	cc, _ := s.front.(frontier.CompleteClaimer)
 	for ctx.Err() == nil {
-		// wait for at least one free worker
-		select {
-		case <-ctx.Done():
-			return
-		case <-free:
+		// wait for room: a free worker, or a lease to claim ahead
+		want := func() int { return conc + ahead.n(finished.Load()) - int(held.Load()) }
+		n := want()
+		if n <= 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-freed:
+			}
+			continue
 		}
-		n := 1 + takeFree(free, conc-1)
 		if n < max(2, conc/4) {
 			if cc != nil {
 				// few workers are free: give others a moment to finish,
@@ -43,17 +52,15 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 				drainSignal(s.acked)
 				s.wait(ctx, claimGather, nil)
 			}
-			n += takeFree(free, conc-n)
+			n = max(n, want())
 		}
 		claimStart := time.Now()
 		res, err := s.claim(ctx, cc, acks, n)
-		s.met.ObserveClaim(time.Since(claimStart))
+		took := time.Since(claimStart)
+		s.met.ObserveClaim(took)
 		leases, wait := res.Leases, res.Wait
 		s.met.Claimed(len(leases))
 		if err != nil {
-			for range n {
-				free <- struct{}{}
-			}
 			if ctx.Err() != nil {
 				return
 			}
@@ -62,6 +69,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			retry.Sleep(ctx, retry.Backoff(fail))
 			continue
 		}
+		ahead.claimed(took)
 		if fail > 0 {
 			s.log.Info("claiming again", "after_failures", fail)
 			s.rl.Reset("claim")
@@ -69,9 +77,6 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 		}
 		if res.RulesVersion != "" {
 			s.rulesSeen(res.RulesVersion)
-		}
-		for range n - len(leases) {
-			free <- struct{}{}
 		}
 		for _, l := range leases {
 			s.track(l, true) // pins the hosts' DNS entries before they are resolved
@@ -86,11 +91,18 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			}
 			s.dns.Prefetch(hosts)
 		}
+		held.Add(int64(len(leases)))
 		for _, l := range leases {
 			pool.Add(1)
 			go func() {
 				defer pool.Done()
-				defer func() { free <- struct{}{} }()
+				defer func() {
+					finished.Add(1)
+					held.Add(-1)
+					signal(freed)
+				}()
+				workers <- struct{}{} // waits (in order) while conc fetches run
+				defer func() { <-workers }()
 				c := s.process(fetchCtx, l)
 				if c.Outcome == frontier.Done || c.Outcome == frontier.Fail {
 					s.pages.Add(1)
@@ -103,6 +115,47 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			s.idleWait(ctx, wait, cc != nil)
 		}
 	}
+}
+
+// claimAhead sizes the leases a claim loop holds beyond its running
+// fetches: as many as its workers finish in one claim's time (the pages
+// done a second times a claim's duration, both moving averages), at most
+// max. A slave whose claims are quick (Redis near by) claims one or two
+// ahead; one whose claims wait on the work API's master claims as many as
+// its workers free meanwhile, so they need not wait. A slave whose fetches
+// are slow (a slow host, renders) finishes few pages a second and claims
+// none ahead: leases do not wait behind a slow page while other slaves
+// are idle.
+type claimAhead struct {
+	max      int
+	latency  float64   // seconds a claim takes
+	rate     float64   // pages finished a second
+	since    time.Time // start of the rate's current window
+	finished int64     // pages finished at since
+}
+
+// aheadWindow is the shortest time over which claimAhead measures the rate.
+const aheadWindow = 200 * time.Millisecond
+
+// claimed records a claim's duration.
+func (a *claimAhead) claimed(d time.Duration) {
+	if a.latency == 0 {
+		a.latency = d.Seconds()
+		return
+	}
+	a.latency += (d.Seconds() - a.latency) / 4
+}
+
+// n returns how many leases to hold ahead, given the pages finished so far.
+func (a *claimAhead) n(finished int64) int {
+	now := time.Now()
+	if a.since.IsZero() {
+		a.since, a.finished = now, finished
+	} else if dt := now.Sub(a.since); dt >= aheadWindow {
+		a.rate += (float64(finished-a.finished)/dt.Seconds() - a.rate) / 2
+		a.since, a.finished = now, finished
+	}
+	return min(a.max, int(math.Round(a.rate*a.latency)))
 }
 
 // idleWait waits after a claim that found nothing (more) ready: claiming
@@ -174,19 +227,6 @@ const claimGather = time.Millisecond
 // gathers its pages' acks before it acks and claims (wait); the acker
 // holds a small batch longer (ackHold), so the claim carries them.
 const busyGather = 10 * time.Millisecond
-
-// takeFree takes up to n more tokens from free without waiting and returns
-// how many it took.
-func takeFree(free chan struct{}, n int) int {
-	for k := range n {
-		select {
-		case <-free:
-		default:
-			return k
-		}
-	}
-	return n
-}
 
 // wakeAll makes the next claim ask every shard (frontier.Redis.WakeAll).
 func (s *Slave) wakeAll() {

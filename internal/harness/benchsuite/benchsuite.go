@@ -86,6 +86,10 @@ type Options struct {
 	// Latency is how long the site waits before answering each request
 	// (a real server's time to first byte); 0 = at once.
 	Latency time.Duration
+	// APILatency is the round trip put between the work API's slaves and
+	// their master (a delayproxy), as if the slaves ran at a distance;
+	// 0 = none (loopback).
+	APILatency time.Duration
 	// FailingHosts is how many of the site's hosts have one URL that
 	// always answers 503 with Retry-After: 2 (testsite
 	// Options.FailingHosts), linked from their root; 0 = none. It is not

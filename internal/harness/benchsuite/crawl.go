@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/delayproxy"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/master/store"
@@ -87,14 +88,25 @@ type slaveSet struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	procs  *slaveproc.Set
+	proxy  *delayproxy.Proxy // between API slaves and the master (APILatency)
 }
 
 // startSlaves starts the slaves ids of a program, in this process or as
 // subprocesses. died is called when a subprocess exits before it was
 // stopped. With tokens (the
 // slaves' token files by id), they are slaves of the work API at
-// cfg.API.Listen, with no Redis or MySQL address.
+// cfg.API.Listen (through a delayproxy with APILatency), with no Redis or
+// MySQL address.
 func (b *bench) startSlaves(cfg *config.Config, ids []string, prog slaveProgram, tokens map[string]string, newClient func() *redis.Client, died func(error)) (*slaveSet, error) {
+	apiAddr := cfg.API.Listen
+	var proxy *delayproxy.Proxy
+	if tokens != nil && b.opt.APILatency > 0 {
+		var err error
+		if proxy, err = delayproxy.Start(apiAddr, b.opt.APILatency); err != nil {
+			return nil, fmt.Errorf("benchsuite: the work API's latency: %w", err)
+		}
+		apiAddr = proxy.Addr()
+	}
 	slaveCfg := func(id string) *config.Config {
 		if tokens == nil {
 			return cfg
@@ -103,15 +115,15 @@ func (b *bench) startSlaves(cfg *config.Config, ids []string, prog slaveProgram,
 		c.API = config.Default().API
 		c.Redis.URL = "redis://127.0.0.1:1/0" // nothing: an API slave never dials Redis
 		c.MySQL.DSN = "nobody:x@tcp(127.0.0.1:1)/none"
-		c.Slave.API = config.SlaveAPI{URLs: []string{"https://" + cfg.API.Listen}, TokenFile: tokens[id], CAFile: b.certs.CA}
+		c.Slave.API = config.SlaveAPI{URLs: []string{"https://" + apiAddr}, TokenFile: tokens[id], CAFile: b.certs.CA}
 		return &c
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ss := &slaveSet{cancel: cancel}
+	ss := &slaveSet{cancel: cancel, proxy: proxy}
 	if prog.binary != "" {
 		cfgPath, err := slaveproc.WriteConfig(b.tmp, slaveCfg(ids[0]))
 		if err != nil {
-			cancel()
+			ss.stop()
 			return nil, err
 		}
 		opt := slaveproc.Options{Binary: prog.binary, Config: cfgPath, LogDir: b.tmp,
@@ -121,7 +133,7 @@ func (b *bench) startSlaves(cfg *config.Config, ids []string, prog slaveProgram,
 		}
 		ss.procs, err = slaveproc.Start(opt, ids...)
 		if err != nil {
-			cancel()
+			ss.stop()
 			return nil, fmt.Errorf("benchsuite: %w", err)
 		}
 		return ss, nil
@@ -144,6 +156,9 @@ func (ss *slaveSet) stop() {
 	}
 	ss.cancel()
 	ss.wg.Wait()
+	if ss.proxy != nil {
+		ss.proxy.Close()
+	}
 }
 
 // rss returns the largest VmRSS of the subprocesses now, or 0.

@@ -1,0 +1,149 @@
+// Package delayproxy is a TCP proxy on loopback that delays every byte it
+// forwards, both ways, by a fixed time: it puts a network's round trip
+// between two processes of one machine (the bench's work API slaves and
+// their master, as if the slaves ran at a distance).
+package delayproxy
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Proxy forwards the connections it accepts to one address.
+type Proxy struct {
+	ln     net.Listener
+	target string
+	delay  time.Duration // one way
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// Start listens on a free loopback port and forwards each connection to
+// target, delaying what goes each way by rtt/2 (so a request and its
+// answer take rtt more than they would directly).
+func Start(target string, rtt time.Duration) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("delayproxy: listen: %w", err)
+	}
+	p := &Proxy{ln: ln, target: target, delay: rtt / 2, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the address to dial instead of the target.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Close stops accepting, closes every connection and waits for the
+// proxy's goroutines to end.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	err := p.ln.Close()
+	p.wg.Wait()
+	return err
+}
+
+// track adds c to the connections Close closes; false if closed already.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		p.wg.Add(1)
+		go p.serve(in)
+	}
+}
+
+// serve forwards one connection both ways until either side ends it.
+func (p *Proxy) serve(in net.Conn) {
+	defer p.wg.Done()
+	if !p.track(in) {
+		in.Close()
+		return
+	}
+	defer p.untrack(in)
+	out, err := net.DialTimeout("tcp", p.target, 10*time.Second)
+	if err != nil {
+		return
+	}
+	if !p.track(out) {
+		out.Close()
+		return
+	}
+	defer p.untrack(out)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); p.pipe(out, in) }()
+	go func() { defer wg.Done(); p.pipe(in, out) }()
+	wg.Wait()
+}
+
+// chunk is bytes read at one time, due for writing at due.
+type chunk struct {
+	b   []byte
+	due time.Time
+}
+
+// pipe copies src to dst, each read written delay after it was read, in
+// order; when either side ends, both are closed.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	q := make(chan chunk, 1024)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer dst.Close()
+		for c := range q {
+			if d := time.Until(c.due); d > 0 {
+				time.Sleep(d)
+			}
+			if _, err := dst.Write(c.b); err != nil {
+				for range q { // drain: the reader ends when src closes
+				}
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			q <- chunk{b: append([]byte(nil), buf[:n]...), due: time.Now().Add(p.delay)}
+		}
+		if err != nil {
+			break // EOF, a reset or Close: the other side learns it as a close
+		}
+	}
+	close(q)
+	<-done
+	src.Close()
+}

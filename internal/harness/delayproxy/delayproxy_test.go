@@ -1,0 +1,102 @@
+package delayproxy
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// TestRoundTrip sends data through the proxy to an echo server: it comes
+// back whole, in order, and not before the round trip time.
+func TestRoundTrip(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoDone := make(chan struct{})
+	go func() {
+		defer close(echoDone)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	const rtt = 60 * time.Millisecond
+	p, err := Start(ln.Addr().String(), rtt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{1, 1000, 300_000} {
+		msg := bytes.Repeat([]byte{byte(size)}, size)
+		start := time.Now()
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, size)
+		if _, err := io.ReadFull(c, got); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < rtt {
+			t.Errorf("%d bytes came back after %v, before the round trip %v", size, took, rtt)
+		}
+		if !bytes.Equal(got, msg) {
+			t.Errorf("%d bytes came back changed", size)
+		}
+	}
+	c.Close()
+	if err := p.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	ln.Close()
+	<-echoDone
+}
+
+// TestCloseEndsConnections: Close ends connections still open, and a dial
+// after it is refused.
+func TestCloseEndsConnections(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	p, err := Start(ln.Addr().String(), 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("x"))
+	p.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Error("a connection read after Close, want it ended")
+	}
+	if c2, err := net.Dial("tcp", p.Addr()); err == nil {
+		c2.Close()
+		t.Error("dial after Close succeeded")
+	}
+}
