@@ -42,6 +42,7 @@ func (a *apiComponent) run(ctx context.Context) {
 	}()
 	select {
 	case <-ctx.Done():
+		a.api.Stop() // the watches answer now: Shutdown waits for requests
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = a.srv.Shutdown(sctx)

@@ -3,6 +3,7 @@ package masterd_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -13,12 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/redcrawl/redcrawl/internal/harness/testcert"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
 // apiSlaves makes cfg's master serve the work API over TLS on a free
@@ -364,5 +368,63 @@ func TestAPISeveralMasters(t *testing.T) {
 	t.Logf("pages by slave: %v", pages)
 	if pages["both"] == 0 || pages["first-only"] == 0 {
 		t.Errorf("pages by slave %v: want both slaves' pages", pages)
+	}
+}
+
+// TestAPISlavesExitWhenDone: slaves of the work API run with
+// --exit-when-done beside a master that exits when the crawl is finished.
+// The master keeps its API up until they have learnt the finish from a
+// heartbeat and left through it, so each slave returns nil with a leave
+// recorded, and no claim of theirs met a master already gone.
+func TestAPISlavesExitWhenDone(t *testing.T) {
+	cfg := clusterConfig(t)
+	site := startSite(t, 0)
+	seed(t, cfg, site)
+	a := withAPI(t, cfg)
+	logs := &lockedBuffer{}
+	errs := make(chan error, 2)
+	for i := range 2 {
+		id := fmt.Sprintf("api-%d", i+1)
+		s, err := slaved.New(a.config(id), slaved.Options{ID: id, ExitWhenDone: true,
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		t.Cleanup(cancel)
+		go func() { errs <- s.Run(ctx) }()
+	}
+	runMaster(t, cfg)
+	for range 2 {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Errorf("slave Run = %v, want nil (left when done)", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("an API slave still runs 10 s after its master exited")
+		}
+	}
+	checkCrawlRobots(t, cfg, site, nil, 2)
+	if out := logs.String(); strings.Contains(out, "claim failed") || strings.Contains(out, "deregister") {
+		t.Errorf("the slaves met a master gone:\n%s", out)
+	}
+	db, err := store.Open(context.Background(), cfg.MySQL.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	evs, err := db.SlaveEvents(context.Background(), cfg.Crawl.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]bool{}
+	for _, e := range evs {
+		if e.Kind == events.SlaveLeave {
+			left[e.Slave] = true
+		}
+	}
+	if diff := cmp.Diff(map[string]bool{"api-1": true, "api-2": true}, left); diff != "" {
+		t.Errorf("slaves recorded as left (-want +got):\n%s", diff)
 	}
 }

@@ -452,40 +452,84 @@ func TestClusterSlaveKilled(t *testing.T) {
 	checkCrawl(t, cfg, site, lost)
 }
 
+// TestClusterMySQLOutage takes MySQL away from the master mid-crawl, with
+// direct slaves and with slaves of the work API (whose tokens the master
+// looks up in MySQL): the master pauses its sink, the slaves go on or
+// pause, and the crawl completes with full coverage.
 func TestClusterMySQLOutage(t *testing.T) {
-	cfg := clusterConfig(t)
-	// the master reaches MySQL through a proxy that the test takes down
-	dsn, err := mysql.ParseDSN(cfg.MySQL.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// create the database and schema first, through the real server
-	if db, err := store.Open(context.Background(), cfg.MySQL.DSN); err != nil {
-		t.Fatal(err)
-	} else {
-		db.Close()
-	}
-	proxy := testutil.NewProxy(t, dsn.Addr)
-	dsn.Addr = proxy.Addr()
-	dsn.Timeout = time.Second
-	cfg.MySQL.DSN = dsn.FormatDSN()
+	for _, api := range []bool{false, true} {
+		t.Run(slaveKind(api), func(t *testing.T) {
+			cfg := clusterConfig(t)
+			// the master reaches MySQL through a proxy that the test takes down
+			dsn, err := mysql.ParseDSN(cfg.MySQL.DSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// create the database and schema first, through the real server
+			if db, err := store.Open(context.Background(), cfg.MySQL.DSN); err != nil {
+				t.Fatal(err)
+			} else {
+				db.Close()
+			}
+			proxy := testutil.NewProxy(t, dsn.Addr)
+			dsn.Addr = proxy.Addr()
+			dsn.Timeout = time.Second
+			cfg.MySQL.DSN = dsn.FormatDSN()
 
-	site := startSite(t, 0)
-	seed(t, cfg, site)
-	for i := range 2 {
-		startSlave(t, cfg, fmt.Sprintf("slave-%d", i+1))
+			site := startSite(t, 0)
+			seed(t, cfg, site)
+			startSlaves(t, cfg, api, 2)
+			masterDone := make(chan struct{})
+			go func() { defer close(masterDone); runMaster(t, cfg) }()
+			time.Sleep(700 * time.Millisecond)
+			proxy.SetDown(true)
+			time.Sleep(3 * time.Second)
+			if st, _ := masterd.Status(context.Background(), cfg); st.Finished {
+				t.Log("crawl finished during the outage")
+			}
+			proxy.SetDown(false)
+			<-masterDone
+			checkCrawlRobots(t, cfg, site, nil, robotsFetchers(api, 2))
+		})
 	}
-	masterDone := make(chan struct{})
-	go func() { defer close(masterDone); runMaster(t, cfg) }()
-	time.Sleep(700 * time.Millisecond)
-	proxy.SetDown(true)
-	time.Sleep(3 * time.Second)
-	if st, _ := masterd.Status(context.Background(), cfg); st.Finished {
-		t.Log("crawl finished during the outage")
+}
+
+// robotsFetchers is how many times a host's robots.txt may be fetched by
+// n slaves: once with direct slaves (they share it through Redis), once
+// by each slave of the work API (each fetches the robots.txt of the hosts
+// it claims).
+func robotsFetchers(api bool, n int) int {
+	if api {
+		return n
 	}
-	proxy.SetDown(false)
-	<-masterDone
-	checkCrawl(t, cfg, site, nil)
+	return 1
+}
+
+// slaveKind names a subtest by the kind of its slaves.
+func slaveKind(api bool) string {
+	if api {
+		return "work API slaves"
+	}
+	return "direct slaves"
+}
+
+// startSlaves starts n slaves of cfg's crawl in this process: direct, or
+// (api) slaves of the work API that cfg's master serves (withAPI: call it
+// before the master starts).
+func startSlaves(t *testing.T, cfg *config.Config, api bool, n int) {
+	t.Helper()
+	var a *apiSlaves
+	if api {
+		a = withAPI(t, cfg)
+	}
+	for i := range n {
+		id := fmt.Sprintf("slave-%d", i+1)
+		if a != nil {
+			a.start(id)
+		} else {
+			startSlave(t, cfg, id)
+		}
+	}
 }
 
 // siteHosts lists the site's host names: seeds are on one host, and the
@@ -503,38 +547,41 @@ func siteHosts(site *testsite.Site) []string {
 }
 
 // TestClusterRedisOutage takes Redis away from the master and the slaves
-// mid-crawl: they pause and resume when it is back, nothing crashes, and
-// the crawl completes with full coverage.
+// mid-crawl, with direct slaves and with slaves of the work API (which
+// meet the outage as the master's errors): they pause and resume when it
+// is back, nothing crashes, and the crawl completes with full coverage.
 func TestClusterRedisOutage(t *testing.T) {
-	cfg := clusterConfig(t)
-	site := startSite(t, 0)
-	seed(t, cfg, site) // seeded directly, before the proxy is in the way
-	ropt, err := redis.ParseURL(cfg.Redis.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testutil.NewProxy(t, ropt.Addr)
-	cfg.Redis.URL = fmt.Sprintf("redis://%s/%d", proxy.Addr(), ropt.DB)
-	// a lease must outlive the outage, or every in-flight task is (correctly) re-fetched
-	cfg.Lease.Duration = 20 * time.Second
-	cfg.Master.DeadAfter = 10 * time.Second
+	for _, api := range []bool{false, true} {
+		t.Run(slaveKind(api), func(t *testing.T) {
+			cfg := clusterConfig(t)
+			site := startSite(t, 0)
+			seed(t, cfg, site) // seeded directly, before the proxy is in the way
+			ropt, err := redis.ParseURL(cfg.Redis.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy := testutil.NewProxy(t, ropt.Addr)
+			cfg.Redis.URL = fmt.Sprintf("redis://%s/%d", proxy.Addr(), ropt.DB)
+			// a lease must outlive the outage, or every in-flight task is (correctly) re-fetched
+			cfg.Lease.Duration = 20 * time.Second
+			cfg.Master.DeadAfter = 10 * time.Second
 
-	for i := range 2 {
-		startSlave(t, cfg, fmt.Sprintf("slave-%d", i+1))
+			startSlaves(t, cfg, api, 2)
+			masterDone := make(chan struct{})
+			go func() { defer close(masterDone); runMaster(t, cfg) }()
+			time.Sleep(time.Second)
+			st, err := masterd.Status(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Done == 0 || st.Finished {
+				t.Fatalf("crawl not under way before the outage: %+v", st)
+			}
+			proxy.SetDown(true)
+			time.Sleep(3 * time.Second)
+			proxy.SetDown(false)
+			<-masterDone
+			checkCrawlRobots(t, cfg, site, nil, robotsFetchers(api, 2))
+		})
 	}
-	masterDone := make(chan struct{})
-	go func() { defer close(masterDone); runMaster(t, cfg) }()
-	time.Sleep(time.Second)
-	st, err := masterd.Status(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Done == 0 || st.Finished {
-		t.Fatalf("crawl not under way before the outage: %+v", st)
-	}
-	proxy.SetDown(true)
-	time.Sleep(3 * time.Second)
-	proxy.SetDown(false)
-	<-masterDone
-	checkCrawl(t, cfg, site, nil)
 }

@@ -5,10 +5,12 @@
 //
 // Components (each a small type run with a context): recoverer, monitor,
 // sink, finisher, rules watcher, scheduler (recrawls) and the admin HTTP
-// server (dashboard, JSON API, /metrics). Stop order (Run): the admin
-// server, finisher, recoverer, monitor, rules watcher and scheduler stop
-// first; the sink then drains what is left in the stream (bounded); MySQL
-// and Redis connections close last.
+// server (dashboard, JSON API, /metrics). Stop order (Run): a master that
+// exits when the crawl is finished first keeps the work API up until its
+// slaves have left (lingerForAPISlaves, bounded); then the admin and work
+// API servers (the API's watches answered first), finisher, recoverer,
+// monitor, rules watcher and scheduler stop; the sink then drains what is
+// left in the stream (bounded); MySQL and Redis connections close last.
 package masterd
 
 import (
@@ -217,6 +219,8 @@ func (m *Master) Run(ctx context.Context) error {
 	case <-fin.finished:
 		if !m.opt.ExitWhenDone {
 			<-ctx.Done()
+		} else if m.cfg.API.Listen != "" {
+			m.lingerForAPISlaves(ctx)
 		}
 	}
 	stopComps()
@@ -234,6 +238,29 @@ func (m *Master) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// lingerForAPISlaves keeps a finished master (ExitWhenDone) serving the
+// work API until the crawl's slaves have left, for at most two of their
+// heartbeats and a second: a slave of the API learns that the crawl is
+// finished from a heartbeat's answer (and leaves, with --exit-when-done),
+// which it could not get from a master already gone; a direct slave reads
+// it in Redis whenever it looks.
+func (m *Master) lingerForAPISlaves(ctx context.Context) {
+	grace := 2*m.cfg.Slave.HeartbeatInterval + time.Second
+	m.log.Info("crawl finished: the work API stays up until the slaves leave", "at_most", grace)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if st, err := m.front.Stats(ctx); err == nil && st.SlavesAlive == 0 {
+			return
+		}
+		if !retry.Sleep(ctx, min(lingerPoll, time.Until(deadline))) {
+			return
+		}
+	}
+}
+
+// lingerPoll is how often lingerForAPISlaves looks for slaves still there.
+const lingerPoll = 200 * time.Millisecond
 
 // schedulesFunc lists the recrawl schedules in force: crawl.schedule
 // (name "") and each rule set's of the rule files in force.

@@ -124,6 +124,10 @@ type Server struct {
 	tokens tokenCache
 	rates  rateLimiter
 	watch  *watcher
+	// stopping ends the watches waiting (Stop), so that a server shutting
+	// down need not wait WatchWait for them
+	stopping context.Context
+	stop     context.CancelFunc
 	// noted rate-limits the exceptions that record a slave over a limit:
 	// one a minute per token and limit
 	noted sync.Map // string -> time.Time
@@ -138,6 +142,7 @@ func New(opt Options) *Server {
 		opt.WatchWait = 25 * time.Second
 	}
 	s := &Server{opt: opt, watch: newWatcher()}
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.tokens = tokenCache{ttl: opt.TokenCache, m: map[string]cachedToken{}}
 	s.rates = rateLimiter{buckets: map[int64]*bucket{}}
 	return s
@@ -145,6 +150,11 @@ func New(opt Options) *Server {
 
 // Run follows the rules channel for the watches until ctx ends.
 func (s *Server) Run(ctx context.Context) { s.watch.run(ctx, s.opt.Front, s.opt.RL) }
+
+// Stop answers the watches waiting now, and every later one at once
+// (nothing new): call it before shutting the HTTP server down, which
+// otherwise waits for them.
+func (s *Server) Stop() { s.stop() }
 
 // Handler returns the API's HTTP handler.
 func (s *Server) Handler() http.Handler {
@@ -579,6 +589,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opt.WatchWait)
 	defer cancel()
+	defer context.AfterFunc(s.stopping, cancel)()
 	writeJSON(w, http.StatusOK, s.watch.wait(ctx, have, seen))
 }
 

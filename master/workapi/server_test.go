@@ -79,6 +79,7 @@ func (hostPlanner) Link(l api.Link) (frontier.Task, *frontier.HostPolicy, bool) 
 }
 
 type apiEnv struct {
+	server  *workapi.Server
 	handler http.Handler
 	rdb     *redis.Client
 	front   *frontier.Redis
@@ -124,7 +125,7 @@ func newAPIEnvTB(t testing.TB, limits workapi.Limits, opts ...func(*workapi.Opti
 	done := make(chan struct{})
 	go func() { defer close(done); s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	e.handler = s.Handler()
+	e.server, e.handler = s, s.Handler()
 	e.srv = httptest.NewUnstartedServer(e.handler)
 	e.srv.EnableHTTP2 = true
 	e.srv.StartTLS()
@@ -370,6 +371,47 @@ func TestAPIWatch(t *testing.T) {
 			got[m] = true
 		case <-deadline:
 			t.Fatalf("watch saw %v, want v2 and %s", got, frontier.WorkMessage)
+		}
+	}
+}
+
+// TestAPIStopEndsWatches: Stop answers a watch waiting (nothing new), and
+// a later watch at once, so that a master shutting its API down does not
+// wait WatchWait for its slaves' watches.
+func TestAPIStopEndsWatches(t *testing.T) {
+	e := newAPIEnv(t, defaultLimits(), func(o *workapi.Options) { o.WatchWait = time.Minute })
+	tok := e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"})
+	watch := func() (int, string) {
+		req := httptest.NewRequest(http.MethodGet, api.PathWatch+"?rules=none", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		w := httptest.NewRecorder()
+		e.handler.ServeHTTP(w, req)
+		return w.Code, w.Body.String()
+	}
+	type answer struct {
+		code int
+		body string
+	}
+	first := make(chan answer, 1)
+	go func() { c, b := watch(); first <- answer{c, b} }()
+	select {
+	case a := <-first:
+		t.Fatalf("the watch answered before Stop: %d %s", a.code, a.body)
+	case <-time.After(300 * time.Millisecond):
+	}
+	e.server.Stop()
+	for i, ch := range []<-chan answer{first, func() <-chan answer {
+		c := make(chan answer, 1)
+		go func() { code, b := watch(); c <- answer{code, b} }()
+		return c
+	}()} {
+		select {
+		case a := <-ch:
+			if a.code != http.StatusOK || strings.Contains(a.body, `"work":true`) {
+				t.Errorf("watch %d after Stop: %d %s, want 200 with nothing new", i+1, a.code, a.body)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("watch %d still waits 5 s after Stop", i+1)
 		}
 	}
 }
