@@ -29,13 +29,19 @@ import (
 // Want is the limit for a live heap of live bytes and other bytes of Go
 // memory that are not heap (stacks, the runtime's own): base, or what is
 // live plus room for the garbage between two collections when that is
-// more. The room is a quarter of base, or half the live heap when that is
-// more (the collector works in proportion to the live heap: with GOGC 100
-// it lets the garbage reach the whole live heap). A slave of few hosts (10
-// MiB live, 10 other at 64 fetches in flight) stays at the base, which
-// holds its RSS under 40 MB.
+// more. The room is a quarter of base while the live heap is at most half
+// of base: a slave of few hosts (10 MiB live, 10 other at 64 fetches in
+// flight) stays at the base, which holds its RSS under 40 MB. Past that
+// the room grows twice as fast as the live heap until it equals it, what
+// GOGC 100 gives: the collector's work grows with the live heap, and a
+// broad crawl's heap grows with its hosts (DNS entries, sessions,
+// connections). With half the live heap as room, an earlier choice, a
+// broad crawl's collector took a quarter of the slave's CPU.
 func Want(base int64, live, other uint64) int64 {
-	room := max(base/4, int64(live/2))
+	room := base / 4
+	if over := int64(live) - base/2; over > 0 {
+		room = max(room, min(int64(live), base/4+2*over))
+	}
 	return max(base, int64(live+other)+room)
 }
 

@@ -22,7 +22,8 @@ func TestWant(t *testing.T) {
 		{"a few hosts: the base", 28 * mib, 10 * mib, 10 * mib, 28 * mib},
 		{"live and room at the base: the base", 28 * mib, 11 * mib, 10 * mib, 28 * mib},
 		{"past the base: a quarter of the base as room", 28 * mib, 12 * mib, 10 * mib, 29 * mib},
-		{"a broad crawl: half the live heap as room", 28 * mib, 22 * mib, 12 * mib, 45 * mib},
+		{"past half the base: the room grows twice as fast", 28 * mib, 16 * mib, 10 * mib, 37 * mib},
+		{"a broad crawl: the live heap as room", 28 * mib, 22 * mib, 12 * mib, 56 * mib},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,9 +70,9 @@ func TestFollow(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	// base 20 (room 5 or half the live heap): 10 -> 20, 40 -> 60, 40
-	// (same), 60 -> 90, 10 -> 20, 10 (same)
-	want := []int64{20, 60, 90, 20}
+	// base 20 (room 5, or the live heap past 20): 10 -> 20, 40 -> 80,
+	// 40 (same), 60 -> 120, 10 -> 20, 10 (same)
+	want := []int64{20, 80, 120, 20}
 	if d := cmp.Diff(want, set); d != "" {
 		t.Errorf("limits set (-want +got):\n%s", d)
 	}
