@@ -20,18 +20,26 @@ import (
 // besides them, a few leases claimed ahead (claimAhead): a claim takes
 // time (a Redis round trip; through the work API a request the master
 // serves), and workers freed while it runs would otherwise wait for it.
+// A lease whose host has a fetch running may wait at the host's gate
+// (hostGates) before it takes a worker, and is not counted against them.
 func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, acks *batcher[frontier.Completion]) {
 	conc := s.cfg.Slave.Concurrency
 	workers := make(chan struct{}, conc) // a token per running fetch
 	freed := make(chan struct{}, 1)      // signalled when a lease is done
 	var held, finished atomic.Int64      // leases claimed and not done; done in all
+	var gated atomic.Int64               // of held, those waiting at their host's gate
+	gates := newHostGates()
+	maxHeld := 4 * conc // leases waiting at gates included
 	ahead := claimAhead{max: conc / 2}
 	fail := 0
 	// acks go with the claims (CompleteClaim) when the frontier can
 	cc, _ := s.front.(frontier.CompleteClaimer)
 	for ctx.Err() == nil {
 		// wait for room: a free worker, or a lease to claim ahead
-		want := func() int { return conc + ahead.n(finished.Load()) - int(held.Load()) }
+		want := func() int {
+			h := int(held.Load())
+			return min(conc+ahead.n(finished.Load())-(h-int(gated.Load())), maxHeld-h)
+		}
 		n := want()
 		if n <= 0 {
 			select {
@@ -101,6 +109,19 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 					held.Add(-1)
 					signal(freed)
 				}()
+				// a lease waiting at its host's gate holds no worker, and
+				// the claim loop may claim for the worker it leaves free
+				wasGated := false
+				patience := min(max(2*time.Duration(s.fetchAvg.Load()), minGatePatience), maxGatePatience)
+				leave := gates.enter(fetchCtx, l.Host, patience, func() {
+					wasGated = true
+					gated.Add(1)
+					signal(freed)
+				})
+				defer leave()
+				if wasGated {
+					gated.Add(-1)
+				}
 				workers <- struct{}{} // waits (in order) while conc fetches run
 				defer func() { <-workers }()
 				c := s.process(fetchCtx, l)
@@ -116,6 +137,14 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 		}
 	}
 }
+
+// minGatePatience and maxGatePatience bound how long a lease waits at its
+// host's gate (hostGates) for the fetch ahead of it: twice the average
+// fetch, within these.
+const (
+	minGatePatience = 50 * time.Millisecond
+	maxGatePatience = 2 * time.Second
+)
 
 // claimAhead sizes the leases a claim loop holds beyond its running
 // fetches: as many as its workers finish in one claim's time (the pages
