@@ -279,7 +279,16 @@ func runDistributed(t *testing.T, bin string, site *testsite.Site, kill bool) ([
 
 	procs := map[string]*exec.Cmd{}
 	exited := map[string]chan error{}
+	if kill {
+		// the victim first, the others once it has done a page: on a
+		// loaded machine a slave that starts last may find the crawl of
+		// this one host taken by the others before it is killed mid-way
+		ids = []string{"victim", "shop-1", "shop-2"}
+	}
 	for _, id := range ids {
+		if kill && id != "victim" {
+			waitWorking(t, srv.Root, cfg.Crawl.Name, "victim")
+		}
 		cmd := exec.Command(bin, "--config", "", "--id", id, shop.API[0])
 		cmd.Env = append(os.Environ(),
 			"CRAWLER_REDIS_URL="+srv.URL(frontier.RoleSlave, id),
@@ -395,20 +404,35 @@ func runDistributed(t *testing.T, bin string, site *testsite.Site, kill bool) ([
 	return ps, lost
 }
 
+// working reports whether slave id's heartbeat says it has done a page.
+func working(rdb *redis.Client, crawl, id string) bool {
+	for shard := range 3 {
+		k := frontier.ShardKeys(crawl, shard)
+		if info, _ := rdb.Get(context.Background(), k.SlaveBeat(id)).Result(); strings.Contains(info, `"pages"`) && !strings.Contains(info, `"pages":0,`) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitWorking waits (at most 60 s) until slave id has done a page.
+func waitWorking(t *testing.T, rdb *redis.Client, crawl, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if working(rdb, crawl, id) {
+			return
+		}
+	}
+	t.Fatalf("slave %s did no page in 60 s", id)
+}
+
 // killWhileLeasing kills the slave "victim" once it has done a page and
 // holds a lease.
 func killWhileLeasing(t *testing.T, rdb *redis.Client, crawl string, victim *exec.Cmd) {
 	t.Helper()
 	ctx := context.Background()
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		working := false
-		for shard := range 3 {
-			k := frontier.ShardKeys(crawl, shard)
-			if info, _ := rdb.Get(ctx, k.SlaveBeat("victim")).Result(); strings.Contains(info, `"pages"`) && !strings.Contains(info, `"pages":0,`) {
-				working = true
-			}
-		}
-		if !working {
+		if !working(rdb, crawl, "victim") {
 			continue
 		}
 		for shard := range 3 {
