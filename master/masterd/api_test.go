@@ -118,16 +118,7 @@ func TestAPICrawl(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			evs, err := db.SlaveEvents(ctx, cfg.Crawl.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			joins := map[string]bool{}
-			for _, e := range evs {
-				if e.Kind == events.SlaveJoin {
-					joins[e.Slave] = true
-				}
-			}
+			joins := slavesWithEvent(t, db, cfg.Crawl.Name, events.SlaveJoin)
 			if len(joins) != tc.api+tc.direct {
 				t.Errorf("joins of %d slaves, want %d: %v", len(joins), tc.api+tc.direct, joins)
 			}
@@ -414,17 +405,25 @@ func TestAPISlavesExitWhenDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	evs, err := db.SlaveEvents(context.Background(), cfg.Crawl.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left := map[string]bool{}
-	for _, e := range evs {
-		if e.Kind == events.SlaveLeave {
-			left[e.Slave] = true
-		}
-	}
+	left := slavesWithEvent(t, db, cfg.Crawl.Name, events.SlaveLeave)
 	if diff := cmp.Diff(map[string]bool{"api-1": true, "api-2": true}, left); diff != "" {
 		t.Errorf("slaves recorded as left (-want +got):\n%s", diff)
 	}
+}
+
+// slavesWithEvent returns the slaves of crawl with a slave event of kind
+// (events.SlaveJoin, SlaveLeave, …) in MySQL.
+func slavesWithEvent(t *testing.T, db *store.Store, crawl string, kind string) map[string]bool {
+	t.Helper()
+	evs, err := db.SlaveEvents(context.Background(), crawl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, e := range evs {
+		if e.Kind == kind {
+			out[e.Slave] = true
+		}
+	}
+	return out
 }

@@ -556,15 +556,14 @@ func renderTimeout(t *testing.T, r *Renderer, url string, caller bool, done func
 	t.Helper()
 	var re *Error
 	for d := time.Second; d <= 8*time.Second; d *= 2 {
-		ctx, cancel := context.WithCancel(renderCtx(t))
-		req := Request{URL: url, Timeout: d}
+		ctx, req := renderCtx(t), Request{URL: url, Timeout: d}
 		if caller {
-			cancel()
-			ctx, cancel = context.WithTimeout(renderCtx(t), d)
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
 			req.Timeout = time.Minute
 		}
 		_, err := r.Render(ctx, req)
-		cancel()
 		if !errors.As(err, &re) || re.Kind != KindTimeout {
 			t.Fatalf("Render error = %v, want kind %s", err, KindTimeout)
 		}

@@ -27,19 +27,20 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 	workers := make(chan struct{}, conc) // a token per running fetch
 	freed := make(chan struct{}, 1)      // signalled when a lease is done
 	var held, finished atomic.Int64      // leases claimed and not done; done in all
-	var gated atomic.Int64               // of held, those waiting at their host's gate
-	gates := newHostGates()
+	// a lease waiting at its host's gate holds no worker: the claim loop
+	// may claim for the worker it leaves free
+	gates := newHostGates(func() { signal(freed) })
 	maxHeld := 4 * conc // leases waiting at gates included
 	ahead := claimAhead{max: conc / 2}
+	// want is the room: free workers, and leases to claim ahead
+	want := func() int {
+		h := int(held.Load())
+		return min(conc+ahead.n(finished.Load())-(h-int(gates.waiting.Load())), maxHeld-h)
+	}
 	fail := 0
 	// acks go with the claims (CompleteClaim) when the frontier can
 	cc, _ := s.front.(frontier.CompleteClaimer)
 	for ctx.Err() == nil {
-		// wait for room: a free worker, or a lease to claim ahead
-		want := func() int {
-			h := int(held.Load())
-			return min(conc+ahead.n(finished.Load())-(h-int(gated.Load())), maxHeld-h)
-		}
 		n := want()
 		if n <= 0 {
 			select {
@@ -109,19 +110,8 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 					held.Add(-1)
 					signal(freed)
 				}()
-				// a lease waiting at its host's gate holds no worker, and
-				// the claim loop may claim for the worker it leaves free
-				wasGated := false
 				patience := min(max(2*time.Duration(s.fetchAvg.Load()), minGatePatience), maxGatePatience)
-				leave := gates.enter(fetchCtx, l.Host, patience, func() {
-					wasGated = true
-					gated.Add(1)
-					signal(freed)
-				})
-				defer leave()
-				if wasGated {
-					gated.Add(-1)
-				}
+				defer gates.enter(fetchCtx, l.Host, patience)()
 				workers <- struct{}{} // waits (in order) while conc fetches run
 				defer func() { <-workers }()
 				c := s.process(fetchCtx, l)

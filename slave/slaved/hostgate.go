@@ -3,6 +3,7 @@ package slaved
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,13 +22,17 @@ import (
 type hostGates struct {
 	mu sync.Mutex
 	m  map[string]*hostGate
+	// waiting counts the fetches waiting at any gate; onWait (when not
+	// nil) is called when one starts to wait
+	waiting atomic.Int64
+	onWait  func()
 }
 
 // hostGate is one host's: its fetches running and waiting, and how many
 // have finished.
 type hostGate struct {
 	running, waiting, done int
-	wake                   chan struct{} // closed and replaced when a fetch ends
+	wake                   chan struct{} // closed and replaced when a fetch ends while some wait
 }
 
 // gateRamp is how many fetches of a host finish for each one more that may
@@ -35,15 +40,17 @@ type hostGate struct {
 // connection.
 const gateRamp = 4
 
-func newHostGates() *hostGates { return &hostGates{m: map[string]*hostGate{}} }
+func newHostGates(onWait func()) *hostGates {
+	return &hostGates{m: map[string]*hostGate{}, onWait: onWait}
+}
 
 // enter waits until a fetch of host may start, or patience has passed
 // (a slow page does not hold its host's others: they go on, on
 // connections of their own), and returns the function that ends it.
-// waiting is called (when not nil) before enter first waits. When ctx
-// ends, enter returns at once: the fetch that follows meets the end
-// itself.
-func (g *hostGates) enter(ctx context.Context, host string, patience time.Duration, waiting func()) (leave func()) {
+// While it waits it counts in waiting (onWait is called when it starts).
+// When ctx ends, enter returns at once: the fetch that follows meets the
+// end itself.
+func (g *hostGates) enter(ctx context.Context, host string, patience time.Duration) (leave func()) {
 	g.mu.Lock()
 	h := g.m[host]
 	if h == nil {
@@ -56,11 +63,10 @@ func (g *hostGates) enter(ctx context.Context, host string, patience time.Durati
 			t := time.NewTimer(patience)
 			defer t.Stop()
 			timeout = t.C
-			if waiting != nil {
-				g.mu.Unlock()
-				waiting()
-				g.mu.Lock()
-				continue
+			g.waiting.Add(1)
+			defer g.waiting.Add(-1)
+			if g.onWait != nil {
+				g.onWait()
 			}
 		}
 		h.waiting++
@@ -89,8 +95,10 @@ func (g *hostGates) leave(host string, h *hostGate) {
 	defer g.mu.Unlock()
 	h.running--
 	h.done++
-	close(h.wake)
-	h.wake = make(chan struct{})
+	if h.waiting > 0 {
+		close(h.wake)
+		h.wake = make(chan struct{})
+	}
 	if h.running == 0 && h.waiting == 0 && len(g.m) > maxGateHosts {
 		// a host between two batches of leases keeps its ramp; past
 		// maxGateHosts the hosts with nothing running go
@@ -106,7 +114,7 @@ func (g *hostGates) leave(host string, h *hostGate) {
 // with nothing running (their ramp starts again).
 const maxGateHosts = 4096
 
-// len returns the hosts with a fetch running or waiting.
+// len returns the hosts it keeps.
 func (g *hostGates) len() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -87,7 +87,7 @@ type Options struct {
 	// (a real server's time to first byte); 0 = at once.
 	Latency time.Duration
 	// APILatency is the round trip put between the work API's slaves and
-	// their master (a delayproxy), as if the slaves ran at a distance;
+	// their master (a tcpproxy), as if the slaves ran at a distance;
 	// 0 = none (loopback).
 	APILatency time.Duration
 	// FailingHosts is how many of the site's hosts have one URL that

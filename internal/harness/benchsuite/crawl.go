@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redcrawl/redcrawl/internal/harness/delayproxy"
+	"github.com/redcrawl/redcrawl/internal/harness/tcpproxy"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/master/store"
@@ -88,21 +88,21 @@ type slaveSet struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	procs  *slaveproc.Set
-	proxy  *delayproxy.Proxy // between API slaves and the master (APILatency)
+	proxy  *tcpproxy.Proxy // between API slaves and the master (APILatency)
 }
 
 // startSlaves starts the slaves ids of a program, in this process or as
 // subprocesses. died is called when a subprocess exits before it was
 // stopped. With tokens (the
 // slaves' token files by id), they are slaves of the work API at
-// cfg.API.Listen (through a delayproxy with APILatency), with no Redis or
+// cfg.API.Listen (through a tcpproxy with APILatency), with no Redis or
 // MySQL address.
 func (b *bench) startSlaves(cfg *config.Config, ids []string, prog slaveProgram, tokens map[string]string, newClient func() *redis.Client, died func(error)) (*slaveSet, error) {
 	apiAddr := cfg.API.Listen
-	var proxy *delayproxy.Proxy
+	var proxy *tcpproxy.Proxy
 	if tokens != nil && b.opt.APILatency > 0 {
 		var err error
-		if proxy, err = delayproxy.Start(apiAddr, b.opt.APILatency); err != nil {
+		if proxy, err = tcpproxy.Start(apiAddr, b.opt.APILatency); err != nil {
 			return nil, fmt.Errorf("benchsuite: the work API's latency: %w", err)
 		}
 		apiAddr = proxy.Addr()

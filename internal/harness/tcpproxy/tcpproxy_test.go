@@ -1,4 +1,4 @@
-package delayproxy
+package tcpproxy
 
 import (
 	"bytes"
@@ -98,5 +98,51 @@ func TestCloseEndsConnections(t *testing.T) {
 	if c2, err := net.Dial("tcp", p.Addr()); err == nil {
 		c2.Close()
 		t.Error("dial after Close succeeded")
+	}
+}
+
+// TestSetDown: while down, a new connection is closed at once; brought
+// back, the proxy forwards again.
+func TestSetDown(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	p, err := Start(ln.Addr().String(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	echo := func() error {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("x")); err != nil {
+			return err
+		}
+		_, err = io.ReadFull(c, make([]byte, 1))
+		return err
+	}
+	p.SetDown(true)
+	if err := echo(); err == nil {
+		t.Error("a connection was forwarded while down")
+	}
+	p.SetDown(false)
+	if err := echo(); err != nil {
+		t.Errorf("after SetDown(false): %v", err)
 	}
 }

@@ -1,11 +1,13 @@
-// Package delayproxy is a TCP proxy on loopback that delays every byte it
-// forwards, both ways, by a fixed time: it puts a network's round trip
-// between two processes of one machine (the bench's work API slaves and
-// their master, as if the slaves ran at a distance).
-package delayproxy
+// Package tcpproxy is a TCP proxy on loopback between two processes of one
+// machine. It can delay every byte it forwards, both ways, by a fixed
+// time (a network's round trip: the bench's work API slaves and their
+// master, as if the slaves ran at a distance), and be taken down and
+// brought back (a server outage without touching the server: tests).
+package tcpproxy
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -18,18 +20,18 @@ type Proxy struct {
 	delay  time.Duration // one way
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	down  bool
 }
 
 // Start listens on a free loopback port and forwards each connection to
 // target, delaying what goes each way by rtt/2 (so a request and its
-// answer take rtt more than they would directly).
+// answer take rtt more than they would directly; 0: no delay).
 func Start(target string, rtt time.Duration) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("delayproxy: listen: %w", err)
+		return nil, fmt.Errorf("tcpproxy: listen: %w", err)
 	}
 	p := &Proxy{ln: ln, target: target, delay: rtt / 2, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
@@ -40,25 +42,33 @@ func Start(target string, rtt time.Duration) (*Proxy, error) {
 // Addr is the address to dial instead of the target.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Close stops accepting, closes every connection and waits for the
-// proxy's goroutines to end.
-func (p *Proxy) Close() error {
+// SetDown takes the target away (every open connection is cut and new
+// ones are closed at once) or brings it back.
+func (p *Proxy) SetDown(down bool) {
 	p.mu.Lock()
-	p.closed = true
-	for c := range p.conns {
-		c.Close()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for c := range p.conns {
+			c.Close()
+		}
 	}
-	p.mu.Unlock()
+}
+
+// Close stops accepting, cuts every connection and waits for the proxy's
+// goroutines to end.
+func (p *Proxy) Close() error {
 	err := p.ln.Close()
+	p.SetDown(true)
 	p.wg.Wait()
 	return err
 }
 
-// track adds c to the connections Close closes; false if closed already.
+// track adds c to the connections SetDown cuts; false while down.
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.down {
 		return false
 	}
 	p.conns[c] = struct{}{}
@@ -108,26 +118,28 @@ func (p *Proxy) serve(in net.Conn) {
 	wg.Wait()
 }
 
-// chunk is bytes read at one time, due for writing at due.
-type chunk struct {
-	b   []byte
-	due time.Time
-}
-
-// pipe copies src to dst, each read written delay after it was read, in
-// order; when either side ends, both are closed.
+// pipe copies src to dst until either side ends, then closes both.
 func (p *Proxy) pipe(dst, src net.Conn) {
+	defer src.Close()
+	defer dst.Close()
+	if p.delay <= 0 {
+		io.Copy(dst, src)
+		return
+	}
+	// each read is written delay after it was read, in order
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
 	q := make(chan chunk, 1024)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer dst.Close()
 		for c := range q {
-			if d := time.Until(c.due); d > 0 {
-				time.Sleep(d)
-			}
+			time.Sleep(time.Until(c.due))
 			if _, err := dst.Write(c.b); err != nil {
-				for range q { // drain: the reader ends when src closes
+				dst.Close() // the reader ends when src closes
+				for range q {
 				}
 				return
 			}
@@ -140,10 +152,9 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			q <- chunk{b: append([]byte(nil), buf[:n]...), due: time.Now().Add(p.delay)}
 		}
 		if err != nil {
-			break // EOF, a reset or Close: the other side learns it as a close
+			break // EOF, a reset or a cut: the other side learns it as a close
 		}
 	}
 	close(q)
 	<-done
-	src.Close()
 }
