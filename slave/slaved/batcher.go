@@ -32,6 +32,7 @@ type batcher[T any] struct {
 	sending int // items at the front of queue being sent
 	closed  bool
 	dropped int64
+	takes   uint64 // calls of take that took items
 }
 
 func newBatcher[T any](s *Slave, key string, maxBatch, limit int, send func(context.Context, []T) error) *batcher[T] {
@@ -65,6 +66,7 @@ func (b *batcher[T]) take(max int) []T {
 	if n <= 0 {
 		return nil
 	}
+	b.takes++
 	out := append([]T(nil), b.queue[b.sending:b.sending+n]...)
 	b.queue = append(b.queue[:b.sending], b.queue[b.sending+n:]...)
 	return out
@@ -110,10 +112,23 @@ func (b *batcher[T]) run(ctx context.Context) {
 			b.mu.Unlock()
 			return
 		}
-		if b.gather > 0 && len(b.queue) < b.maxBatch/4 && !b.closed {
+		// a small batch waits gather for more; a caller that took the
+		// queue meanwhile (take) sent what had waited, so what is queued
+		// now is younger and waits again, and an emptied queue sends
+		// nothing (the claim loop would otherwise lose its acks to this
+		// loop at every gather, and wake at each empty send)
+		for b.gather > 0 && len(b.queue) > 0 && len(b.queue) < b.maxBatch/4 && !b.closed && ctx.Err() == nil {
+			takes := b.takes
 			b.mu.Unlock()
 			retry.Sleep(ctx, b.gather)
 			b.mu.Lock()
+			if b.takes == takes {
+				break
+			}
+		}
+		if len(b.queue) == 0 {
+			b.mu.Unlock()
+			continue
 		}
 		n := min(len(b.queue), b.maxBatch)
 		batch := append([]T(nil), b.queue[:n]...)

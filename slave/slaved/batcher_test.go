@@ -77,3 +77,72 @@ func TestBatcherOnAdd(t *testing.T) {
 		t.Errorf("queued items when onAdd ran (-want +got):\n%s", d)
 	}
 }
+
+// TestBatcherTakeDuringGather checks the acker beside a claim loop that
+// takes its acks (take): what was taken is not sent again, a queue emptied
+// by take sends nothing (no empty call, no "acked" signal), and items
+// queued after a take wait a whole gather time of their own rather than
+// going out when the first item's time ends. Before, the acker sent
+// whatever was queued one gather time after the first item, however
+// fresh, so a busy slave's acks left in separate calls that readied host
+// slots nobody claimed, and other slaves woke to find nothing.
+func TestBatcherTakeDuringGather(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := &Slave{log: log, rl: ratelog.New(log, time.Minute)}
+	const gather = time.Second
+	type sentBatch struct {
+		items []int
+		after time.Duration // since the first add
+	}
+	var mu sync.Mutex
+	var batches []sentBatch
+	sent := make(chan struct{}, 8)
+	start := time.Now()
+	b := newBatcher(s, "test", 64, 0, func(_ context.Context, batch []int) error {
+		mu.Lock()
+		batches = append(batches, sentBatch{batch, time.Since(start)})
+		mu.Unlock()
+		sent <- struct{}{}
+		return nil
+	})
+	b.gather = gather
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.run(ctx) }()
+	defer func() { b.close(); cancel(); <-done }()
+
+	// taken while the acker gathers, then an item the claim loop leaves:
+	// it waits a gather time from the take, not from the first add
+	b.add(1)
+	time.Sleep(gather / 10)
+	if d := cmp.Diff([]int{1}, b.take(64)); d != "" {
+		t.Fatalf("take (-want +got):\n%s", d)
+	}
+	b.add(2)
+	select {
+	case <-sent:
+	case <-time.After(10 * gather):
+		t.Fatal("the item left after a take was never sent")
+	}
+	// a queue a take emptied while the acker gathered sends nothing
+	b.add(3)
+	time.Sleep(gather / 10)
+	if d := cmp.Diff([]int{3}, b.take(64)); d != "" {
+		t.Fatalf("take (-want +got):\n%s", d)
+	}
+	time.Sleep(gather * 5 / 2)
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(batches) != 1 {
+		t.Fatalf("sent %d batches %v, want one: [2]", len(batches), batches)
+	}
+	if d := cmp.Diff([]int{2}, batches[0].items); d != "" {
+		t.Errorf("batch (-want +got):\n%s", d)
+	}
+	// lower bound only: a loaded machine can only make it later
+	if batches[0].after < gather*3/2 {
+		t.Errorf("the item queued after the take went after %v: it should wait a gather time (%v) of its own after the first one's ended", batches[0].after, gather)
+	}
+}
