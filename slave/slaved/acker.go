@@ -12,11 +12,13 @@ import (
 // complete scripts (each call has a fixed cost in Redis). With a frontier
 // that acks with its claims (CompleteClaimer) a small batch waits ackHold:
 // the claim loop takes the acks first (wait wakes it), and the acker
-// only sends what a claim loop that is not claiming leaves.
+// only sends what a claim loop that is not claiming leaves, or what has
+// waited ackHoldMax (a claim loop that is slow to claim: an outage).
 const (
 	maxAckBatch = 64
 	ackGather   = time.Millisecond
 	ackHold     = 2 * busyGather
+	ackHoldMax  = 5 * ackHold
 )
 
 // newAcker returns the batcher that sends completions to the frontier. On
@@ -41,6 +43,12 @@ func newAcker(s *Slave) *batcher[frontier.Completion] {
 		// the claim loop waits for this (wait), to take the acks with
 		// its claim
 		b.onAdd = func() { signal(s.done) }
+		// and while it is claiming it takes them soon: a complete of the
+		// acker's own would free host slots that no claim of this slave
+		// takes, and the other slaves would all wake to race for them
+		// (the frontier announces work to waiting slaves), most of them
+		// finding nothing
+		b.hold, b.holdMax = s.claiming.Load, ackHoldMax
 	}
 	return b
 }

@@ -25,6 +25,11 @@ type batcher[T any] struct {
 	send func(ctx context.Context, batch []T) error
 	// onAdd, when set, runs after each add (outside the lock)
 	onAdd func()
+	// hold, when set, keeps a batch under maxBatch waiting past its
+	// gather time while it returns true (another sender will take it:
+	// take), up to holdMax after the last take
+	hold    func() bool
+	holdMax time.Duration
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -116,14 +121,23 @@ func (b *batcher[T]) run(ctx context.Context) {
 		// queue meanwhile (take) sent what had waited, so what is queued
 		// now is younger and waits again, and an emptied queue sends
 		// nothing (the claim loop would otherwise lose its acks to this
-		// loop at every gather, and wake at each empty send)
-		for b.gather > 0 && len(b.queue) > 0 && len(b.queue) < b.maxBatch/4 && !b.closed && ctx.Err() == nil {
+		// loop at every gather, and wake at each empty send). While hold
+		// says another sender will take them, a batch of any size under
+		// maxBatch waits, up to holdMax after the last take.
+		waitStart, waited := time.Now(), false
+		for b.gather > 0 && len(b.queue) > 0 && !b.closed && ctx.Err() == nil {
+			holding := b.hold != nil && len(b.queue) < b.maxBatch && time.Since(waitStart) < b.holdMax && b.hold()
+			if !holding && (waited || len(b.queue) >= b.maxBatch/4) {
+				break
+			}
 			takes := b.takes
 			b.mu.Unlock()
 			retry.Sleep(ctx, b.gather)
 			b.mu.Lock()
-			if b.takes == takes {
-				break
+			waited = true
+			if b.takes != takes {
+				// what is queued came after the take
+				waitStart, waited = time.Now(), false
 			}
 		}
 		if len(b.queue) == 0 {

@@ -40,14 +40,20 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 	fail := 0
 	// acks go with the claims (CompleteClaim) when the frontier can
 	cc, _ := s.front.(frontier.CompleteClaimer)
+	s.claiming.Store(true)
+	defer s.claiming.Store(false)
 	for ctx.Err() == nil {
 		n := want()
 		if n <= 0 {
+			// no room: the acker sends the acks meanwhile, since they
+			// free host slots that other slaves may claim
+			s.claiming.Store(false)
 			select {
 			case <-ctx.Done():
 				return
 			case <-freed:
 			}
+			s.claiming.Store(true)
 			continue
 		}
 		if n < max(2, conc/4) {

@@ -123,11 +123,15 @@ type Slave struct {
 	// token is the crawler's name in robots meta tags and X-Robots-Tag
 	// headers (robots.ProductToken of fetch.user_agent); linkOpt, the HTML
 	// handler's link extraction options: both fixed by the config
-	token         string
-	linkOpt       urlx.LinkOptions
-	done          chan struct{} // signalled when a completion is queued for the acker (wait)
-	rulesRejected atomic.Value  // version that could not be loaded (string)
-	dyn           dynLearner    // "maybe dynamic" outcomes per URL pattern
+	token   string
+	linkOpt urlx.LinkOptions
+	done    chan struct{} // signalled when a completion is queued for the acker (wait)
+	// claiming is true while the claim loop runs and is not parked with
+	// no room for a lease: it takes the acks with its next claim soon
+	// (the acker holds them: newAcker)
+	claiming      atomic.Bool
+	rulesRejected atomic.Value // version that could not be loaded (string)
+	dyn           dynLearner   // "maybe dynamic" outcomes per URL pattern
 	pub           *batcher[frontier.Event]
 
 	started  time.Time
