@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,5 +145,68 @@ func TestBatcherTakeDuringGather(t *testing.T) {
 	// lower bound only: a loaded machine can only make it later
 	if batches[0].after < gather*3/2 {
 		t.Errorf("the item queued after the take went after %v: it should wait a gather time (%v) of its own after the first one's ended", batches[0].after, gather)
+	}
+}
+
+// TestBatcherHold checks the acker's hold: while hold says the claim loop
+// will take the items, even a batch of a quarter of maxBatch or more waits
+// (up to holdMax after the last take); once hold turns false it goes
+// after one gather time; a full batch (maxBatch) always goes at once.
+func TestBatcherHold(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := &Slave{log: log, rl: ratelog.New(log, time.Minute)}
+	var mu sync.Mutex
+	var batches [][]int
+	sent := make(chan struct{}, 8)
+	b := newBatcher(s, "test", 8, 0, func(_ context.Context, batch []int) error {
+		mu.Lock()
+		batches = append(batches, batch)
+		mu.Unlock()
+		sent <- struct{}{}
+		return nil
+	})
+	var holding atomic.Bool
+	holding.Store(true)
+	b.gather, b.hold, b.holdMax = 20*time.Millisecond, holding.Load, time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.run(ctx) }()
+	defer func() { b.close(); cancel(); <-done }()
+
+	// a quarter of maxBatch, held: many gather times pass without a send
+	b.add(1)
+	b.add(2)
+	select {
+	case <-sent:
+		t.Fatal("a held batch was sent")
+	case <-time.After(300 * time.Millisecond):
+	}
+	// the claim loop took them
+	if d := cmp.Diff([]int{1, 2}, b.take(8)); d != "" {
+		t.Fatalf("take (-want +got):\n%s", d)
+	}
+	// a full batch goes although held
+	for i := range 8 {
+		b.add(10 + i)
+	}
+	select {
+	case <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a full batch was held")
+	}
+	// the claim loop parks: what is queued goes
+	holding.Store(false)
+	b.add(20)
+	select {
+	case <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a batch was held after hold turned false")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := [][]int{{10, 11, 12, 13, 14, 15, 16, 17}, {20}}
+	if d := cmp.Diff(want, batches); d != "" {
+		t.Errorf("batches (-want +got):\n%s", d)
 	}
 }
