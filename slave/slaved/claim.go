@@ -31,7 +31,8 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 	// may claim for the worker it leaves free
 	gates := newHostGates(func() { signal(freed) })
 	maxHeld := 4 * conc // leases waiting at gates included
-	ahead := claimAhead{max: conc / 2}
+	batch := claimBatch(conc)
+	ahead := claimAhead{max: conc/2 + batch, batch: batch}
 	// want is the room: free workers, and leases to claim ahead
 	want := func() int {
 		h := int(held.Load())
@@ -56,11 +57,19 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			s.claiming.Store(true)
 			continue
 		}
-		if n < max(2, conc/4) {
+		if n < batch {
 			if cc != nil {
 				// few workers are free: give others a moment to finish,
-				// so that one script acks and claims for several
-				retry.Sleep(ctx, claimGather)
+				// so that one call acks and claims for several; while the
+				// leases claimed ahead keep the workers busy, a longer
+				// moment costs no fetch
+				d := claimGather
+				if ahead.covers {
+					d = batchGather
+				}
+				if !waitFreed(ctx, freed, d, func() bool { return want() >= batch }) {
+					return
+				}
 			} else {
 				// their pages' host slots open in Redis only when their
 				// acks land: wait for the next ack (at most claimGather)
@@ -151,13 +160,33 @@ const (
 // are slow (a slow host, renders) finishes few pages a second and claims
 // none ahead: leases do not wait behind a slow page while other slaves
 // are idle.
+//
+// A slave whose workers finish a batch's worth of pages (claimBatch)
+// within aheadHold holds that many more besides (covers), so that its
+// claim loop can wait for a batch of workers to be free and claim for
+// them in one call while the leases ahead keep them busy: a slave of few
+// workers (a broad crawl's many slaves of 4) would otherwise call the
+// frontier for every page or two, and each call has a fixed cost in Redis.
 type claimAhead struct {
 	max      int
+	batch    int       // leases a claim call aims at (claimBatch)
+	covers   bool      // the batch is held ahead: the claim loop may wait for it
 	latency  float64   // seconds a claim takes
 	rate     float64   // pages finished a second
 	since    time.Time // start of the rate's current window
 	finished int64     // pages finished at since
 }
+
+// claimBatch is how many free workers a claim waits for (at most
+// batchGather, while the leases ahead cover it; else claimGather): a
+// quarter of the concurrency, at least 4, at most all of it.
+func claimBatch(conc int) int { return min(conc, max(4, conc/4)) }
+
+// aheadHold bounds the average time a lease claimed ahead for a batch
+// waits for a worker: a slave that finishes fewer than a batch in it
+// claims no batch ahead (slow pages: its leases would wait behind them
+// while other slaves are idle).
+const aheadHold = 100 * time.Millisecond
 
 // aheadWindow is the shortest time over which claimAhead measures the rate.
 const aheadWindow = 200 * time.Millisecond
@@ -180,7 +209,29 @@ func (a *claimAhead) n(finished int64) int {
 		a.rate += (float64(finished-a.finished)/dt.Seconds() - a.rate) / 2
 		a.since, a.finished = now, finished
 	}
-	return min(a.max, int(math.Round(a.rate*a.latency)))
+	k := int(math.Round(a.rate * a.latency))
+	a.covers = a.batch > 1 && a.rate*aheadHold.Seconds() >= float64(a.batch)
+	if a.covers {
+		k += a.batch
+	}
+	return min(a.max, k)
+}
+
+// waitFreed waits until ok() holds, a lease is freed again and again, for
+// at most d; false when ctx ended.
+func waitFreed(ctx context.Context, freed <-chan struct{}, d time.Duration, ok func() bool) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for !ok() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-freed:
+		}
+	}
+	return true
 }
 
 // idleWait waits after a claim that found nothing (more) ready: claiming
@@ -247,6 +298,10 @@ func (s *Slave) claim(ctx context.Context, cc frontier.CompleteClaimer, acks *ba
 // free, for more to finish (acks and claim in one script) or, with a
 // frontier that cannot do both at once, for the next ack (claimLoop).
 const claimGather = time.Millisecond
+
+// batchGather bounds how long the claim loop waits for a batch of free
+// workers while the leases it holds ahead keep them busy (claimAhead).
+const batchGather = 20 * time.Millisecond
 
 // busyGather bounds how long a claim loop that found no free host slot
 // gathers its pages' acks before it acks and claims (wait); the acker
