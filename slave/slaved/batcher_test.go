@@ -19,23 +19,11 @@ import (
 // more items and a batch of a quarter of maxBatch or more goes at once.
 func TestBatcherGather(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := &Slave{log: log, rl: ratelog.New(log, time.Minute)}
 	const gather = 2 * time.Second // far longer than the steps below take
-	var mu sync.Mutex
-	var batches [][]int
-	sent := make(chan struct{}, 8)
-	b := newBatcher(s, "test", 8, 0, func(_ context.Context, batch []int) error {
-		mu.Lock()
-		batches = append(batches, batch)
-		mu.Unlock()
-		sent <- struct{}{}
-		return nil
-	})
+	b, rec := newTestBatcher(8)
 	b.gather = gather
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); b.run(ctx) }()
+	stop := runBatcher(b)
+	sent := rec.sent
 
 	// one item waits for the gather window; two more join it
 	b.add(1)
@@ -52,13 +40,9 @@ func TestBatcherGather(t *testing.T) {
 	case <-time.After(gather / 2):
 		t.Error("a batch of maxBatch/4 waited for the gather time")
 	}
-	b.close()
-	<-done
-	cancel()
+	stop()
 	want := [][]int{{1, 2, 3}, {4, 5}}
-	mu.Lock()
-	defer mu.Unlock()
-	if d := cmp.Diff(want, batches); d != "" {
+	if d := cmp.Diff(want, rec.got()); d != "" {
 		t.Errorf("batches (-want +got):\n%s", d)
 	}
 }
@@ -89,29 +73,11 @@ func TestBatcherOnAdd(t *testing.T) {
 // slots nobody claimed, and other slaves woke to find nothing.
 func TestBatcherTakeDuringGather(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := &Slave{log: log, rl: ratelog.New(log, time.Minute)}
 	const gather = time.Second
-	type sentBatch struct {
-		items []int
-		after time.Duration // since the first add
-	}
-	var mu sync.Mutex
-	var batches []sentBatch
-	sent := make(chan struct{}, 8)
-	start := time.Now()
-	b := newBatcher(s, "test", 64, 0, func(_ context.Context, batch []int) error {
-		mu.Lock()
-		batches = append(batches, sentBatch{batch, time.Since(start)})
-		mu.Unlock()
-		sent <- struct{}{}
-		return nil
-	})
+	b, rec := newTestBatcher(64)
 	b.gather = gather
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); b.run(ctx) }()
-	defer func() { b.close(); cancel(); <-done }()
+	defer runBatcher(b)()
+	sent := rec.sent
 
 	// taken while the acker gathers, then an item the claim loop leaves:
 	// it waits a gather time from the take, not from the first add
@@ -134,17 +100,13 @@ func TestBatcherTakeDuringGather(t *testing.T) {
 	}
 	time.Sleep(gather * 5 / 2)
 
-	mu.Lock()
-	defer mu.Unlock()
-	if len(batches) != 1 {
-		t.Fatalf("sent %d batches %v, want one: [2]", len(batches), batches)
-	}
-	if d := cmp.Diff([]int{2}, batches[0].items); d != "" {
-		t.Errorf("batch (-want +got):\n%s", d)
+	batches, after := rec.got(), rec.sentAfter()
+	if d := cmp.Diff([][]int{{2}}, batches); d != "" {
+		t.Fatalf("batches (-want +got):\n%s", d)
 	}
 	// lower bound only: a loaded machine can only make it later
-	if batches[0].after < gather*3/2 {
-		t.Errorf("the item queued after the take went after %v: it should wait a gather time (%v) of its own after the first one's ended", batches[0].after, gather)
+	if after[0] < gather*3/2 {
+		t.Errorf("the item queued after the take went after %v: it should wait a gather time (%v) of its own after the first one's ended", after[0], gather)
 	}
 }
 
@@ -154,25 +116,12 @@ func TestBatcherTakeDuringGather(t *testing.T) {
 // after one gather time; a full batch (maxBatch) always goes at once.
 func TestBatcherHold(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := &Slave{log: log, rl: ratelog.New(log, time.Minute)}
-	var mu sync.Mutex
-	var batches [][]int
-	sent := make(chan struct{}, 8)
-	b := newBatcher(s, "test", 8, 0, func(_ context.Context, batch []int) error {
-		mu.Lock()
-		batches = append(batches, batch)
-		mu.Unlock()
-		sent <- struct{}{}
-		return nil
-	})
+	b, rec := newTestBatcher(8)
 	var holding atomic.Bool
 	holding.Store(true)
 	b.gather, b.hold, b.holdMax = 20*time.Millisecond, holding.Load, time.Minute
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); b.run(ctx) }()
-	defer func() { b.close(); cancel(); <-done }()
+	defer runBatcher(b)()
+	sent := rec.sent
 
 	// a quarter of maxBatch, held: many gather times pass without a send
 	b.add(1)
@@ -203,10 +152,55 @@ func TestBatcherHold(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a batch was held after hold turned false")
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	want := [][]int{{10, 11, 12, 13, 14, 15, 16, 17}, {20}}
-	if d := cmp.Diff(want, batches); d != "" {
+	if d := cmp.Diff(want, rec.got()); d != "" {
 		t.Errorf("batches (-want +got):\n%s", d)
 	}
+}
+
+// sentBatches records what a test batcher sent, and when.
+type sentBatches struct {
+	mu      sync.Mutex
+	start   time.Time
+	batches [][]int
+	after   []time.Duration // since start
+	sent    chan struct{}   // a value per batch sent
+}
+
+func (r *sentBatches) got() [][]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]int(nil), r.batches...)
+}
+
+func (r *sentBatches) sentAfter() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Duration(nil), r.after...)
+}
+
+// newTestBatcher returns a batcher of ints of maxBatch whose sends are
+// recorded.
+func newTestBatcher(maxBatch int) (*batcher[int], *sentBatches) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := &Slave{log: log, rl: ratelog.New(log, time.Minute)}
+	rec := &sentBatches{start: time.Now(), sent: make(chan struct{}, 8)}
+	b := newBatcher(s, "test", maxBatch, 0, func(_ context.Context, batch []int) error {
+		rec.mu.Lock()
+		rec.batches = append(rec.batches, batch)
+		rec.after = append(rec.after, time.Since(rec.start))
+		rec.mu.Unlock()
+		rec.sent <- struct{}{}
+		return nil
+	})
+	return b, rec
+}
+
+// runBatcher runs b until the returned stop is called (which closes it
+// and waits for run to return).
+func runBatcher(b *batcher[int]) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.run(ctx) }()
+	return func() { b.close(); cancel(); <-done }
 }
