@@ -177,10 +177,12 @@ type claimAhead struct {
 	finished int64     // pages finished at since
 }
 
-// claimBatch is how many free workers a claim waits for (at most
-// batchGather, while the leases ahead cover it; else claimGather): a
-// quarter of the concurrency, at least 4, at most all of it.
-func claimBatch(conc int) int { return min(conc, max(4, conc/4)) }
+// claimBatch is how much room (free workers and leases to hold ahead) a
+// claim waits for (at most batchGather, while the leases ahead cover it;
+// else claimGather): a quarter of the concurrency, at least 8, at most
+// twice the concurrency (a slave of 4 workers claims 8 at a time, half of
+// them held ahead while the other half fetch).
+func claimBatch(conc int) int { return min(2*conc, max(8, conc/4)) }
 
 // aheadHold bounds the average time a lease claimed ahead for a batch
 // waits for a worker: a slave that finishes fewer than a batch in it
@@ -299,9 +301,11 @@ func (s *Slave) claim(ctx context.Context, cc frontier.CompleteClaimer, acks *ba
 // frontier that cannot do both at once, for the next ack (claimLoop).
 const claimGather = time.Millisecond
 
-// batchGather bounds how long the claim loop waits for a batch of free
-// workers while the leases it holds ahead keep them busy (claimAhead).
-const batchGather = 20 * time.Millisecond
+// batchGather bounds how long the claim loop waits for a batch of room
+// while the leases it holds ahead keep its workers busy (claimAhead): a
+// slave holds a batch ahead only when its workers finish one within
+// aheadHold, so the batch is there in about that time.
+const batchGather = aheadHold
 
 // busyGather bounds how long a claim loop that found no free host slot
 // gathers its pages' acks before it acks and claims (wait); the acker
