@@ -181,8 +181,17 @@ type claimAhead struct {
 // claim waits for (at most batchGather, while the leases ahead cover it;
 // else claimGather): a quarter of the concurrency, at least 8, at most
 // twice the concurrency (a slave of 4 workers claims 8 at a time, half of
-// them held ahead while the other half fetch).
-func claimBatch(conc int) int { return min(2*conc, max(8, conc/4)) }
+// them held ahead while the other half fetch). A slave of fewer than 4
+// workers claims no batch (1): were its few workers all stuck on slow
+// pages, the leases it held ahead would wait behind them, and a page that
+// waits for the rest of the crawl would never end (TestRunBroadSmoke's
+// slaves of 1 worker and its held page).
+func claimBatch(conc int) int {
+	if conc < 4 {
+		return 1
+	}
+	return min(2*conc, max(8, conc/4))
+}
 
 // aheadHold bounds the average time a lease claimed ahead for a batch
 // waits for a worker: a slave that finishes fewer than a batch in it
