@@ -32,7 +32,11 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 	gates := newHostGates(func() { signal(freed) })
 	maxHeld := 4 * conc // leases waiting at gates included
 	batch := claimBatch(conc)
-	ahead := claimAhead{max: conc/2 + batch, batch: batch}
+	ahead := claimAhead{max: conc / 2, batch: batch}
+	if batch > 1 {
+		// room for the batch held ahead (claimAhead.covers)
+		ahead.max += batch
+	}
 	// want is the room: free workers, and leases to claim ahead
 	want := func() int {
 		h := int(held.Load())

@@ -66,20 +66,8 @@ func TestRoundTrip(t *testing.T) {
 // after it is refused.
 func TestCloseEndsConnections(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := serve(t, func(c net.Conn) { io.Copy(io.Discard, c) })
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(io.Discard, c); c.Close() }()
-		}
-	}()
 	p, err := Start(ln.Addr().String(), 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -105,20 +93,8 @@ func TestCloseEndsConnections(t *testing.T) {
 // back, the proxy forwards again.
 func TestSetDown(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := serve(t, func(c net.Conn) { io.Copy(c, c) })
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
 	p, err := Start(ln.Addr().String(), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -145,4 +121,24 @@ func TestSetDown(t *testing.T) {
 	if err := echo(); err != nil {
 		t.Errorf("after SetDown(false): %v", err)
 	}
+}
+
+// serve listens on loopback and runs handle for each connection (then
+// closes it) until the listener is closed.
+func serve(t *testing.T, handle func(net.Conn)) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { handle(c); c.Close() }()
+		}
+	}()
+	return ln
 }
