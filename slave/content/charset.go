@@ -74,12 +74,11 @@ func DecodeHTML(b *Body, contentType string) (io.Reader, Encoding, error) {
 	if b.closed.Load() && b.file != nil {
 		return nil, Encoding{}, errors.New("decode html: body is closed")
 	}
-	prefix := b.Prefix(SniffLen)
-	name, source := DetectHTML(prefix, contentType)
-	enc := Encoding{Name: name, Source: source}
+	enc := DetectBody(b, contentType)
+	name := enc.Name
 	var r io.Reader = b.NewReader()
-	if source == SourceBOM {
-		_, n := bomEncoding(prefix)
+	if enc.Source == SourceBOM {
+		_, n := bomEncoding(b.Prefix(SniffLen))
 		r = io.NewSectionReader(b.NewReader(), int64(n), b.Size()-int64(n))
 	}
 	if name == "gbk" {
@@ -92,6 +91,18 @@ func DecodeHTML(b *Body, contentType string) (io.Reader, Encoding, error) {
 		return nil, Encoding{}, fmt.Errorf("decode html as %s: %w", name, err)
 	}
 	return dr, enc, nil
+}
+
+// DetectBody decides the encoding of body b as DecodeHTML does, DetectHTML
+// over its first SniffLen bytes, without making a decoder: a caller that
+// takes a UTF-8 body's bytes as they are (a page's link extraction) need
+// not pay for a reader it does not use (two 4 KiB buffers a page).
+func DetectBody(b *Body, contentType string) Encoding {
+	if b == nil {
+		return Encoding{}
+	}
+	name, source := DetectHTML(b.Prefix(SniffLen), contentType)
+	return Encoding{Name: name, Source: source}
 }
 
 // boms are the byte order marks, as DetermineEncoding checks them.

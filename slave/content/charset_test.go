@@ -32,6 +32,10 @@ func decodeAll(t *testing.T, p []byte, contentType string, memLimit int) (string
 	if err != nil {
 		t.Fatalf("DecodeHTML: %v", err)
 	}
+	// the decision without the decoder is the same
+	if got := DetectBody(b, contentType); got != enc {
+		t.Errorf("DetectBody = %+v, DecodeHTML decided %+v", got, enc)
+	}
 	out, err := io.ReadAll(r)
 	if err != nil {
 		t.Fatalf("read decoded: %v", err)
@@ -201,6 +205,9 @@ func TestDecodeHTMLBOMAndInvalid(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("%s: decoded %q, want %q", tt.name, got, tt.want)
 		}
+	}
+	if got := DetectBody(nil, ""); got != (Encoding{}) {
+		t.Errorf("DetectBody(nil) = %+v, want none", got)
 	}
 	if _, _, err := DecodeHTML(nil, ""); err == nil {
 		t.Errorf("DecodeHTML(nil) succeeded")

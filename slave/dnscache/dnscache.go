@@ -11,8 +11,9 @@
 // Options.Server is "" (the system resolver answers them from the file, so
 // caching them would only hide edits to it). Every other name is looked up
 // in the positive cache, then in the negative cache; on a miss the A and
-// AAAA queries are sent concurrently to Options.Server over UDP, retried
-// over TCP when the answer is truncated (or, with Server "", one system
+// AAAA queries are sent together to Options.Server from one UDP socket
+// (answers told apart by their IDs), each retried over TCP when its
+// answer is truncated (or, with Server "", one system
 // resolver call is made). Concurrent lookups of one name share one
 // resolution (a hand-written singleflight), and a name's cache is checked
 // again under the same lock that registers a resolution, so a name is
@@ -127,8 +128,8 @@ type Options struct {
 	// SlowThreshold: a successful resolution slower than this marks its host
 	// slow (see the package documentation; default 2s).
 	SlowThreshold time.Duration
-	// Timeout bounds one resolution, the A and AAAA queries running
-	// concurrently under it (default 5s).
+	// Timeout bounds one resolution, the A and AAAA queries sent together
+	// under it (default 5s).
 	Timeout time.Duration
 	// MaxEntries is the capacity of each of the two caches (default
 	// 100000, ~200 bytes an entry), pinned entries aside.

@@ -130,15 +130,17 @@ type htmlHandler struct {
 func (htmlHandler) Name() string { return "html" }
 
 func (h htmlHandler) Handle(_ context.Context, d *Doc) error {
-	r, enc, err := content.DecodeHTML(d.Body, d.Header.Get("Content-Type"))
-	if err != nil {
-		return &CharsetError{Err: fmt.Errorf("decode html: %w", err)}
-	}
-	d.Charset = enc.Name
+	ct := d.Header.Get("Content-Type")
+	enc := content.DetectBody(d.Body, ct)
 	var body []byte
+	var err error
 	if enc.Name == "utf-8" && d.Body.InMemory() {
-		body, err = d.Body.Bytes() // no copy
+		body, err = d.Body.Bytes() // no copy, no decoder
 	} else {
+		var r io.Reader
+		if r, enc, err = content.DecodeHTML(d.Body, ct); err != nil {
+			return &CharsetError{Err: fmt.Errorf("decode html: %w", err)}
+		}
 		// decoded text is at most a few times the encoded size; the body
 		// itself is capped by fetch.max_body_bytes
 		body, err = io.ReadAll(io.LimitReader(r, 4*d.Body.Size()+4096))
@@ -146,6 +148,7 @@ func (h htmlHandler) Handle(_ context.Context, d *Doc) error {
 	if err != nil {
 		return fmt.Errorf("read html: %w", err)
 	}
+	d.Charset = enc.Name
 	d.Text = body
 	opt := h.s.linkOpt
 	opt.Encoding = enc.Name // queries in the page's encoding, as browsers send them
