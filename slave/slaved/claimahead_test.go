@@ -25,10 +25,11 @@ func TestClaimAhead(t *testing.T) {
 		{"slow pages", []time.Duration{3 * time.Millisecond}, 100, 0, 0, false},           // 50/s × 3 ms
 		{"capped", []time.Duration{100 * time.Millisecond}, 8000, 0, 32, false},
 		{"latency averaged", []time.Duration{40 * time.Millisecond, 0}, 2000, 0, 30, false}, // 1,000/s × (40 ms moved a quarter to 0)
-		// a broad crawl's slave of 4 workers: 110 pages/s finish 11 in aheadHold
+		// a broad crawl's slave of 4 workers: 110 pages/s finish 22 in aheadHold
 		{"batch held ahead", []time.Duration{10 * time.Millisecond}, 220, 4, 5, true}, // 110/s × 10 ms, + 4
 		{"batch capped", []time.Duration{100 * time.Millisecond}, 8000, 4, 32, true},
-		{"slow pages: no batch ahead", []time.Duration{10 * time.Millisecond}, 60, 4, 0, false}, // 30/s: 3 in aheadHold
+		{"slow pages: no batch ahead", []time.Duration{10 * time.Millisecond}, 30, 4, 0, false}, // 15/s: 3 in aheadHold
+		{"a batch from 40 pages/s", []time.Duration{10 * time.Millisecond}, 82, 8, 8, true},     // 41/s: 8 in aheadHold, + 8 (0.4 rounds to 0)
 		{"one worker: no batch", []time.Duration{10 * time.Millisecond}, 2000, 1, 10, false},
 	}
 	for _, tt := range tests {
