@@ -87,7 +87,8 @@ named hosts (h<i>.bench.test, answered by a DNS server on loopback) of
 --broad-many-concurrency fetches each, and once on --broad-narrow-hosts
 hosts with as many pages; the master is a process of this binary, the
 slaves' dns.server the loopback DNS server. It writes
-broad-<stamp>.md and broad-latest.md under --out.
+broad-<stamp>.md and broad-latest.md under --out. --broad-colly adds plain
+colly's crawls of both sites, the nearest peer's broad / narrow ratio.
 `, stdout, stderr)
 	cfgPath := f.String("config", "config.yaml", "config file")
 	hosts := f.Int("hosts", 20, "number of site hosts on 127.0.0.x")
@@ -113,6 +114,7 @@ broad-<stamp>.md and broad-latest.md under --out.
 	broadMany := f.Int("broad-many", 0, "--broad: also a run of this many slaves (0 = none)")
 	broadManyConc := f.Int("broad-many-concurrency", benchsuite.DefaultManyPerSlave, "--broad: fetches in flight per slave of the --broad-many run")
 	broadNarrow := f.Int("broad-narrow-hosts", benchsuite.DefaultNarrowHosts, "--broad: hosts of the comparison run with as many pages (-1 = none)")
+	broadColly := f.Bool("broad-colly", false, "--broad: also crawl the broad site and the comparison site with plain colly (in this process), the nearest peer's broad / narrow ratio")
 	broadIdle := f.Duration("broad-idle", benchsuite.DefaultIdleWindow, "--broad: how long the idle commands of the master and slaves waiting on one slow page are counted")
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of this process (the master, its work API and the site) to this file")
 	var sizes sizeFlags
@@ -161,7 +163,7 @@ broad-<stamp>.md and broad-latest.md under --out.
 	}
 	if *broad {
 		return broadBench(ctx, broadArgs{hosts: *broadHosts, pages: *broadPages, slaves: *broadSlaves, many: *broadMany,
-			manyConc: *broadManyConc, narrow: *broadNarrow, idle: *broadIdle, pageBytes: *pageBytes, conc: *conc,
+			manyConc: *broadManyConc, narrow: *broadNarrow, colly: *broadColly, idle: *broadIdle, pageBytes: *pageBytes, conc: *conc,
 			hostConc: *hostConc, out: dir, slaveBinary: bin}, cfg, log, stdout, stderr)
 	}
 	rep, err := benchsuite.Run(ctx, benchsuite.Options{Hosts: *hosts, PagesPerHost: *pages, PageBytes: *pageBytes,
@@ -181,6 +183,7 @@ broad-<stamp>.md and broad-latest.md under --out.
 type broadArgs struct {
 	hosts, pages, many, manyConc, narrow, pageBytes, conc, hostConc int
 	slaves, out, slaveBinary                                        string
+	colly                                                           bool
 	idle                                                            time.Duration
 }
 
@@ -208,7 +211,7 @@ func broadBench(ctx context.Context, a broadArgs, cfg *config.Config, log *slog.
 	}
 	rep, err := benchsuite.RunBroad(ctx, benchsuite.BroadOptions{Hosts: a.hosts, PagesPerHost: a.pages, PageBytes: a.pageBytes,
 		Slaves: counts, Concurrency: a.conc, Many: a.many, ManyPerSlave: a.manyConc, NarrowHosts: a.narrow,
-		HostConcurrency: a.hostConc, IdleWindow: a.idle, Config: cfg, SlaveBinary: a.slaveBinary, MasterBinary: self,
+		HostConcurrency: a.hostConc, Colly: a.colly, IdleWindow: a.idle, Config: cfg, SlaveBinary: a.slaveBinary, MasterBinary: self,
 		OutDir: a.out, Logger: log, Out: stdout})
 	if err != nil {
 		fmt.Fprintf(stderr, "master bench: %v\n", err)

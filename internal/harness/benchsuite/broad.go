@@ -65,6 +65,10 @@ type BroadOptions struct {
 	// default 20, negative = no comparison run.
 	NarrowHosts     int
 	HostConcurrency int // politeness.host_concurrency, default 4
+	// Colly adds plain colly's crawls of the broad site and of the
+	// comparison site (in this process, Concurrency fetches): the nearest
+	// peer's broad / narrow ratio of pages/s.
+	Colly bool
 	// IdleWindow is how long, once every page but the held one is done,
 	// the Redis commands of the waiting master and slaves are counted;
 	// default 5 s.
@@ -152,8 +156,12 @@ type BroadReport struct {
 	Runs         []*BroadRun
 	// Narrow is the comparison run (NarrowHosts hosts, one slave) and
 	// BroadVsNarrow the pages/s of the broad run of one slave / its.
-	Narrow                   *BroadRun
-	BroadVsNarrow            float64
+	Narrow        *BroadRun
+	BroadVsNarrow float64
+	// CollyBroad and CollyNarrow are plain colly's crawls of the same
+	// sites (Options.Colly), CollyBroadVsNarrow the ratio of their pages/s.
+	CollyBroad, CollyNarrow  *CollyBroadRun
+	CollyBroadVsNarrow       float64
 	MarkdownPath, LatestPath string
 }
 
@@ -200,7 +208,7 @@ func RunBroad(ctx context.Context, opt BroadOptions) (*BroadReport, error) {
 	now := time.Now()
 	b.stamp = now.Format("20060102-150405")
 	rep := &BroadReport{Date: now, CPUModel: cpuModel(), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
-		Options: opt, BroadVsNarrow: math.NaN()}
+		Options: opt, BroadVsNarrow: math.NaN(), CollyBroadVsNarrow: math.NaN()}
 	s, err := b.mon.Info(ctx, "server").Result()
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: redis at %s: %w", secret.URL(opt.Config.Redis.URL), err)
@@ -231,6 +239,12 @@ func RunBroad(ctx context.Context, opt BroadOptions) (*BroadReport, error) {
 		rep.Runs = append(rep.Runs, r)
 		freeMemory()
 	}
+	if opt.Colly {
+		if rep.CollyBroad, err = b.runCollyBroad(ctx, site, opt.Concurrency, opt.HostConcurrency); err != nil {
+			return nil, err
+		}
+		freeMemory()
+	}
 	site.Close()
 	if opt.NarrowHosts > 0 {
 		total := opt.Hosts * opt.PagesPerHost
@@ -248,6 +262,15 @@ func RunBroad(ctx context.Context, opt BroadOptions) (*BroadReport, error) {
 		for _, br := range rep.Runs {
 			if br.Slaves == 1 {
 				rep.BroadVsNarrow = ratio(br.PagesPerSec, r.PagesPerSec)
+			}
+		}
+		if opt.Colly {
+			freeMemory()
+			if rep.CollyNarrow, err = b.runCollyBroad(ctx, narrow, opt.Concurrency, opt.HostConcurrency); err != nil {
+				return nil, err
+			}
+			if rep.CollyBroad != nil {
+				rep.CollyBroadVsNarrow = ratio(rep.CollyBroad.PagesPerSec, rep.CollyNarrow.PagesPerSec)
 			}
 		}
 	}

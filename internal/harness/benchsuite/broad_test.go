@@ -29,7 +29,7 @@ func TestRunBroadSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	rep, err := RunBroad(ctx, BroadOptions{Hosts: 200, PagesPerHost: 2, PageBytes: 2000, Slaves: []int{1, 2},
-		Concurrency: 8, Many: 3, IdleWindow: time.Second, OutDir: dir, Config: &cfg,
+		Concurrency: 8, Many: 3, Colly: true, IdleWindow: time.Second, OutDir: dir, Config: &cfg,
 		SlaveBinary: os.Getenv("REDCRAWL_BENCH_SLAVE"), MasterBinary: os.Getenv("REDCRAWL_BENCH_MASTER"),
 		InProcess: inProcess, Out: &out})
 	if err != nil {
@@ -70,12 +70,25 @@ func TestRunBroadSmoke(t *testing.T) {
 	if !(rep.BroadVsNarrow > 0) {
 		t.Errorf("broad vs narrow %v", rep.BroadVsNarrow)
 	}
+	// plain colly crawled both sites, every page once
+	for _, c := range []*CollyBroadRun{rep.CollyBroad, rep.CollyNarrow} {
+		if c == nil {
+			t.Fatalf("colly runs %v, %v: want both", rep.CollyBroad, rep.CollyNarrow)
+		}
+		if c.Pages != 400 || c.Missing != 0 || c.Extra != 0 || c.Errors != 0 || !(c.PagesPerSec > 0) || !(c.CPUMsPerPage > 0) {
+			t.Errorf("colly, %d hosts: %+v; want 400 pages, none missing, extra or failed", c.Hosts, *c)
+		}
+	}
+	if !(rep.CollyBroadVsNarrow > 0) {
+		t.Errorf("colly broad vs narrow %v", rep.CollyBroadVsNarrow)
+	}
 	md, err := os.ReadFile(rep.LatestPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| **pages/s** |", "| claim p50 / p99, ms |", "| idle commands/s (function calls/s) |",
-		"| **all-in CPU / page, ms** |", "Pages/s at 200 hosts / at 20 hosts", "| 3 × 1 slaves × fetches |"} {
+		"| **all-in CPU / page, ms** |", "Pages/s at 200 hosts / at 20 hosts", "| 3 × 1 slaves × fetches |",
+		"Colly's pages/s at 200 hosts / at 20 hosts"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}

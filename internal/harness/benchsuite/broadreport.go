@@ -94,6 +94,18 @@ func (r *BroadReport) Markdown() string {
 		fmt.Fprintf(&b, "Pages/s at %d hosts / at %d hosts (one slave of %d, as many pages): %s.\n\n",
 			o.Hosts, o.NarrowHosts, o.Concurrency, num(r.BroadVsNarrow, 2))
 	}
+	for _, c := range []*CollyBroadRun{r.CollyBroad, r.CollyNarrow} {
+		if c != nil {
+			fmt.Fprintf(&b, "Plain colly (this process, %d fetches), %d hosts × %d: %s pages/s, %d pages (%d missing, %d extra, %d errors), this process's CPU (colly, the site, its DNS server) %s ms a page.\n",
+				o.Concurrency, c.Hosts, c.PerHost, num(c.PagesPerSec, 0), c.Pages, c.Missing, c.Extra, c.Errors, num(c.CPUMsPerPage, 3))
+		}
+	}
+	if r.CollyBroad != nil && r.CollyNarrow != nil {
+		fmt.Fprintf(&b, "Colly's pages/s at %d hosts / at %d hosts: %s.\n", r.CollyBroad.Hosts, r.CollyNarrow.Hosts, num(r.CollyBroadVsNarrow, 2))
+	}
+	if r.CollyBroad != nil || r.CollyNarrow != nil {
+		b.WriteString("\n")
+	}
 	b.WriteString(broadNotes)
 	return b.String()
 }

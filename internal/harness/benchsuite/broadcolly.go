@@ -1,0 +1,122 @@
+package benchsuite
+
+// The nearest peer on the broad bench's work: plain colly crawling the
+// same sites, so that the broad / narrow ratio of pages/s can be read
+// against what a crawler of one process makes of the same hosts.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+
+	"github.com/redcrawl/redcrawl/internal/harness/broadsite"
+)
+
+// CollyBroadRun is plain colly's crawl of one site of the broad bench.
+type CollyBroadRun struct {
+	Hosts, PerHost int
+	Pages, Errors  int64
+	Missing, Extra int // pages never fetched, fetches beyond one a page
+	Seconds        float64
+	PagesPerSec    float64
+	// CPUMsPerPage is this process's CPU a page: colly's, the site's
+	// serving and its DNS server's (an upper bound of colly's own).
+	CPUMsPerPage float64
+}
+
+// runCollyBroad crawls site with a plain colly collector: asynchronous,
+// Concurrency fetches in all (a semaphore taken in OnRequest, given back
+// in OnResponse or OnError) and HostConcurrency a host (a LimitRule a
+// host, when the site has at most maxCollyHostRules hosts: colly matches
+// its rules one by one for every request), its own revisit dedup, every
+// a[href] followed, from every host's root. Host names are resolved by
+// Go's resolver through the site's DNS server, uncached, as colly does.
+func (b *bench) runCollyBroad(ctx context.Context, site *broadsite.Site, conc, hostConc int) (*CollyBroadRun, error) {
+	so := site.Options()
+	site.ResetHits()
+	fmt.Fprintf(b.opt.Out, "broad: colly, %d hosts × %d pages, %d fetches…\n", so.Hosts, so.PagesPerHost, conc)
+	cctx, cancel := context.WithTimeoutCause(ctx, RunTimeout, fmt.Errorf("colly crawl took over %v", RunTimeout))
+	defer cancel()
+
+	dns := site.DNSAddr()
+	var d net.Dialer
+	dialer := &net.Dialer{Timeout: 10 * time.Second, Resolver: &net.Resolver{PreferGo: true,
+		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, dns)
+		}}}
+	tr := &http.Transport{DialContext: dialer.DialContext, MaxIdleConns: 4 * conc, MaxIdleConnsPerHost: hostConc,
+		IdleConnTimeout: 30 * time.Second}
+	defer tr.CloseIdleConnections()
+
+	c := colly.NewCollector(colly.Async(true), colly.IgnoreRobotsTxt(), colly.StdlibContext(cctx))
+	c.WithTransport(tr)
+	if so.Hosts <= maxCollyHostRules {
+		for i := range so.Hosts {
+			glob := site.HostName(i) + ":*" // colly matches the host with its port
+			if err := c.Limit(&colly.LimitRule{DomainGlob: glob, Parallelism: hostConc}); err != nil {
+				return nil, fmt.Errorf("benchsuite: colly limit: %w", err)
+			}
+		}
+	}
+	sem := make(chan struct{}, conc)
+	var held sync.Map // request ID → holds a slot of sem
+	release := func(r *colly.Request) {
+		if _, ok := held.LoadAndDelete(r.ID); ok {
+			<-sem
+		}
+	}
+	var pages, errs atomic.Int64
+	c.OnRequest(func(r *colly.Request) {
+		select {
+		case sem <- struct{}{}:
+			held.Store(r.ID, true)
+		case <-cctx.Done():
+			r.Abort()
+		}
+	})
+	c.OnError(func(r *colly.Response, _ error) {
+		errs.Add(1)
+		release(r.Request)
+	})
+	c.OnResponse(func(r *colly.Response) {
+		pages.Add(1)
+		release(r.Request)
+	})
+	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
+		if link := e.Request.AbsoluteURL(e.Attr("href")); link != "" {
+			e.Request.Visit(link)
+		}
+	})
+
+	cpu0 := selfCPU()
+	start := time.Now()
+	for _, seed := range site.Seeds() {
+		if err := c.Visit(seed); err != nil {
+			return nil, fmt.Errorf("benchsuite: colly: %w", err)
+		}
+	}
+	c.Wait()
+	elapsed := time.Since(start)
+	cpu := selfCPU() - cpu0
+	if cause := context.Cause(cctx); cause != nil {
+		return nil, fmt.Errorf("benchsuite: %w", cause)
+	}
+	res := &CollyBroadRun{Hosts: so.Hosts, PerHost: so.PagesPerHost, Pages: pages.Load(), Errors: errs.Load(),
+		Seconds: elapsed.Seconds()}
+	res.PagesPerSec = float64(res.Pages) / res.Seconds
+	res.CPUMsPerPage = cpu.Seconds() * 1000 / float64(max(1, res.Pages))
+	res.Missing, res.Extra, _ = site.Hits()
+	fmt.Fprintf(b.opt.Out, "broad: colly, %d hosts: %d pages in %.1fs, %.0f pages/s (%d errors, %d missing, %d extra)\n",
+		so.Hosts, res.Pages, res.Seconds, res.PagesPerSec, res.Errors, res.Missing, res.Extra)
+	return res, nil
+}
+
+// maxCollyHostRules is the most hosts colly is given a LimitRule each:
+// it matches a request's host against its rules one by one.
+const maxCollyHostRules = 1000
