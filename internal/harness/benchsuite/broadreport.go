@@ -96,7 +96,7 @@ func (r *BroadReport) Markdown() string {
 	}
 	for _, c := range []*CollyBroadRun{r.CollyBroad, r.CollyNarrow} {
 		if c != nil {
-			fmt.Fprintf(&b, "Plain colly (this process, %d fetches), %d hosts × %d: %s pages/s, %d pages (%d missing, %d extra, %d errors), this process's CPU (colly, the site, its DNS server) %s ms a page.\n",
+			fmt.Fprintf(&b, "Plain colly (this process, %d fetches), %d hosts × %d: %s pages/s (each page once), %d responses (%d pages missing, %d repeats, %d errors), this process's CPU (colly, the site, its DNS server) %s ms a page.\n",
 				o.Concurrency, c.Hosts, c.PerHost, num(c.PagesPerSec, 0), c.Pages, c.Missing, c.Extra, c.Errors, num(c.CPUMsPerPage, 3))
 		}
 	}
