@@ -40,7 +40,7 @@ test-race: test-services
 ## BenchmarkSeedMemory: Redis bytes per seeded URL at 100k and 1M seeds, ~1-2 min), and the calendar trap under the default caps;
 ## last the broad crawl (results/broad/: 50,000 named hosts × 4 pages through a DNS server on loopback, 1, 4 and 16 slaves of 64
 ## fetches in total and 100 slaves of one, against 20 hosts with as many pages: pages/s, Redis CPU and bytes a host, claim p50/p99,
-## idle commands/s, all-in CPU a page; ~15-30 min)
+## idle commands/s, all-in CPU a page; and plain colly on both sites, the peer's broad / 20-host ratio; ~20-35 min)
 bench: services build
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/collybench ./internal/harness/benchsuite/collybench
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(RELEASE_FLAGS) -o $(BIN)/arm64/slave ./slave
@@ -55,7 +55,7 @@ bench: services build
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./shared/frontier/
 	$(GO) test -run '^$$' -bench CalendarTrap -benchtime 1x ./slave/slaved/
 	$(GO) test -run '^$$' -bench . -benchmem ./shared/robots/ ./shared/urlx/ ./slave/content/ ./slave/dnscache/ ./slave/warc/ ./slave/session/ ./slave/banker/ ./shared/rules/ ./shared/extract/ ./slave/render/
-	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/broad --broad --broad-many 100
+	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/broad --broad --broad-many 100 --broad-colly
 
 ## demo: crawl a built-in demo site on loopback with a master and two slaves, then remove its crawl (needs only Redis and MariaDB;
 ## Chromium, when installed, renders the demo shop)
