@@ -68,29 +68,38 @@ func DetectHTML(prefix []byte, contentType string) (name string, source string) 
 // A byte order mark is skipped; bytes invalid in the encoding become
 // U+FFFD, so the reader yields valid UTF-8. Each call reads b from the start.
 func DecodeHTML(b *Body, contentType string) (io.Reader, Encoding, error) {
+	enc := DetectBody(b, contentType)
+	r, err := DecodeHTMLAs(b, enc)
+	if err != nil {
+		return nil, Encoding{}, err
+	}
+	return r, enc, nil
+}
+
+// DecodeHTMLAs is DecodeHTML with the encoding decided already (DetectBody),
+// so that a caller that looked at it first does not detect it twice.
+func DecodeHTMLAs(b *Body, enc Encoding) (io.Reader, error) {
 	if b == nil {
-		return nil, Encoding{}, errors.New("decode html: nil body")
+		return nil, errors.New("decode html: nil body")
 	}
 	if b.closed.Load() && b.file != nil {
-		return nil, Encoding{}, errors.New("decode html: body is closed")
+		return nil, errors.New("decode html: body is closed")
 	}
-	enc := DetectBody(b, contentType)
-	name := enc.Name
 	var r io.Reader = b.NewReader()
 	if enc.Source == SourceBOM {
 		_, n := bomEncoding(b.Prefix(SniffLen))
 		r = io.NewSectionReader(b.NewReader(), int64(n), b.Size()-int64(n))
 	}
-	if name == "gbk" {
+	if enc.Name == "gbk" {
 		// WHATWG: "GBK's decoder is gb18030's decoder"; x/text's GBK
 		// decoder rejects GB18030's four-byte sequences.
-		return transform.NewReader(r, simplifiedchinese.GB18030.NewDecoder()), enc, nil
+		return transform.NewReader(r, simplifiedchinese.GB18030.NewDecoder()), nil
 	}
-	dr, err := charset.NewReaderLabel(name, r)
+	dr, err := charset.NewReaderLabel(enc.Name, r)
 	if err != nil {
-		return nil, Encoding{}, fmt.Errorf("decode html as %s: %w", name, err)
+		return nil, fmt.Errorf("decode html as %s: %w", enc.Name, err)
 	}
-	return dr, enc, nil
+	return dr, nil
 }
 
 // DetectBody decides the encoding of body b as DecodeHTML does, DetectHTML

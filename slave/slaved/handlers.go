@@ -138,17 +138,17 @@ func (h htmlHandler) Handle(_ context.Context, d *Doc) error {
 		body, err = d.Body.Bytes() // no copy, no decoder
 	} else {
 		var r io.Reader
-		if r, enc, err = content.DecodeHTML(d.Body, ct); err != nil {
+		if r, err = content.DecodeHTMLAs(d.Body, enc); err != nil {
 			return &CharsetError{Err: fmt.Errorf("decode html: %w", err)}
 		}
 		// decoded text is at most a few times the encoded size; the body
 		// itself is capped by fetch.max_body_bytes
 		body, err = io.ReadAll(io.LimitReader(r, 4*d.Body.Size()+4096))
 	}
+	d.Charset = enc.Name
 	if err != nil {
 		return fmt.Errorf("read html: %w", err)
 	}
-	d.Charset = enc.Name
 	d.Text = body
 	opt := h.s.linkOpt
 	opt.Encoding = enc.Name // queries in the page's encoding, as browsers send them

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gocolly/colly/v2"
@@ -35,12 +33,12 @@ type CollyBroadRun struct {
 }
 
 // runCollyBroad crawls site with a plain colly collector: asynchronous,
-// Concurrency fetches in all (a semaphore taken in OnRequest, given back
-// in OnResponse or OnError) and HostConcurrency a host (a LimitRule a
-// host, when the site has at most maxCollyHostRules hosts: colly matches
-// its rules one by one for every request), its own revisit dedup, every
-// a[href] followed, from every host's root. Host names are resolved by
-// Go's resolver through the site's DNS server, uncached, as colly does.
+// conc fetches in all and every a[href] followed (collyCrawl, as runColly),
+// hostConc a host (a LimitRule a host, when the site has at most
+// maxCollyHostRules hosts: colly matches its rules one by one for every
+// request), its own revisit dedup, from every host's root. Host names are
+// resolved by Go's resolver through the site's DNS server, uncached, as
+// colly does.
 func (b *bench) runCollyBroad(ctx context.Context, site *broadsite.Site, conc, hostConc int) (*CollyBroadRun, error) {
 	so := site.Options()
 	site.ResetHits()
@@ -68,35 +66,7 @@ func (b *bench) runCollyBroad(ctx context.Context, site *broadsite.Site, conc, h
 			}
 		}
 	}
-	sem := make(chan struct{}, conc)
-	var held sync.Map // request ID → holds a slot of sem
-	release := func(r *colly.Request) {
-		if _, ok := held.LoadAndDelete(r.ID); ok {
-			<-sem
-		}
-	}
-	var pages, errs atomic.Int64
-	c.OnRequest(func(r *colly.Request) {
-		select {
-		case sem <- struct{}{}:
-			held.Store(r.ID, true)
-		case <-cctx.Done():
-			r.Abort()
-		}
-	})
-	c.OnError(func(r *colly.Response, _ error) {
-		errs.Add(1)
-		release(r.Request)
-	})
-	c.OnResponse(func(r *colly.Response) {
-		pages.Add(1)
-		release(r.Request)
-	})
-	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
-		if link := e.Request.AbsoluteURL(e.Attr("href")); link != "" {
-			e.Request.Visit(link)
-		}
-	})
+	pages, errs := collyCrawl(cctx, c, conc, nil)
 
 	cpu0 := selfCPU()
 	start := time.Now()

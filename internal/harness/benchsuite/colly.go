@@ -36,41 +36,14 @@ func (b *bench) runColly(ctx context.Context) (*CollyResult, error) {
 			return nil, fmt.Errorf("benchsuite: colly limit: %w", err)
 		}
 	}
-	sem := make(chan struct{}, b.opt.Concurrency)
-	var held sync.Map // request ID → holds a slot of sem
-	release := func(r *colly.Request) {
-		if _, ok := held.LoadAndDelete(r.ID); ok {
-			<-sem
-		}
-	}
-	var pages, errs atomic.Int64
-	c.OnRequest(func(r *colly.Request) {
-		select {
-		case sem <- struct{}{}:
-			held.Store(r.ID, true)
-		case <-cctx.Done():
-			r.Abort()
-		}
-	})
-	c.OnError(func(r *colly.Response, _ error) {
-		errs.Add(1)
-		release(r.Request)
-	})
 	var expMu sync.Mutex
 	var expAt []time.Duration // when each expected URL's response came
 	var start time.Time
-	c.OnResponse(func(r *colly.Response) {
-		pages.Add(1)
-		release(r.Request)
+	pages, errs := collyCrawl(cctx, c, b.opt.Concurrency, func(r *colly.Response) {
 		if _, ok := b.expected[r.Request.URL.String()]; ok {
 			expMu.Lock()
 			expAt = append(expAt, time.Since(start))
 			expMu.Unlock()
-		}
-	})
-	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
-		if link := e.Request.AbsoluteURL(e.Attr("href")); link != "" {
-			e.Request.Visit(link)
 		}
 	})
 
@@ -129,3 +102,45 @@ func (b *bench) runColly(ctx context.Context) (*CollyResult, error) {
 
 // pages99 is how many of n expected pages make 99% of them.
 func pages99(n int) int { return max(1, int(math.Ceil(0.99*float64(n)))) }
+
+// collyCrawl sets the callbacks the bench's colly crawls share on c:
+// conc fetches in all (a semaphore taken in OnRequest, given back in
+// OnResponse or OnError, as colly's own limits are given back once the body
+// is read; ctx ending aborts a request waiting for it) and every a[href]
+// followed. onResponse, when set, sees each response too. It returns the
+// counts of responses and of errors.
+func collyCrawl(ctx context.Context, c *colly.Collector, conc int, onResponse func(*colly.Response)) (pages, errs *atomic.Int64) {
+	sem := make(chan struct{}, conc)
+	var held sync.Map // request ID → holds a slot of sem
+	release := func(r *colly.Request) {
+		if _, ok := held.LoadAndDelete(r.ID); ok {
+			<-sem
+		}
+	}
+	pages, errs = new(atomic.Int64), new(atomic.Int64)
+	c.OnRequest(func(r *colly.Request) {
+		select {
+		case sem <- struct{}{}:
+			held.Store(r.ID, true)
+		case <-ctx.Done():
+			r.Abort()
+		}
+	})
+	c.OnError(func(r *colly.Response, _ error) {
+		errs.Add(1)
+		release(r.Request)
+	})
+	c.OnResponse(func(r *colly.Response) {
+		pages.Add(1)
+		release(r.Request)
+		if onResponse != nil {
+			onResponse(r)
+		}
+	})
+	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
+		if link := e.Request.AbsoluteURL(e.Attr("href")); link != "" {
+			e.Request.Visit(link)
+		}
+	})
+	return pages, errs
+}
