@@ -125,6 +125,8 @@ func (o Outcome) String() string {
 // Event is an encoded record for the crawl's event stream.
 type Event struct {
 	Type events.Type
+	// Data is the record's JSON, one compact value as NewEvent encodes it
+	// (the work API's client sends it as it is).
 	Data []byte
 }
 

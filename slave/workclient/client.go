@@ -114,9 +114,14 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return c.doTimeout(ctx, method, path, in, out, c.opt.Timeout)
 }
 
+// appender is a request that encodes itself (api.CompleteRequest).
+type appender interface{ AppendJSON([]byte) []byte }
+
 func (c *Client) doTimeout(ctx context.Context, method, path string, in, out any, timeout time.Duration) error {
 	var body []byte
-	if in != nil {
+	if a, ok := in.(appender); ok { // a completion: its own encoder
+		body = a.AppendJSON(make([]byte, 0, 4096))
+	} else if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
 			return fmt.Errorf("encode request: %w", err)
@@ -252,7 +257,7 @@ func (c *Client) CompleteClaim(ctx context.Context, slave string, cs []frontier.
 		req.Claim = &api.ClaimRequest{Max: min(max, 1000), Render: opts.Render}
 	}
 	var res api.CompleteResponse
-	if err := c.do(ctx, http.MethodPost, api.PathComplete, req, &res); err != nil {
+	if err := c.do(ctx, http.MethodPost, api.PathComplete, &req, &res); err != nil {
 		return nil, frontier.ClaimResult{}, fmt.Errorf("complete: %w", err)
 	}
 	if len(res.Acked) != len(cs) {

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -453,7 +454,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			fmt.Fprintf(opt.Out, "bench: round %d of %d\n", i+1, opt.Rounds)
 		}
 		var rd round
-		if rd.colly, err = b.runColly(ctx); err != nil {
+		if err = labeled(ctx, "colly", func(ctx context.Context) (err error) { rd.colly, err = b.runColly(ctx); return err }); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(opt.Out, "bench: colly: %d pages in %.1fs, %.0f pages/s; 99%% in %.2fs\n", rd.colly.Pages, rd.colly.Seconds, rd.colly.PagesPerSec, rd.colly.To99Seconds)
@@ -463,28 +464,53 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		rd.api = make([]*RunResult, len(opt.Slaves))
 		for _, k := range runOrder(len(opt.Slaves), i) {
 			n := opt.Slaves[k]
-			r, err := b.runCrawl(ctx, n, b.stock(false))
-			if err != nil {
-				return nil, err
-			}
-			r.VsColly = ratio(r.PagesPerSec, rd.colly.PagesPerSec)
-			r.VsColly99 = ratio(r.PagesPerSec99, rd.colly.PagesPerSec99)
-			rd.runs[k] = r
-			rep.VsColly[n] = append(rep.VsColly[n], r.VsColly)
-			fmt.Fprintf(opt.Out, "bench: %d slave(s): %d pages in %.1fs, %.0f pages/s (%.2f× colly); 99%% in %.2fs (%.2f× colly); finished %.2fs after the last fetch\n",
-				n, r.Pages, r.Seconds, r.PagesPerSec, r.VsColly, r.To99Seconds, r.VsColly99, r.FinishLag)
-			if opt.API {
-				freeMemory()
-				ra, err := b.runCrawl(ctx, n, b.stock(true))
+			var r, ra *RunResult
+			direct := func() error {
+				err := labeled(ctx, fmt.Sprintf("direct-%d", n), func(ctx context.Context) (err error) { r, err = b.runCrawl(ctx, n, b.stock(false)); return err })
 				if err != nil {
-					return nil, err
+					return err
+				}
+				r.VsColly = ratio(r.PagesPerSec, rd.colly.PagesPerSec)
+				r.VsColly99 = ratio(r.PagesPerSec99, rd.colly.PagesPerSec99)
+				fmt.Fprintf(opt.Out, "bench: %d slave(s): %d pages in %.1fs, %.0f pages/s (%.2f× colly); 99%% in %.2fs (%.2f× colly); finished %.2fs after the last fetch\n",
+					n, r.Pages, r.Seconds, r.PagesPerSec, r.VsColly, r.To99Seconds, r.VsColly99, r.FinishLag)
+				return nil
+			}
+			api := func() error {
+				err := labeled(ctx, fmt.Sprintf("api-%d", n), func(ctx context.Context) (err error) { ra, err = b.runCrawl(ctx, n, b.stock(true)); return err })
+				if err != nil {
+					return err
 				}
 				ra.VsColly = ratio(ra.PagesPerSec, rd.colly.PagesPerSec)
 				ra.VsColly99 = ratio(ra.PagesPerSec99, rd.colly.PagesPerSec99)
+				fmt.Fprintf(opt.Out, "bench: %d slave(s) of the work API: %d pages in %.1fs, %.0f pages/s; %.2f requests a page, %.2f ms a claim at the master\n",
+					n, ra.Pages, ra.Seconds, ra.PagesPerSec, ra.APIRequestsPerPage, ra.APIClaimMs)
+				return nil
+			}
+			// the API's crawl runs after the direct one in even rounds and
+			// before it in odd ones, so that neither always gets the
+			// machine as the other left it
+			steps := []func() error{direct}
+			if opt.API {
+				steps = append(steps, api)
+				if i%2 == 1 {
+					steps[0], steps[1] = api, direct
+				}
+			}
+			for j, step := range steps {
+				if j > 0 {
+					freeMemory()
+				}
+				if err := step(); err != nil {
+					return nil, err
+				}
+			}
+			rd.runs[k] = r
+			rep.VsColly[n] = append(rep.VsColly[n], r.VsColly)
+			if opt.API {
 				rd.api[k] = ra
 				rep.APIVsDirect[n] = append(rep.APIVsDirect[n], ratio(ra.PagesPerSec, r.PagesPerSec))
-				fmt.Fprintf(opt.Out, "bench: %d slave(s) of the work API: %d pages in %.1fs, %.0f pages/s (%.2f× direct); %.1f requests a page, %.2f ms a claim at the master\n",
-					n, ra.Pages, ra.Seconds, ra.PagesPerSec, ratio(ra.PagesPerSec, r.PagesPerSec), ra.APIRequestsPerPage, ra.APIClaimMs)
+				fmt.Fprintf(opt.Out, "bench: %d slave(s): work API / direct %.2f\n", n, ratio(ra.PagesPerSec, r.PagesPerSec))
 			}
 			switch n {
 			case 1:
@@ -652,4 +678,14 @@ func ramp(times []time.Duration) float64 {
 		}
 	}
 	return math.NaN()
+}
+
+// labeled runs f with the CPU profile label run=name (--cpuprofile): the
+// goroutines the run starts (the master, its work API, colly) inherit it,
+// so that "go tool pprof -tagfocus run=api-1" shows one run's share of the
+// process; the site's serving, started before, has no label.
+func labeled(ctx context.Context, name string, f func(context.Context) error) error {
+	var err error
+	pprof.Do(ctx, pprof.Labels("run", name), func(ctx context.Context) { err = f(ctx) })
+	return err
 }

@@ -335,7 +335,7 @@ func fmtList(xs []float64) string {
 // apiMarkdown renders the comparison of work API slaves with direct ones.
 func (r *Report) apiMarkdown(sb *strings.Builder) {
 	sb.WriteString("## Slaves of the work API\n\n")
-	sb.WriteString("Each slave count crawled again right after its direct crawl, with slaves of the master's work API " +
+	sb.WriteString("Each slave count crawled again, after its direct crawl in even rounds and before it in odd ones, with slaves of the master's work API " +
 		"(HTTP/2 over TLS on loopback, a token each, no Redis or MySQL address): the master runs the frontier's functions for them. " +
 		"Each column is the round with the median API/direct ratio.\n\n")
 	var cols []string
@@ -352,6 +352,8 @@ func (r *Report) apiMarkdown(sb *strings.Builder) {
 	}
 	row("pages/s", func(x *RunResult) string { return fmtF(x.PagesPerSec, 0) })
 	row("pages/s to 99% of the site", func(x *RunResult) string { return fmtF(x.PagesPerSec99, 0) })
+	row("seeding → first fetch, s", func(x *RunResult) string { return fmtF(x.FirstFetch, 2) })
+	row("first fetch → 90% of the median rate (100 ms bins), s", func(x *RunResult) string { return fmtF(x.RampSeconds, 1) })
 	row("CPU s / 1,000 pages, slaves' own", func(x *RunResult) string { return fmtF(x.SlaveCPUPer1k, 2) })
 	row("CPU s / 1,000 pages, this process (master, site)", func(x *RunResult) string { return fmtF(x.ProcessCPUPer1k, 2) })
 	row("Redis CPU s / 1,000 pages", func(x *RunResult) string { return fmtF(x.RedisCPUPer1k, 3) })
