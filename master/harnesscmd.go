@@ -104,7 +104,7 @@ colly's crawls of both sites, the nearest peer's broad / narrow ratio.
 	apiLatency := f.Duration("api-latency", 0, "--api: the round trip put between the work API's slaves and the master (a delaying proxy), as if they ran at a distance")
 	failing := f.Int("failing-hosts", 0, "hosts with one URL that always answers 503 with Retry-After: 2")
 	rounds := f.Int("rounds", 1, "repeat colly and every slave count this many times; report the median round")
-	withAPI := f.Bool("api", false, "also crawl each slave count with slaves of the work API, after the direct ones in even rounds and before them in odd ones")
+	withAPI := f.Bool("api", false, "also crawl each slave count with slaves of the work API, after the direct ones in odd rounds (the first, the third, …) and before them in even ones")
 	collyBinary := f.String("colly-slave-binary", "", "a colly-callback slave program (internal/harness/benchsuite/collybench), run as the slave binary is")
 	collyCounts := f.String("colly-slave-counts", "1", "slave counts of the colly-callback crawls")
 	broad := f.Bool("broad", false, "run the broad-crawl benchmark (many named hosts, few pages each) instead")

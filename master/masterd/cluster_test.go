@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -132,11 +133,16 @@ func runMaster(t *testing.T, cfg *config.Config) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := masterd.New(cfg, masterd.Options{ExitWhenDone: true, Logger: testLogger(t)}).Run(ctx); err != nil {
+	var finished atomic.Int32
+	opt := masterd.Options{ExitWhenDone: true, Logger: testLogger(t), Finished: func() { finished.Add(1) }}
+	if err := masterd.New(cfg, opt).Run(ctx); err != nil {
 		t.Fatalf("master: %v", err)
 	}
 	if ctx.Err() != nil {
 		t.Fatal("crawl did not finish in 3 minutes")
+	}
+	if n := finished.Load(); n != 1 {
+		t.Errorf("Options.Finished was called %d times, want once", n)
 	}
 }
 

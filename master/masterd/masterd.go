@@ -57,6 +57,11 @@ type Options struct {
 	// APIServed, when set, is told of every work API request answered
 	// (but the watches): its path and the time taken (master bench).
 	APIServed func(path string, d time.Duration)
+	// Finished, when set, is called once the crawl is declared finished,
+	// before a master that exits when done keeps its work API up for the
+	// slaves (master bench reads its CPU figures there and stops its
+	// slaves).
+	Finished func()
 	// AdminReady, when set, is called with the admin server's address once
 	// it listens (admin.listen may pick a free port with :0).
 	AdminReady func(addr string)
@@ -217,6 +222,9 @@ func (m *Master) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case <-fin.finished:
+		if m.opt.Finished != nil {
+			m.opt.Finished()
+		}
 		if !m.opt.ExitWhenDone {
 			<-ctx.Done()
 		} else if m.cfg.API.Listen != "" {

@@ -464,44 +464,46 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		rd.api = make([]*RunResult, len(opt.Slaves))
 		for _, k := range runOrder(len(opt.Slaves), i) {
 			n := opt.Slaves[k]
+			// crawl runs the direct crawl (api false, into r) or the work
+			// API's (into ra)
 			var r, ra *RunResult
-			direct := func() error {
-				err := labeled(ctx, fmt.Sprintf("direct-%d", n), func(ctx context.Context) (err error) { r, err = b.runCrawl(ctx, n, b.stock(false)); return err })
+			crawl := func(api bool) error {
+				name, dst := "direct", &r
+				if api {
+					name, dst = "api", &ra
+				}
+				var x *RunResult
+				err := labeled(ctx, fmt.Sprintf("%s-%d", name, n), func(ctx context.Context) (err error) { x, err = b.runCrawl(ctx, n, b.stock(api)); return err })
 				if err != nil {
 					return err
 				}
-				r.VsColly = ratio(r.PagesPerSec, rd.colly.PagesPerSec)
-				r.VsColly99 = ratio(r.PagesPerSec99, rd.colly.PagesPerSec99)
-				fmt.Fprintf(opt.Out, "bench: %d slave(s): %d pages in %.1fs, %.0f pages/s (%.2f× colly); 99%% in %.2fs (%.2f× colly); finished %.2fs after the last fetch\n",
-					n, r.Pages, r.Seconds, r.PagesPerSec, r.VsColly, r.To99Seconds, r.VsColly99, r.FinishLag)
-				return nil
-			}
-			api := func() error {
-				err := labeled(ctx, fmt.Sprintf("api-%d", n), func(ctx context.Context) (err error) { ra, err = b.runCrawl(ctx, n, b.stock(true)); return err })
-				if err != nil {
-					return err
+				x.VsColly = ratio(x.PagesPerSec, rd.colly.PagesPerSec)
+				x.VsColly99 = ratio(x.PagesPerSec99, rd.colly.PagesPerSec99)
+				*dst = x
+				if api {
+					fmt.Fprintf(opt.Out, "bench: %d slave(s) of the work API: %d pages in %.1fs, %.0f pages/s; %.2f requests a page, %.2f ms a claim at the master\n",
+						n, x.Pages, x.Seconds, x.PagesPerSec, x.APIRequestsPerPage, x.APIClaimMs)
+				} else {
+					fmt.Fprintf(opt.Out, "bench: %d slave(s): %d pages in %.1fs, %.0f pages/s (%.2f× colly); 99%% in %.2fs (%.2f× colly); finished %.2fs after the last fetch\n",
+						n, x.Pages, x.Seconds, x.PagesPerSec, x.VsColly, x.To99Seconds, x.VsColly99, x.FinishLag)
 				}
-				ra.VsColly = ratio(ra.PagesPerSec, rd.colly.PagesPerSec)
-				ra.VsColly99 = ratio(ra.PagesPerSec99, rd.colly.PagesPerSec99)
-				fmt.Fprintf(opt.Out, "bench: %d slave(s) of the work API: %d pages in %.1fs, %.0f pages/s; %.2f requests a page, %.2f ms a claim at the master\n",
-					n, ra.Pages, ra.Seconds, ra.PagesPerSec, ra.APIRequestsPerPage, ra.APIClaimMs)
 				return nil
 			}
-			// the API's crawl runs after the direct one in even rounds and
-			// before it in odd ones, so that neither always gets the
-			// machine as the other left it
-			steps := []func() error{direct}
+			// the API's crawl runs after the direct one in odd rounds (the
+			// first, the third, …) and before it in even ones, so that
+			// neither always gets the machine as the other left it
+			steps := []bool{false}
 			if opt.API {
-				steps = append(steps, api)
+				steps = append(steps, true)
 				if i%2 == 1 {
-					steps[0], steps[1] = api, direct
+					steps = []bool{true, false}
 				}
 			}
-			for j, step := range steps {
+			for j, api := range steps {
 				if j > 0 {
 					freeMemory()
 				}
-				if err := step(); err != nil {
+				if err := crawl(api); err != nil {
 					return nil, err
 				}
 			}

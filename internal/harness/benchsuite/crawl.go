@@ -85,6 +85,7 @@ func (b *bench) crawlConfig(slaves int, api bool) (config.Config, error) {
 // slaveSet is the slaves of one crawl: in this process (Options.InProcess)
 // or processes of Options.SlaveBinary.
 type slaveSet struct {
+	once   sync.Once // stop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	procs  *slaveproc.Set
@@ -150,15 +151,18 @@ func (b *bench) startSlaves(cfg *config.Config, ids []string, prog slaveProgram,
 	return ss, nil
 }
 
+// stop stops the slaves; it may be called again.
 func (ss *slaveSet) stop() {
-	if ss.procs != nil {
-		ss.procs.Stop()
-	}
-	ss.cancel()
-	ss.wg.Wait()
-	if ss.proxy != nil {
-		ss.proxy.Close()
-	}
+	ss.once.Do(func() {
+		if ss.procs != nil {
+			ss.procs.Stop()
+		}
+		ss.cancel()
+		ss.wg.Wait()
+		if ss.proxy != nil {
+			ss.proxy.Close()
+		}
+	})
 }
 
 // rss returns the largest VmRSS of the subprocesses now, or 0.
@@ -312,8 +316,39 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 	go func() { defer swg.Done(); smp.run(sctx) }()
 	defer func() { stopSampler(); swg.Wait() }()
 
+	// the figures are read when the master declares the crawl finished,
+	// before a master of API slaves keeps its API up for them to leave;
+	// those are then stopped, as direct ones are once the master is gone
+	var (
+		readOnce       sync.Once
+		masterEnd      time.Time
+		slaveCPU, cpu1 time.Duration
+		my1, slaveRSS  = time.Duration(-1), int64(-1)
+		info1          redisInfo
+		ierr           = errors.New("the crawl's end was never read")
+		mon1           int64
+		read           = func() {
+			readOnce.Do(func() {
+				masterEnd = time.Now()
+				if ss != nil {
+					slaveCPU, slaveRSS = ss.usage()
+				}
+				cpu1 = selfCPU()
+				my1 = sumCPU(myPids)
+				stopSampler()
+				swg.Wait()
+				info1, ierr = readInfo(ctx, b.mon)
+				mon1 = b.monHook.Cmds.Load()
+			})
+		}
+	)
+	mopt.Finished = func() {
+		read()
+		if api && ss != nil {
+			ss.stop()
+		}
+	}
 	merr := masterd.New(&cfg, mopt).Run(mctx)
-	masterEnd := time.Now()
 	select {
 	case <-apiUp:
 	default:
@@ -325,13 +360,7 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 		}
 		return nil, fmt.Errorf("benchsuite: master: %w", merr)
 	}
-	slaveCPU, slaveRSS := ss.usage()
-	cpu1 := selfCPU()
-	my1 := sumCPU(myPids)
-	stopSampler()
-	swg.Wait()
-	info1, ierr := readInfo(ctx, b.mon)
-	mon1 := b.monHook.Cmds.Load()
+	read()
 	ss.stop()
 	if merr != nil {
 		return nil, fmt.Errorf("benchsuite: master: %w", merr)
