@@ -307,3 +307,59 @@ func TestKinds(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodePage times the sink's decoding of a page event as a
+// slave writes one.
+//
+//	go test -run '^$' -bench DecodePage -benchmem ./shared/events/
+func BenchmarkDecodePage(b *testing.B) {
+	_, data, err := Encode(&Page{Crawl: "bench", URL: "http://h01.bench.test/page/37", FinalURL: "http://h01.bench.test/page/37",
+		Status: 200, ContentType: "text/html; charset=utf-8", Bytes: 15003, Depth: 1, FetchedAt: 1795403045380, Slave: "bench-s1",
+		ContentHash: "1f092cb6a1c5abf3be4b41362a91211374eb9a0c", DurationMS: 7, Links: 8, Charset: "utf-8", Proxy: "direct",
+		Handler: "html", Checksum: "1e1317a5bac7e063"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for range b.N {
+		if _, err := Decode("1-1", TypePage, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzDecode feeds Decode what a slave or a function could write to a
+// stream: it never panics, and what encoding/json reads it reads the same.
+func FuzzDecode(f *testing.F) {
+	f.Add(`{"crawl":"c","url":"http://a.test/","status":200,"fetched_at":1700000000123,"slave":"s1"}`)
+	f.Add(`{"Crawl":"c","URL":"x","url":"y","status":1e3,"links":-1}`)
+	f.Add(`{"crawl":"\xff\u00e9","data":{"a":[1,2]},"item":"p","fetched_at":null}`)
+	f.Fuzz(func(t *testing.T, data string) {
+		for _, typ := range []Type{TypePage, TypeItem, TypeException} {
+			got, err := Decode("1-1", typ, []byte(data))
+			want := Envelope{ID: "1-1", Type: typ}
+			var target any
+			switch typ {
+			case TypePage:
+				want.Page = new(Page)
+				target = want.Page
+			case TypeItem:
+				want.Item = new(Item)
+				target = want.Item
+			default:
+				want.Exception = new(Exception)
+				target = want.Exception
+			}
+			werr := json.Unmarshal([]byte(data), target)
+			if werr != nil || err != nil {
+				if (werr == nil) != (err == nil) && werr == nil {
+					t.Fatalf("%s %q: encoding/json reads it, Decode: %v", typ, data, err)
+				}
+				continue
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("%s %q (-encoding/json +Decode):\n%s", typ, data, d)
+			}
+		}
+	})
+}
