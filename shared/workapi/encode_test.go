@@ -3,6 +3,7 @@ package workapi
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -84,4 +85,48 @@ func FuzzAppendJSON(f *testing.F) {
 			t.Fatalf("AppendJSON:\n%q\nencoding/json:\n%q", got, want)
 		}
 	})
+}
+
+// TestAppendJSONEveryField fills every field of a completion, however
+// deep, so that a field added to these types and not to AppendJSON fails
+// here rather than vanish from what slaves send.
+func TestAppendJSONEveryField(t *testing.T) {
+	var req CompleteRequest
+	fill(reflect.ValueOf(&req).Elem())
+	if req.Claim == nil || len(req.Completions) == 0 || len(req.Completions[0].Links) == 0 || req.Completions[0].Links[0].LastMod == 0 {
+		t.Fatalf("fill left fields empty: %+v", req)
+	}
+	if got, want := req.AppendJSON(nil), marshalPlain(t, req); !bytes.Equal(got, want) {
+		t.Errorf("AppendJSON misses a field:\n%s\nencoding/json:\n%s", got, want)
+	}
+}
+
+// fill sets every field of v to a value other than its zero: one element
+// for a slice, a filled value for a pointer, a small JSON object for raw
+// JSON.
+func fill(v reflect.Value) {
+	if v.Type() == reflect.TypeFor[json.RawMessage]() {
+		v.SetBytes([]byte(`{"k":1}`))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("s<&>" + v.Type().Name())
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem())
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0))
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fill(v.Field(i))
+		}
+	default:
+		panic("fill: a field of kind " + v.Kind().String() + ": teach fill and AppendJSON")
+	}
 }
