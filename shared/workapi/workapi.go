@@ -245,8 +245,9 @@ type Error struct {
 // the master beyond the frontier's own work. They are read as
 // encoding/json reads them, but for member names, which must be spelt as
 // the types' tags spell them: invalid UTF-8 becomes U+FFFD, a repeated
-// member's last value wins, an unknown member is ignored. Bodies are still
-// encoded by encoding/json, which is the faster of the two at writing them.
+// member's last value wins, an unknown member is ignored. Bodies are
+// encoded by encoding/json, the faster of the two at writing them, but a
+// slave's completions, which encode themselves (CompleteRequest.AppendJSON).
 func Decode(r io.Reader, limit int64, v any) error {
 	lr := &io.LimitedReader{R: r, N: limit + 1}
 	err := jsonv2.UnmarshalRead(lr, v, decodeOpts)
