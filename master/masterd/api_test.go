@@ -30,13 +30,13 @@ import (
 // for the slave, the masters' CA, and no Redis or MySQL it could reach
 // (its redis.url and mysql.dsn point at closed ports).
 type apiSlaves struct {
-	t     *testing.T
+	t     testing.TB
 	cfg   *config.Config
 	certs testcert.Files
 	dir   string
 }
 
-func withAPI(t *testing.T, cfg *config.Config) *apiSlaves {
+func withAPI(t testing.TB, cfg *config.Config) *apiSlaves {
 	t.Helper()
 	dir := t.TempDir()
 	certs := testcert.Write(t, dir)

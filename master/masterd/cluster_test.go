@@ -77,7 +77,7 @@ func deleteCrawl(cfg config.Config) {
 	testutil.DeleteCrawl(context.Background(), rdb, cfg.Crawl.Name)
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -110,7 +110,7 @@ type slaveHandle struct {
 	done   chan struct{}
 }
 
-func startSlave(t *testing.T, cfg *config.Config, id string) *slaveHandle {
+func startSlave(t testing.TB, cfg *config.Config, id string) *slaveHandle {
 	t.Helper()
 	s, err := slaved.New(cfg, slaved.Options{ID: id, Logger: testLogger(t)})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,12 +39,37 @@ import (
 //	go test -run '^$' -bench Idle -benchtime 1x -v ./master/masterd/
 func BenchmarkIdle(b *testing.B) {
 	for range b.N {
-		cmds, fcalls, wakes := runIdleBench(b)
-		b.ReportMetric(cmds, "idle-cmds/s")
-		b.ReportMetric(fcalls, "idle-fcalls/s")
-		b.ReportMetric(pct(wakes, 50), "wake-p50-ms")
-		b.ReportMetric(pct(wakes, 99), "wake-p99-ms")
+		r := runIdleBench(b, false)
+		b.ReportMetric(r.cmds, "idle-cmds/s")
+		b.ReportMetric(r.fcalls, "idle-fcalls/s")
+		b.ReportMetric(pct(r.wakes, 50), "wake-p50-ms")
+		b.ReportMetric(pct(r.wakes, 99), "wake-p99-ms")
 	}
+}
+
+// BenchmarkIdleAPI is BenchmarkIdle with the 4 slaves of the work API:
+// what they cost the master (its API requests a second, the watches
+// left out) and Redis (the commands the master runs for them) while they
+// wait, and how soon a seed reaches them.
+//
+//	go test -run '^$' -bench 'IdleAPI$' -benchtime 1x -v ./master/masterd/
+func BenchmarkIdleAPI(b *testing.B) {
+	for range b.N {
+		r := runIdleBench(b, true)
+		b.ReportMetric(r.cmds, "idle-cmds/s")
+		b.ReportMetric(r.fcalls, "idle-fcalls/s")
+		b.ReportMetric(r.requests, "idle-api-requests/s")
+		b.ReportMetric(pct(r.wakes, 50), "wake-p50-ms")
+		b.ReportMetric(pct(r.wakes, 99), "wake-p99-ms")
+	}
+}
+
+// idleResult is what runIdleBench measured: Redis commands and function
+// calls a second while every slave waits, the work API's requests a
+// second (API slaves), and each seed's time to its fetch, ms.
+type idleResult struct {
+	cmds, fcalls, requests float64
+	wakes                  []float64
 }
 
 // pct is the p-th percentile of ms values (nearest rank).
@@ -107,7 +133,7 @@ func redisCalls(ctx context.Context, rdb *redis.Client) (calls, fcalls int64, er
 	return calls, fcalls, nil
 }
 
-func runIdleBench(b *testing.B) (cmdsPerSec, fcalls float64, wakes []float64) {
+func runIdleBench(b *testing.B, api bool) (r idleResult) {
 	b.Helper()
 	ctx := context.Background()
 	srv := testutil.StartRedis(b, nil)
@@ -142,18 +168,30 @@ func runIdleBench(b *testing.B) (cmdsPerSec, fcalls float64, wakes []float64) {
 		b.Fatal(err)
 	}
 
+	var apiSl *apiSlaves
+	var requests atomic.Int64
+	mopt := masterd.Options{Logger: discardLogger()}
+	if api {
+		apiSl = withAPI(b, &cfg)
+		mopt.APIServed = func(string, time.Duration) { requests.Add(1) }
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := masterd.New(&cfg, masterd.Options{Logger: discardLogger()}).Run(runCtx); err != nil && runCtx.Err() == nil {
+		if err := masterd.New(&cfg, mopt).Run(runCtx); err != nil && runCtx.Err() == nil {
 			b.Errorf("master: %v", err)
 		}
 	}()
 	for i := range 4 {
-		s, err := slaved.New(&cfg, slaved.Options{ID: fmt.Sprintf("idle-%d", i), Logger: discardLogger()})
+		id := fmt.Sprintf("idle-%d", i)
+		scfg := &cfg
+		if api {
+			scfg = apiSl.config(id)
+		}
+		s, err := slaved.New(scfg, slaved.Options{ID: id, Logger: discardLogger()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -193,14 +231,17 @@ func runIdleBench(b *testing.B) (cmdsPerSec, fcalls float64, wakes []float64) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	q0 := requests.Load()
 	time.Sleep(window)
 	c1, k1, err := redisCalls(ctx, rdb)
 	if err != nil {
 		b.Fatal(err)
 	}
+	q1 := requests.Load()
 	// the benchmark's own: one CommandStats INFO (left out) and one INFO stats
-	cmdsPerSec = float64(c1-c0-1) / window.Seconds()
-	fcalls = float64(k1-k0) / window.Seconds()
+	r.cmds = float64(c1-c0-1) / window.Seconds()
+	r.fcalls = float64(k1-k0) / window.Seconds()
+	r.requests = float64(q1-q0) / window.Seconds()
 	if testing.Verbose() {
 		cs1, _ := testutil.CommandStats(ctx, rdb)
 		var parts []string
@@ -224,12 +265,12 @@ func runIdleBench(b *testing.B) (cmdsPerSec, fcalls float64, wakes []float64) {
 		site.mu.Lock()
 		hit := site.hits[path]
 		site.mu.Unlock()
-		wakes = append(wakes, float64(hit.Sub(at).Microseconds())/1000)
+		r.wakes = append(r.wakes, float64(hit.Sub(at).Microseconds())/1000)
 		if testing.Verbose() {
-			b.Logf("seed %d fetched after %.1f ms", i, wakes[len(wakes)-1])
+			b.Logf("seed %d fetched after %.1f ms", i, r.wakes[len(r.wakes)-1])
 		}
 		// its ack lands and every slave waits again
 		time.Sleep(300 * time.Millisecond)
 	}
-	return cmdsPerSec, fcalls, wakes
+	return r
 }
