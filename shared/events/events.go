@@ -6,6 +6,7 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"

@@ -464,22 +464,19 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		rd.api = make([]*RunResult, len(opt.Slaves))
 		for _, k := range runOrder(len(opt.Slaves), i) {
 			n := opt.Slaves[k]
-			// crawl runs the direct crawl (api false, into r) or the work
-			// API's (into ra)
-			var r, ra *RunResult
-			crawl := func(api bool) error {
-				name, dst := "direct", &r
+			// crawl runs the direct crawl or the work API's
+			crawl := func(api bool) (*RunResult, error) {
+				name := "direct"
 				if api {
-					name, dst = "api", &ra
+					name = "api"
 				}
 				var x *RunResult
 				err := labeled(ctx, fmt.Sprintf("%s-%d", name, n), func(ctx context.Context) (err error) { x, err = b.runCrawl(ctx, n, b.stock(api)); return err })
 				if err != nil {
-					return err
+					return nil, err
 				}
 				x.VsColly = ratio(x.PagesPerSec, rd.colly.PagesPerSec)
 				x.VsColly99 = ratio(x.PagesPerSec99, rd.colly.PagesPerSec99)
-				*dst = x
 				if api {
 					fmt.Fprintf(opt.Out, "bench: %d slave(s) of the work API: %d pages in %.1fs, %.0f pages/s; %.2f requests a page, %.2f ms a claim at the master\n",
 						n, x.Pages, x.Seconds, x.PagesPerSec, x.APIRequestsPerPage, x.APIClaimMs)
@@ -487,24 +484,31 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 					fmt.Fprintf(opt.Out, "bench: %d slave(s): %d pages in %.1fs, %.0f pages/s (%.2f× colly); 99%% in %.2fs (%.2f× colly); finished %.2fs after the last fetch\n",
 						n, x.Pages, x.Seconds, x.PagesPerSec, x.VsColly, x.To99Seconds, x.VsColly99, x.FinishLag)
 				}
-				return nil
+				return x, nil
 			}
 			// the API's crawl runs after the direct one in odd rounds (the
 			// first, the third, …) and before it in even ones, so that
 			// neither always gets the machine as the other left it
 			steps := []bool{false}
-			if opt.API {
-				steps = append(steps, true)
-				if i%2 == 1 {
-					steps = []bool{true, false}
-				}
+			switch {
+			case opt.API && i%2 == 1:
+				steps = []bool{true, false}
+			case opt.API:
+				steps = []bool{false, true}
 			}
+			var r, ra *RunResult
 			for j, api := range steps {
 				if j > 0 {
 					freeMemory()
 				}
-				if err := crawl(api); err != nil {
+				x, err := crawl(api)
+				if err != nil {
 					return nil, err
+				}
+				if api {
+					ra = x
+				} else {
+					r = x
 				}
 			}
 			rd.runs[k] = r

@@ -320,14 +320,13 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 	// before a master of API slaves keeps its API up for them to leave;
 	// those are then stopped, as direct ones are once the master is gone
 	var (
-		readOnce       sync.Once
-		masterEnd      time.Time
-		slaveCPU, cpu1 time.Duration
-		my1, slaveRSS  = time.Duration(-1), int64(-1)
-		info1          redisInfo
-		ierr           = errors.New("the crawl's end was never read")
-		mon1           int64
-		read           = func() {
+		readOnce            sync.Once
+		masterEnd           time.Time
+		slaveCPU, cpu1, my1 time.Duration
+		slaveRSS, mon1      int64
+		info1               redisInfo
+		ierr                error
+		read                = func() {
 			readOnce.Do(func() {
 				masterEnd = time.Now()
 				if ss != nil {
