@@ -26,21 +26,32 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
+// GCPercent is the collector's pace (GOGC) under the automatic limit:
+// a collection when the heap has grown by twice what is live, unless the
+// limit comes first. For a slave of few hosts the limit comes first (its
+// RSS stays under 40 MB as with GOGC 100); a broad crawl keeps 30 MB and
+// more live (its hosts' DNS entries, sessions, connections) and allocates
+// some 70 KB a page, and at GOGC 100 its collector marked that live heap
+// ten times a second: a fifth of the slave's CPU (master bench --broad,
+// docs/benchmarks.md). At 200 it collects half as often.
+const GCPercent = 200
+
 // Want is the limit for a live heap of live bytes and other bytes of Go
 // memory that are not heap (stacks, the runtime's own): base, or what is
 // live plus room for the garbage between two collections when that is
 // more. The room is a quarter of base while the live heap is at most half
 // of base: a slave of few hosts (10 MiB live, 10 other at 64 fetches in
 // flight) stays at the base, which holds its RSS under 40 MB. Past that
-// the room grows twice as fast as the live heap until it equals it, what
-// GOGC 100 gives: the collector's work grows with the live heap, and a
-// broad crawl's heap grows with its hosts (DNS entries, sessions,
-// connections). With half the live heap as room, an earlier choice, a
-// broad crawl's collector took a quarter of the slave's CPU.
+// the room grows four times as fast as the live heap until it is twice
+// the live heap, what GCPercent gives: the collector's work grows with
+// the live heap, and a broad crawl's heap grows with its hosts (DNS
+// entries, sessions, connections). With half the live heap as room, an
+// earlier choice, a broad crawl's collector took a quarter of the slave's
+// CPU; with the live heap (GOGC 100), a fifth.
 func Want(base int64, live, other uint64) int64 {
 	room := base / 4
 	if over := int64(live) - base/2; over > 0 {
-		room = max(room, min(int64(live), base/4+2*over))
+		room = max(room, min(2*int64(live), base/4+4*over))
 	}
 	return max(base, int64(live+other)+room)
 }
@@ -93,8 +104,8 @@ func Follow(ctx context.Context, base int64, opt Options) {
 // Apply sets the process's soft memory limit from cfg, unless GOMEMLIMIT
 // is set: slave.memory_limit when the config sets one; the automatic
 // limit (config.SlaveMemoryLimit), followed as the live heap grows
-// (Follow, in a goroutine that ends with ctx), when it is 0; none when it
-// is -1.
+// (Follow, in a goroutine that ends with ctx), with the collector's pace
+// at GCPercent unless GOGC is set, when it is 0; none when it is -1.
 func Apply(ctx context.Context, cfg *config.Config) {
 	lim := cfg.SlaveMemoryLimit()
 	if lim <= 0 || os.Getenv("GOMEMLIMIT") != "" {
@@ -103,6 +114,9 @@ func Apply(ctx context.Context, cfg *config.Config) {
 	if cfg.Slave.MemoryLimit > 0 {
 		debug.SetMemoryLimit(lim)
 		return
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(GCPercent)
 	}
 	go Follow(ctx, lim, Options{})
 }

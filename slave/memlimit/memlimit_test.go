@@ -2,13 +2,17 @@ package memlimit
 
 import (
 	"context"
+	"math"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
+
+	"github.com/redcrawl/redcrawl/shared/config"
 )
 
 func TestWant(t *testing.T) {
@@ -22,8 +26,9 @@ func TestWant(t *testing.T) {
 		{"a few hosts: the base", 28 * mib, 10 * mib, 10 * mib, 28 * mib},
 		{"live and room at the base: the base", 28 * mib, 11 * mib, 10 * mib, 28 * mib},
 		{"past the base: a quarter of the base as room", 28 * mib, 12 * mib, 10 * mib, 29 * mib},
-		{"past half the base: the room grows twice as fast", 28 * mib, 16 * mib, 10 * mib, 37 * mib},
-		{"a broad crawl: the live heap as room", 28 * mib, 22 * mib, 12 * mib, 56 * mib},
+		{"past half the base: the room grows four times as fast", 28 * mib, 16 * mib, 10 * mib, 41 * mib},
+		{"a broad crawl's start: on the way to twice the live heap", 28 * mib, 22 * mib, 12 * mib, 73 * mib},
+		{"a broad crawl: twice the live heap as room", 28 * mib, 40 * mib, 12 * mib, 132 * mib},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,9 +75,9 @@ func TestFollow(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	// base 20 (room 5, or the live heap past 20): 10 -> 20, 40 -> 80,
-	// 40 (same), 60 -> 120, 10 -> 20, 10 (same)
-	want := []int64{20, 80, 120, 20}
+	// base 20 (room 5, or twice the live heap past 40): 10 -> 20,
+	// 40 -> 120, 40 (same), 60 -> 180, 10 -> 20, 10 (same)
+	want := []int64{20, 120, 180, 20}
 	if d := cmp.Diff(want, set); d != "" {
 		t.Errorf("limits set (-want +got):\n%s", d)
 	}
@@ -83,5 +88,40 @@ func TestReadMemory(t *testing.T) {
 	live, other := readMemory()
 	if live == 0 || other == 0 {
 		t.Errorf("readMemory() = %d live, %d other: the runtime's metrics not read", live, other)
+	}
+}
+
+// TestApplyGCPercent: the automatic limit sets the collector's pace to
+// GCPercent; GOGC in the environment, a limit of the config's or none
+// leave Go's own (100 here).
+func TestApplyGCPercent(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	tests := []struct {
+		name  string
+		limit int64
+		gogc  string
+		want  int
+	}{
+		{"automatic", 0, "", GCPercent},
+		{"automatic, GOGC set", 0, "150", 100},
+		{"a limit of the config's", 48 << 20, "", 100},
+		{"none", -1, "", 100},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOMEMLIMIT", "")
+			t.Setenv("GOGC", tc.gogc)
+			debug.SetGCPercent(100)
+			defer debug.SetGCPercent(100)
+			defer debug.SetMemoryLimit(math.MaxInt64)
+			cfg := config.Default()
+			cfg.Slave.MemoryLimit = tc.limit
+			ctx, cancel := context.WithCancel(context.Background())
+			Apply(ctx, &cfg)
+			cancel()
+			if got := debug.SetGCPercent(100); got != tc.want {
+				t.Errorf("GC percent after Apply = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
