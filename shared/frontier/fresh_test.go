@@ -120,6 +120,52 @@ func TestFreshHosts(t *testing.T) {
 	}
 }
 
+// TestFreshWarmHost: with no delay, the links a completion brings to the
+// host it acked go to that host's own queue and the ready set (claimed
+// soon, while the slave holds its connection), those of a host it did not
+// touch to the fresh hash.
+func TestFreshWarmHost(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	f := newFrontier(t, rdb, "freshwarm", nil)
+	k := f.Keys()
+	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := f.Claim(ctx, "s1", 10)
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("claim: %v %v", ls, err)
+	}
+	cs := []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done}, {Lease: ls[1], Outcome: frontier.Done}}
+	cs[0].Links = []frontier.Task{tk("http://"+ls[0].Host+"/next", 1), tk("http://c.test/", 1)}
+	if _, err := f.Complete(ctx, "s1", cs); err != nil {
+		t.Fatal(err)
+	}
+	layout := func(host string) []bool {
+		fresh, err := rdb.HExists(ctx, k.Fresh, host).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		prios, err := rdb.Exists(ctx, k.Prios(host)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, zerr := rdb.ZScore(ctx, k.Ready, host).Result()
+		return []bool{fresh, prios == 1, zerr == nil}
+	}
+	if d := cmp.Diff([]bool{false, true, true}, layout(ls[0].Host)); d != "" {
+		t.Errorf("the acked host's link: fresh, prios, ready (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]bool{true, false, false}, layout("c.test")); d != "" {
+		t.Errorf("another host's link: fresh, prios, ready (-want +got):\n%s", d)
+	}
+	got := drainClaims(t, f, nil)
+	sort.Strings(got)
+	if d := cmp.Diff([]string{"http://" + ls[0].Host + "/next", "http://c.test/"}, got); d != "" {
+		t.Errorf("claimed (-want +got):\n%s", d)
+	}
+}
+
 // TestFreshHostPages: a fresh host's one URL counts towards
 // max_pages_per_host without a field in hpages; the field is written when
 // a second URL comes or the first is claimed, and the cap holds either way.

@@ -74,6 +74,7 @@ end
 local function complete_leases(slave, n, now, counts)
   local i = 5
   CALL.now = now
+  CALL.warm = {}
   local acks = {}
   local added = 0
   -- the leases' data, read in one HMGET up front; ended: the URLs whose
@@ -155,6 +156,7 @@ local function complete_leases(slave, n, now, counts)
       set_policies(pol_at, npol)
       ended[url] = true
       ended_list[#ended_list + 1] = url
+      CALL.warm[host] = true
       host_done(host)
       local slave_delay, backoff = whole(ARGV[i0 + 3], C.MAX_HOST_DELAY) or 0, whole(ARGV[i0 + 4], C.MAX_BACKOFF) or 0
       if slave_delay > 0 then hset(K_HDELAY, host, slave_delay) end

@@ -141,9 +141,13 @@ FRESH.BYTES = 1024
 -- goes_fresh reports whether a task of class r for host, which has no
 -- task in the fresh hash, goes there: bfs and dfs, a static task, and a
 -- host with no queue of its own, nothing in flight and no next fetch
--- time pending
+-- time pending, whose lease this call did not end (CALL.warm: a host
+-- just fetched keeps its next tasks in its own queue and the ready set,
+-- taken in the ready set's order, soon, while the slave that fetched it
+-- still holds its connection and DNS answer; from the fresh hash they
+-- would wait for the fresh hosts' scan to come round)
 function FRESH.goes(host, r)
-  if PQ or r then return false end
+  if PQ or r or (CALL.warm and CALL.warm[host]) then return false end
   return host_infl(host) == 0 and host_next(host) <= call_now() and not queued(false, host)
 end
 
