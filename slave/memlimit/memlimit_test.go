@@ -95,6 +95,9 @@ func TestReadMemory(t *testing.T) {
 // GCPercent; GOGC in the environment, a limit of the config's or none
 // leave Go's own (100 here).
 func TestApplyGCPercent(t *testing.T) {
+	// the limit is reset after goleak has seen every Follow return, so
+	// that none sets it again behind the reset
+	defer debug.SetMemoryLimit(math.MaxInt64)
 	defer goleak.VerifyNone(t)
 	tests := []struct {
 		name  string
@@ -113,7 +116,6 @@ func TestApplyGCPercent(t *testing.T) {
 			t.Setenv("GOGC", tc.gogc)
 			debug.SetGCPercent(100)
 			defer debug.SetGCPercent(100)
-			defer debug.SetMemoryLimit(math.MaxInt64)
 			cfg := config.Default()
 			cfg.Slave.MemoryLimit = tc.limit
 			ctx, cancel := context.WithCancel(context.Background())
