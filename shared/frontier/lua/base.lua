@@ -30,7 +30,8 @@ end
 
 -- A key table per prefix: the fixed keys by name (FIXED_KEYS), the
 -- prefixes of the per-host and per-bucket keys, and the names of the Bloom
--- segments met so far. Bounded: a caller naming many prefixes empties it.
+-- segments and seen buckets met so far. Bounded: a caller naming many
+-- prefixes empties it.
 local key_tables, key_table_count = {}, 0
 local function keys_of(p)
   local k = key_tables[p]
@@ -38,7 +39,7 @@ local function keys_of(p)
   if key_table_count >= LIMITS.prefixes then
     key_tables, key_table_count = {}, 0
   end
-  k = {bloom = {}}
+  k = {bloom = {}, seen_names = {n = 0}}
   for name, sfx in pairs(FIXED_KEYS) do k[name] = p .. sfx end
   for name, sfx in pairs(KEY_PREFIXES) do k[name] = p .. sfx end
   k.policy = {[k.HPDELAY] = true, [k.HJITTER] = true, [k.HCONC] = true}
@@ -366,6 +367,9 @@ end
 -- hmget reads fields of the hash key in chunks of at most 1000 (Lua's
 -- unpack limit) and returns their values in order (false when absent)
 local function hmget(key, fields)
+  local nf = #fields
+  if nf == 0 then return {} end
+  if nf <= 1000 then return redis.call('HMGET', key, unpack(fields)) end
   local out = {}
   for from = 1, #fields, 1000 do
     local got = redis.call('HMGET', key, unpack(fields, from, math.min(from + 999, #fields)))

@@ -92,20 +92,25 @@ function FRESH.known_empty()
   return CALL.fresh_empty
 end
 local function hget(key, host)
-  local t = hcache_of(key)
-  local v = t[host]
-  if v == nil then
-    if (POLICY[key] and policies_known_empty()) or (key == K_FRESH and FRESH.known_empty()) or
-      (key == K_HDELAY and FRESH.quiet()) then
-      v = false
-    else
-      v = redis.call('HGET', key, host) or false
-      -- a field of a hash of numbers that is not one (no function wrote
-      -- it) counts as absent
-      if v and K.numeric[key] then v = tonum(v) or false end
-    end
-    t[host] = v
+  local t = hcache[key]
+  local v
+  if t then
+    v = t[host]
+    if v ~= nil then return v end
+  else
+    t = {}
+    hcache[key] = t
   end
+  if (POLICY[key] and policies_known_empty()) or (key == K_FRESH and FRESH.known_empty()) or
+    (key == K_HDELAY and FRESH.quiet()) then
+    v = false
+  else
+    v = redis.call('HGET', key, host) or false
+    -- a field of a hash of numbers that is not one (no function wrote
+    -- it) counts as absent
+    if v and K.numeric[key] then v = tonum(v) or false end
+  end
+  t[host] = v
   return v
 end
 -- prefetch reads the politeness fields of hosts (a list, repeats allowed)
@@ -130,6 +135,9 @@ local function prefetch(hosts)
     for k, v in ipairs(hmget(key, want)) do t[want[k]] = v and (tonum(v) or false) end
   end
 end
+-- hmark marks host's field of key changed (hdirty); hset, hdel and hincr
+-- write the cache and mark it. The hottest helpers of a call: they do
+-- their table work inline rather than through hcache_of and mark_dirty.
 local function hmark(key, host)
   local d = hdirty[key]
   if not d then
@@ -137,19 +145,26 @@ local function hmark(key, host)
     hdirty[key] = d
     hdirty_keys[#hdirty_keys + 1] = key
   end
-  mark_dirty(d, host)
+  local set = d.set
+  if not set[host] then
+    set[host] = true
+    local list = d.list
+    list[#list + 1] = host
+  end
 end
 local function hset(key, host, v)
-  hcache_of(key)[host] = v
+  local t = hcache[key]
+  if not t then
+    t = {}
+    hcache[key] = t
+  end
+  t[host] = v
   hmark(key, host)
 end
-local function hdel(key, host)
-  hcache_of(key)[host] = false
-  hmark(key, host)
-end
+local function hdel(key, host) hset(key, host, false) end
 local function hincr(key, host, d)
-  local v = tonumber(hget(key, host) or '0') + d
-  hcache_of(key)[host] = v
+  local v = (hget(key, host) or 0) + d
+  hcache[key][host] = v
   hmark(key, host)
   return v
 end
@@ -263,24 +278,25 @@ local function forget_queue(r, host) has_queue[r][host] = 'ask' end
 
 -- a host's politeness: its HostPolicy where set, else the crawl's; the
 -- delay is the larger of the slaves' (hdelay: Crawl-delay, autothrottle)
--- and the policy's (hpdelay) when both are set
+-- and the policy's (hpdelay) when both are set. The cache holds these
+-- hashes' fields as numbers (hget, prefetch; every write puts a number)
 local function host_conc(host)
-  return tonumber(hget(K_HCONC, host) or DEF_CONC)
+  return hget(K_HCONC, host) or DEF_CONC
 end
 local function host_jitter(host)
-  return tonumber(hget(K_HJITTER, host) or DEF_JITTER)
+  return hget(K_HJITTER, host) or DEF_JITTER
 end
 local function host_delay(host)
   local d = hget(K_HDELAY, host)
   local p = hget(K_HPDELAY, host)
-  if d and p then return math.max(tonumber(d), tonumber(p)) end
-  return tonumber(d or p or DEF_DELAY)
+  if d and p then return math.max(d, p) end
+  return d or p or DEF_DELAY
 end
 local function host_infl(host)
-  return tonumber(hget(K_HINFL, host) or '0')
+  return hget(K_HINFL, host) or 0
 end
 local function host_next(host)
-  return tonumber(hget(K_HNEXT, host) or '0')
+  return hget(K_HNEXT, host) or 0
 end
 
 -- jittered returns the politeness delay hd with its random extra wait:

@@ -34,8 +34,8 @@ end
 
 -- claim_tasks leases up to maxn tasks for slave from hosts whose next
 -- allowed time has come, first moving retries that are due back to their
--- queues, then writes the call's changes (finish). It returns the claim's
--- result (the function claim's Returns).
+-- queues, then writes the call's changes (finish). It appends the claim's
+-- result (the function claim's Returns) to out and returns out.
 --
 -- Politeness: a host is in the ready set only while it has queued tasks and
 -- fewer than its concurrency (host_conc) requests in flight. A claim takes
@@ -54,7 +54,7 @@ end
 -- aopic: when the lambda page holds at least C.LAMBDA_MIN cash, it is
 -- first given back in equal shares to the best URL of each of the first 64
 -- ready hosts (static, then render).
-local function claim_tasks(slave, maxn, render, now)
+local function claim_tasks(slave, maxn, render, now, out)
   local lease_ms = C.LEASE_MS
   CALL.now = now
   -- now and maxn as the commands' arguments (nstr)
@@ -88,7 +88,9 @@ local function claim_tasks(slave, maxn, render, now)
   if not FRESH.quiet() then ctl = redis.call('HMGET', K.CONTROL, 'paused', 'drain:' .. slave) end
   if ctl[1] or ctl[2] then
     finish()
-    return {1000, redis.call('HGET', K.RULES, 'version') or ''}
+    out[#out + 1] = 1000
+    out[#out + 1] = redis.call('HGET', K.RULES, 'version') or ''
+    return out
   end
 
   --[[mark:k_control]]
@@ -172,7 +174,6 @@ local function claim_tasks(slave, maxn, render, now)
   end
   --[[mark:k_candidates]]
 
-  local out = {}
   local n = 0
   -- the leases' lease and leasedata entries, written at the end in one ZADD
   -- and one HSET: nothing in this call reads them
@@ -279,14 +280,10 @@ local function claim_tasks(slave, maxn, render, now)
             lease_z[#lease_z + 1] = url
             lease_h[#lease_h + 1] = url
             lease_h[#lease_h + 1] = lease_pre .. string.format('%d', token) .. lease_mid .. host .. '\t' .. prio .. '\t' .. task
-            out[#out + 1] = host
-            out[#out + 1] = prio
-            out[#out + 1] = task
-            out[#out + 1] = token
-            out[#out + 1] = now
-            out[#out + 1] = now + lease_ms
-            out[#out + 1] = ''
-            vals.at[#vals.at + 1] = #out
+            local o = #out
+            out[o + 1], out[o + 2], out[o + 3], out[o + 4] = host, prio, task, token
+            out[o + 5], out[o + 6], out[o + 7] = now, now + lease_ms, ''
+            vals.at[#vals.at + 1] = o + 7
             vals.url[#vals.url + 1] = url
             n = n + 1
           end
@@ -294,7 +291,8 @@ local function claim_tasks(slave, maxn, render, now)
         end
         --[[mark:k_lease_each]]
       end
-      local nxt = after(now, jittered(hd, host_jitter(host)))
+      local nxt = now
+      if hd > 0 then nxt = after(now, jittered(hd, host_jitter(host))) end
       if nxt > host_next(host) then hset(K_HNEXT, host, nxt) end
       ready_host(host)
     end
@@ -379,11 +377,13 @@ local function held_cap(slave, maxn, max_held)
   return math.min(maxn, max_held - redis.call('ZCARD', k_slease(slave)))
 end
 
--- at_cap is a claim's result when the slave holds all it may: no lease,
--- and the busy hint (a lease it ends frees room)
-local function at_cap()
+-- at_cap appends to out a claim's result when the slave holds all it may:
+-- no lease, and the busy hint (a lease it ends frees room)
+local function at_cap(out)
   finish()
-  return {-2, redis.call('HGET', K.RULES, 'version') or ''}
+  out[#out + 1] = -2
+  out[#out + 1] = redis.call('HGET', K.RULES, 'version') or ''
+  return out
 end
 
 -- claim: lease up to max tasks for a slave (claim_tasks).
@@ -420,7 +420,7 @@ register('claim', function()
   local max_held = int(6, 0, 1000000, 'max_held')
   check_own(slave)
   maxn = held_cap(slave, maxn, max_held)
-  if maxn <= 0 then return at_cap() end
+  if maxn <= 0 then return at_cap({}) end
   math.randomseed(seed)
-  return claim_tasks(slave, maxn, render, now_ms())
+  return claim_tasks(slave, maxn, render, now_ms(), {})
 end, {quiet = true})

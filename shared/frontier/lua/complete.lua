@@ -158,7 +158,10 @@ local function complete_leases(slave, n, now, counts)
       ended_list[#ended_list + 1] = url
       CALL.warm[host] = true
       host_done(host)
-      local slave_delay, backoff = whole(ARGV[i0 + 3], C.MAX_HOST_DELAY) or 0, whole(ARGV[i0 + 4], C.MAX_BACKOFF) or 0
+      -- most completions report neither ('0': a slave's honest zero)
+      local a3, a4 = ARGV[i0 + 3], ARGV[i0 + 4]
+      local slave_delay = a3 == '0' and 0 or whole(a3, C.MAX_HOST_DELAY) or 0
+      local backoff = a4 == '0' and 0 or whole(a4, C.MAX_BACKOFF) or 0
       if slave_delay > 0 then hset(K_HDELAY, host, slave_delay) end
       local cur = host_next(host)
       local nxt = cur
@@ -298,8 +301,7 @@ register('complete_claim', function()
   local now = now_ms()
   local acks = complete_leases(slave, n, now, counts)
   maxn = held_cap(slave, maxn, max_held)
-  local claimed
-  if maxn <= 0 then claimed = at_cap() else claimed = claim_tasks(slave, maxn, render, now) end
-  for _, v in ipairs(claimed) do acks[#acks + 1] = v end
-  return acks
+  -- the claim's result follows the acks in the same table
+  if maxn <= 0 then return at_cap(acks) end
+  return claim_tasks(slave, maxn, render, now, acks)
 end, {quiet = true})

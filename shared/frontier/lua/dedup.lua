@@ -59,14 +59,32 @@ function LH.state()
   end
   return lh_state
 end
--- LH.bucket_key returns the key of the seen bucket of a tuple's x
+-- LH.bucket_key returns the key of the seen bucket of a tuple's x. The
+-- names it makes are kept in the crawl's key table (K.seen_names, at most
+-- LH.NAMES, then started again): a name is made once, not once a link.
+-- An x that is no number (not a slave's honest tuple) still names a
+-- bucket, and an h that is NaN is not kept (no table takes NaN as key).
+LH.NAMES = 4096
 function LH.bucket_key(x)
   if SEEN_FIXED then return K_SEEN_PFX .. x end
   local st = lh_state or LH.state()
   local lo = tonumber(x) or 0
   local h = lo % st.p
   if h < st.s then h = lo % (2 * st.p) end
-  return K_SEEN_PFX .. string.format('%x', h)
+  local names = K.seen_names
+  local key = names[h]
+  if not key then
+    key = K_SEEN_PFX .. string.format('%x', h)
+    if h == h then
+      if names.n >= LH.NAMES then
+        names = {n = 0}
+        K.seen_names = names
+      end
+      names[h] = key
+      names.n = names.n + 1
+    end
+  end
+  return key
 end
 -- LH.bit returns bit k of a member (decimal, below 2^56): a number's value
 -- mod 2^(k+1) is that of its last k+1 digits (2^(k+1) divides 10^(k+1)),
