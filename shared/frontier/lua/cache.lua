@@ -220,13 +220,21 @@ local function ready_add(r, host, score)
   if cur ~= score then
     if not cur then readied[#readied + 1] = {r, host} end
     in_ready[r][host] = score
-    mark_dirty(rdirty[r], host)
+    local d = rdirty[r]
+    if not d.set[host] then
+      d.set[host] = true
+      d.list[#d.list + 1] = host
+    end
   end
 end
 local function ready_rem(r, host)
   if ready_score(r, host) ~= false then
     in_ready[r][host] = false
-    mark_dirty(rdirty[r], host)
+    local d = rdirty[r]
+    if not d.set[host] then
+      d.set[host] = true
+      d.list[#d.list + 1] = host
+    end
   end
 end
 -- flush_ready writes the ready sets' changes: one ZADD and one ZREM per set

@@ -177,15 +177,17 @@ local function claim_tasks(slave, maxn, render, now, out)
   local n = 0
   -- the leases' lease and leasedata entries, written at the end in one ZADD
   -- and one HSET: nothing in this call reads them
-  local lease_z, lease_h = {}, {}
+  -- (after LEASE_PAD's entry: see below)
+  local lease_z, lease_h = {'+inf', LEASE_PAD}, {LEASE_PAD, ''}
   -- the lease deadline and the lease data's prefix are the same for every
   -- lease of this claim: formatted once, not once per lease
   local deadline_s = string.format('%d', now + lease_ms)
   local lease_pre = slave .. '\t'
   local lease_mid = '\t' .. string.format('%d', now) .. '\t'
-  -- leaseseq: read (incremented) at the first lease, counted here, and the
-  -- rest added at the end, so tokens are as one HINCRBY per lease made them
-  local seq, seq_first
+  -- leaseseq: the claim's tokens are reserved at its first lease, maxn
+  -- of them in one HINCRBY; those it does not use are never given (a
+  -- token is unique, not dense)
+  local seq
   -- the leases' validators: their slots in out (at) and URLs (url), for
   -- the val hash (recrawl.go)
   local vals = {at = {}, url = {}}
@@ -271,8 +273,7 @@ local function claim_tasks(slave, maxn, render, now, out)
             if seq then
               seq = seq + 1
             else
-              seq = redis.call('HINCRBY', K_META, 'leaseseq', '1')
-              seq_first = seq
+              seq = redis.call('HINCRBY', K_META, 'leaseseq', maxn_s) - maxn + 1
             end
             local token = seq
             infl = hincr(K_HINFL, host, 1)
@@ -298,7 +299,6 @@ local function claim_tasks(slave, maxn, render, now, out)
     end
     --[[mark:k_host]]
   end
-  if seq and seq > seq_first then redis.call('HINCRBY', K_META, 'leaseseq', nstr(seq - seq_first)) end
   -- a recrawl's validators for the leased URLs: one EXISTS when there are
   -- none (no recrawl queued), else HMGET and HDEL per 1000 URLs
   if n > 0 and not FRESH.quiet() and redis.call('EXISTS', K.VAL) == 1 then
@@ -317,8 +317,18 @@ local function claim_tasks(slave, maxn, render, now, out)
   end
   --[[mark:k_validators]]
   if n > 0 then
-    call_chunked('ZADD', k_slease(slave), lease_z, 2)
-    call_chunked('HSET', k_sld(slave), lease_h, 2)
+    -- LEASE_PAD, longer than Redis keeps in a listpack (64 bytes by
+    -- default), comes first and goes again at once: a slave's lease set
+    -- and lease data of up to 128 short URLs would otherwise be listpacks,
+    -- which every ZADD, HSET, HMGET, ZREM and HDEL of a lease scans whole
+    -- (and a ZADD rewrites), ~10% of Redis's work per page in the
+    -- functions' crawl; once a skiplist and a hashtable they stay so
+    -- until emptied (Redis converts on growth only)
+    local ks, kd = k_slease(slave), k_sld(slave)
+    call_chunked('ZADD', ks, lease_z, 2)
+    call_chunked('HSET', kd, lease_h, 2)
+    redis.call('ZREM', ks, LEASE_PAD)
+    redis.call('HDEL', kd, LEASE_PAD)
     -- a slave holding leases is in the registry, so the recoverer finds
     -- them even if the master retired it while it was frozen (its next
     -- heartbeat, finding no heartbeat key, records the join)
