@@ -155,7 +155,7 @@ local function reset_state()
   hcache, hdirty, hdirty_keys, policies_empty = {}, {}, {}, nil
   stat_delta, stat_order = {}, {}
   in_ready = {[false] = {}, [true] = {}}
-  rdirty = {[false] = {list = {}, set = {}}, [true] = {list = {}, set = {}}}
+  rdirty = {}
   rready_empty, has_queue, no_render = nil, {[false] = {}, [true] = {}}, nil
   ev_buf, work_added, lh_state, refused, readied = {}, false, nil, 0, {}
   CALL = {}

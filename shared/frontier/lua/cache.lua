@@ -122,17 +122,26 @@ local function prefetch(hosts)
   if not policies_known_empty() then
     keys[#keys + 1], keys[#keys + 2], keys[#keys + 3] = K_HPDELAY, K_HJITTER, K_HCONC
   end
+  -- the hosts not cached in the first hash (hinfl): the fields are read
+  -- together, so a host cached in one is cached in all but where a call
+  -- read one field alone (hget), and its other fields come by HGET then
+  local t1 = hcache_of(keys[1])
+  local want, seen = {}, {}
+  for _, h in ipairs(hosts) do
+    if t1[h] == nil and not seen[h] then
+      seen[h] = true
+      want[#want + 1] = h
+    end
+  end
+  if #want == 0 then return end
   for _, key in ipairs(keys) do
     local t = hcache_of(key)
-    local want, seen = {}, {}
-    for _, h in ipairs(hosts) do
-      if t[h] == nil and not seen[h] then
-        seen[h] = true
-        want[#want + 1] = h
-      end
+    -- the politeness hashes hold numbers (hget); a field this call
+    -- already holds (it may have written it) is kept
+    for k, v in ipairs(hmget(key, want)) do
+      local h = want[k]
+      if t[h] == nil then t[h] = v and (tonum(v) or false) end
     end
-    -- the politeness hashes hold numbers (hget)
-    for k, v in ipairs(hmget(key, want)) do t[want[k]] = v and (tonum(v) or false) end
   end
 end
 -- hmark marks host's field of key changed (hdirty); hset, hdel and hincr
@@ -221,6 +230,10 @@ local function ready_add(r, host, score)
     if not cur then readied[#readied + 1] = {r, host} end
     in_ready[r][host] = score
     local d = rdirty[r]
+    if not d then
+      d = {list = {}, set = {}}
+      rdirty[r] = d
+    end
     if not d.set[host] then
       d.set[host] = true
       d.list[#d.list + 1] = host
@@ -231,6 +244,10 @@ local function ready_rem(r, host)
   if ready_score(r, host) ~= false then
     in_ready[r][host] = false
     local d = rdirty[r]
+    if not d then
+      d = {list = {}, set = {}}
+      rdirty[r] = d
+    end
     if not d.set[host] then
       d.set[host] = true
       d.list[#d.list + 1] = host
@@ -240,9 +257,10 @@ end
 -- flush_ready writes the ready sets' changes: one ZADD and one ZREM per set
 local function flush_ready()
   for _, r in ipairs(CLASSES) do
-    if #rdirty[r].list > 0 then
-      write_back(kq_ready(r), rdirty[r].list, in_ready[r], 'ZADD', 'ZREM', true)
-      rdirty[r] = {list = {}, set = {}}
+    local d = rdirty[r]
+    if d then
+      write_back(kq_ready(r), d.list, in_ready[r], 'ZADD', 'ZREM', true)
+      rdirty[r] = nil
     end
   end
 end
