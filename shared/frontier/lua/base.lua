@@ -235,10 +235,6 @@ local function kq_pq(r, host) if r then return K_RPQ_PFX .. host end return K_PQ
 local function kq_ready(r) if r then return K_RREADY end return K_READY end
 -- the two classes, static (false) and render (true), for loops over both
 local CLASSES = {false, true}
--- LEASE_PAD: a member and field no URL can be (a tab and 64 more bytes),
--- put in a slave's lease set and lease data and taken out again in the
--- same call, to keep them out of Redis's listpack encoding (claim_tasks)
-local LEASE_PAD = '\t' .. '----------------------------------------------------------------'
 
 -- check_slave checks a slave id's form (config.CheckSlaveID): only such
 -- names make the slave's keys (acl.go)

@@ -12,14 +12,6 @@
 -- through the cache; the claim flushes the ready sets (flush_ready) before
 -- it reads a range of them.
 
--- mark_dirty adds host to a dirty list d = {list, set}, once, in order
-local function mark_dirty(d, host)
-  if not d.set[host] then
-    d.set[host] = true
-    d.list[#d.list + 1] = host
-  end
-end
-
 -- write_back writes a write-behind cache's changes to key: the hosts
 -- (in order) whose value in vals is false are removed with rem_cmd, the
 -- others set with set_cmd, as host, value pairs or, score_first, as
@@ -146,7 +138,7 @@ local function prefetch(hosts)
 end
 -- hmark marks host's field of key changed (hdirty); hset, hdel and hincr
 -- write the cache and mark it. The hottest helpers of a call: they do
--- their table work inline rather than through hcache_of and mark_dirty.
+-- their table work inline rather than through hcache_of.
 local function hmark(key, host)
   local d = hdirty[key]
   if not d then
@@ -224,35 +216,30 @@ local function ready_score(r, host)
   end
   return v
 end
+-- ready_set sets host's score in the ready set of class r (false: out of
+-- it) in the cache and marks it for flush_ready; the class's dirty list
+-- is made at its first write
+local function ready_set(r, host, score)
+  in_ready[r][host] = score
+  local d = rdirty[r]
+  if not d then
+    d = {list = {}, set = {}}
+    rdirty[r] = d
+  end
+  if not d.set[host] then
+    d.set[host] = true
+    d.list[#d.list + 1] = host
+  end
+end
 local function ready_add(r, host, score)
   local cur = ready_score(r, host)
   if cur ~= score then
     if not cur then readied[#readied + 1] = {r, host} end
-    in_ready[r][host] = score
-    local d = rdirty[r]
-    if not d then
-      d = {list = {}, set = {}}
-      rdirty[r] = d
-    end
-    if not d.set[host] then
-      d.set[host] = true
-      d.list[#d.list + 1] = host
-    end
+    ready_set(r, host, score)
   end
 end
 local function ready_rem(r, host)
-  if ready_score(r, host) ~= false then
-    in_ready[r][host] = false
-    local d = rdirty[r]
-    if not d then
-      d = {list = {}, set = {}}
-      rdirty[r] = d
-    end
-    if not d.set[host] then
-      d.set[host] = true
-      d.list[#d.list + 1] = host
-    end
-  end
+  if ready_score(r, host) ~= false then ready_set(r, host, false) end
 end
 -- flush_ready writes the ready sets' changes: one ZADD and one ZREM per set
 local function flush_ready()

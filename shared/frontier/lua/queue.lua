@@ -104,19 +104,20 @@ end
 -- A host with nothing queued or in flight goes to hcool while its next
 -- time is pending, and loses its politeness fields once it has passed
 -- (FRESH.drop_idle; a claim sweeps hcool): an idle host costs nothing.
-local function ready_class(r, host, free)
-  if queued(r, host) then
-    if free then ready_add(r, host, host_next(host)) else ready_rem(r, host) end
-    return true
-  end
-  ready_rem(r, host)
-  return false
-end
 local function ready_host(host)
   local infl = host_infl(host)
   local free = infl < host_conc(host)
-  local any = ready_class(false, host, free)
-  if ready_class(true, host, free) then any = true end
+  local any = false
+  -- the classes (CLASSES: static, render), without ipairs' calls
+  for c = 0, 1 do
+    local r = c == 1
+    if queued(r, host) then
+      any = true
+      if free then ready_add(r, host, host_next(host)) else ready_rem(r, host) end
+    else
+      ready_rem(r, host)
+    end
+  end
   if any or infl > 0 then return end
   local nxt = host_next(host)
   if nxt > call_now() then
