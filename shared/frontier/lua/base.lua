@@ -365,14 +365,15 @@ local function call_chunked(cmd, key, args, step)
 end
 
 -- hmget reads fields of the hash key in chunks of at most 1000 (Lua's
--- unpack limit) and returns their values in order (false when absent)
+-- unpack limit) and returns their values in order (false when absent);
+-- one chunk's reply is returned as it is
 local function hmget(key, fields)
   local nf = #fields
   if nf == 0 then return {} end
   if nf <= 1000 then return redis.call('HMGET', key, unpack(fields)) end
   local out = {}
-  for from = 1, #fields, 1000 do
-    local got = redis.call('HMGET', key, unpack(fields, from, math.min(from + 999, #fields)))
+  for from = 1, nf, 1000 do
+    local got = redis.call('HMGET', key, unpack(fields, from, math.min(from + 999, nf)))
     for k = 1, #got do out[from + k - 1] = got[k] end
   end
   return out
