@@ -52,6 +52,10 @@ local function keys_of(p)
   -- ready set, the validators, the retries, the idle hosts, the fresh
   -- hosts and the controls
   k.quiet = {k.HPDELAY, k.HJITTER, k.HCONC, k.HDELAY, k.RREADY, k.VAL, k.RETRY, k.COOL, k.FRESH, k.CONTROL}
+  -- those that exist in few crawls, broad ones included (FRESH.rare),
+  -- and which EXISTS the crawl's next calls ask (FRESH.quiet)
+  k.rare = {k.HPDELAY, k.HJITTER, k.HCONC, k.HDELAY, k.RREADY, k.VAL, k.CONTROL}
+  k.hint = {left = 0, rare_found = false}
   -- the crawl's name: the hash tag without a shard's :k (a name holds no
   -- colon: ValidName)
   k.crawl = string.match(p, '^crawl:{([^:}]+)')

@@ -60,20 +60,67 @@ end
 -- made by an earlier bin/master acl has none, and its calls ask about
 -- each key as they did (acl_check_cmd: a refused redis.call would fill
 -- the ACL log).
+--
+-- A broad crawl is seldom quiet: its fresh hosts, idle hosts and retries
+-- exist while the rest (K.rare: the policies, the slaves' delays, the
+-- render ready set, the validators, the controls) do not. FRESH.rare
+-- answers for those with one EXISTS of their own, so such a call skips
+-- its looks at each (an EXISTS of the policies, HMGETs of the slaves'
+-- delays, an EXISTS of rready and of the validators, an HMGET of the
+-- controls). Which EXISTS a call asks follows the
+-- crawl's recent calls (K.hint, kept with the key names): after a call
+-- found the busy keys but not the rare ones, the next HINT_CALLS calls
+-- ask the rare ones only; after one found a rare key, they ask neither.
+-- A hint only picks the question: every answer is this call's own.
+local HINT_CALLS = 64
+local function exists_none(keys)
+  return redis.acl_check_cmd('EXISTS', unpack(keys)) and redis.call('EXISTS', unpack(keys)) == 0
+end
 function FRESH.quiet()
   local q = CALL.quiet
   if q == 'ask' then
-    local keys = K.quiet
-    q = redis.acl_check_cmd('EXISTS', unpack(keys)) and redis.call('EXISTS', unpack(keys)) == 0
+    local hint = K.hint
+    if hint.left > 0 then
+      hint.left = hint.left - 1
+      q = false
+    else
+      q = exists_none(K.quiet)
+      -- a call that found the crawl busy sets the hint (FRESH.rare)
+      CALL.hint_from = not q
+    end
     CALL.quiet = q
   end
   return q == true
+end
+-- FRESH.rare reports whether none of K.rare's keys existed when the call
+-- first asked: true in a quiet call, false in a function that asks
+-- nothing (FRESH.quiet) or while the hint says a rare key exists
+function FRESH.rare()
+  local r = CALL.rare
+  if r ~= nil then return r end
+  if CALL.quiet == nil then
+    r = false
+  elseif FRESH.quiet() then
+    r = true
+  else
+    local hint = K.hint
+    if hint.left > 0 and hint.rare_found and not CALL.hint_from then
+      r = false
+    else
+      r = exists_none(K.rare)
+      if CALL.hint_from then
+        hint.rare_found, hint.left = not r, HINT_CALLS
+      end
+    end
+  end
+  CALL.rare = r
+  return r
 end
 -- the policy hashes are empty in most crawls: one EXISTS per call tells,
 -- and then their fields are known absent until this call writes them
 local function policies_known_empty()
   if policies_empty == nil then
-    policies_empty = FRESH.quiet() or redis.call('EXISTS', K_HPDELAY, K_HJITTER, K_HCONC) == 0
+    policies_empty = FRESH.rare() or redis.call('EXISTS', K_HPDELAY, K_HJITTER, K_HCONC) == 0
   end
   return policies_empty
 end
@@ -94,7 +141,7 @@ local function hget(key, host)
     hcache[key] = t
   end
   if (POLICY[key] and policies_known_empty()) or (key == K_FRESH and FRESH.known_empty()) or
-    (key == K_HDELAY and FRESH.quiet()) then
+    (key == K_HDELAY and FRESH.rare()) then
     v = false
   else
     v = redis.call('HGET', key, host) or false
@@ -110,7 +157,7 @@ end
 local function prefetch(hosts)
   local keys = {K_HINFL, K_HNEXT}
   -- the slaves' delays and the policies: none when the call is quiet
-  if not FRESH.quiet() then keys[3] = K_HDELAY end
+  if not FRESH.rare() then keys[3] = K_HDELAY end
   if not policies_known_empty() then
     keys[#keys + 1], keys[#keys + 2], keys[#keys + 3] = K_HPDELAY, K_HJITTER, K_HCONC
   end
@@ -211,7 +258,7 @@ end
 local function ready_score(r, host)
   local v = in_ready[r][host]
   if v == nil and r then
-    if rready_empty == nil then rready_empty = FRESH.quiet() or redis.call('EXISTS', K_RREADY) == 0 end
+    if rready_empty == nil then rready_empty = FRESH.rare() or redis.call('EXISTS', K_RREADY) == 0 end
     if rready_empty then v = false end
   end
   return v

@@ -85,7 +85,7 @@ local function claim_tasks(slave, maxn, render, now, out)
 
   -- paused crawl, draining slave: no lease; look again in a second
   local ctl = {}
-  if not FRESH.quiet() then ctl = redis.call('HMGET', K.CONTROL, 'paused', 'drain:' .. slave) end
+  if not FRESH.rare() then ctl = redis.call('HMGET', K.CONTROL, 'paused', 'drain:' .. slave) end
   if ctl[1] or ctl[2] then
     finish()
     out[#out + 1] = 1000
@@ -303,7 +303,7 @@ local function claim_tasks(slave, maxn, render, now, out)
   end
   -- a recrawl's validators for the leased URLs: one EXISTS when there are
   -- none (no recrawl queued), else HMGET and HDEL per 1000 URLs
-  if n > 0 and not FRESH.quiet() and redis.call('EXISTS', K.VAL) == 1 then
+  if n > 0 and not FRESH.rare() and redis.call('EXISTS', K.VAL) == 1 then
     for from = 1, #vals.url, 1000 do
       local to = math.min(from + 999, #vals.url)
       local vs = redis.call('HMGET', K.VAL, unpack(vals.url, from, to))
