@@ -48,7 +48,8 @@ import (
 //	                                  host is claimable and in no ready set; a fifth task
 //	                                  or a claim moves the rest to the host's own queue
 //	                                  (queue.lua: push, FRESH). A claim walks the hash
-//	                                  with HSCAN from meta's fresh_cursor
+//	                                  with HSCAN from where the last one stopped (a
+//	                                  cursor in the library's memory: claim.lua)
 //	crawl:{name}:q:<host>:<p>  list   tasks of one host at priority p, FIFO
 //	crawl:{name}:qp:<host>     zset   priorities with a non-empty queue for host
 //	crawl:{name}:ready         zset   hosts with queued tasks and a free slot,

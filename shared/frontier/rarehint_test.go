@@ -73,6 +73,8 @@ func monitor(t *testing.T, rdb *redis.Client, prefix string) (stop func() []stri
 // keys in one EXISTS and makes none of their looks (no HMGET of the
 // slaves' delays or the controls, no EXISTS of the validators), and a
 // control written meanwhile (a pause) is still seen by the next claim.
+// Its walk of the fresh hash starts where the last claim's stopped, a
+// cursor the library keeps in memory (no HGET or HSET of meta).
 func TestRareKeysHint(t *testing.T) {
 	rdb := testRedis(t)
 	ctx := context.Background()
@@ -110,6 +112,8 @@ func TestRareKeysHint(t *testing.T) {
 			strings.Contains(l, `"EXISTS" `+q(k.Validators)), strings.Contains(l, `"EXISTS" `+q(k.RenderReady)),
 			strings.Contains(l, q(k.Cool)+" "+q(k.Fresh)):
 			t.Errorf("a look the rare keys' EXISTS stands for (or the quiet keys' EXISTS): %s", l)
+		case strings.Contains(l, "fresh_cursor"):
+			t.Errorf("the fresh hash's cursor is kept in the library's memory, not in meta: %s", l)
 		}
 	}
 	if rare != 1 {

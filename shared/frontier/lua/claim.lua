@@ -1,14 +1,19 @@
 -- claim.lua: leasing tasks.
 
 -- fresh_scan returns up to maxn {host, value} of the fresh hash, walking
--- it with HSCAN from meta's fresh_cursor (a small hash comes whole, in the
--- order its hosts came: FIFO), at most 16 steps, and keeps the cursor
+-- it with HSCAN from the crawl's fresh cursor (a small hash comes whole,
+-- in the order its hosts came: FIFO), at most 16 steps, and keeps the
+-- cursor. The cursor is only where the next walk starts, so it lives in
+-- the library's memory (the crawl's key table, K.fresh_cursor), not in
+-- Redis: a claim of a broad crawl saves an HGET and an HSET of meta, and a
+-- cursor lost (the library loaded again, a failover) starts the walk over
+-- at 0, as a new crawl's does. (Meta's fresh_cursor, written by library
+-- version 6 and before, is no longer read.)
 function FRESH.scan(maxn)
   local out, seen = {}, {}
   -- nothing to walk: the hash was empty and this call put nothing in it
   if FRESH.known_empty() and not CALL.fresh_added then return out end
-  local start = redis.call('HGET', K_META, 'fresh_cursor') or '0'
-  if #start > 20 or not string.match(start, '^%d+$') then start = '0' end
+  local start = K.fresh_cursor or '0'
   local cur, wraps = start, 0
   for _ = 1, 16 do
     local r = redis.call('HSCAN', K_FRESH, cur, 'COUNT', maxn)
@@ -28,7 +33,7 @@ function FRESH.scan(maxn)
       if wraps >= 2 or start == '0' then break end
     end
   end
-  if cur ~= start then redis.call('HSET', K_META, 'fresh_cursor', cur) end
+  K.fresh_cursor = cur
   return out
 end
 
