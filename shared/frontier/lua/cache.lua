@@ -67,11 +67,12 @@ end
 -- answers for those with one EXISTS of their own, so such a call skips
 -- its looks at each (an EXISTS of the policies, HMGETs of the slaves'
 -- delays, an EXISTS of rready and of the validators, an HMGET of the
--- controls). Which EXISTS a call asks follows the
--- crawl's recent calls (K.hint, kept with the key names): after a call
--- found the busy keys but not the rare ones, the next HINT_CALLS calls
--- ask the rare ones only; after one found a rare key, they ask neither.
--- A hint only picks the question: every answer is this call's own.
+-- controls). Which EXISTS a call asks follows the crawl's recent calls
+-- (K.hint, kept with the key names): after a call found the crawl busy
+-- and no rare key, the next HINT_CALLS calls ask about the rare keys
+-- only; after one found a rare key, they ask about neither and look at
+-- each key. A hint only picks the question: every answer is the call's
+-- own.
 local HINT_CALLS = 64
 local function exists_none(keys)
   return redis.acl_check_cmd('EXISTS', unpack(keys)) and redis.call('EXISTS', unpack(keys)) == 0
