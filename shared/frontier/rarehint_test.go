@@ -23,13 +23,20 @@ func monitor(t *testing.T, rdb *redis.Client, prefix string) (stop func() []stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	// closed also when the test ends before stop: the reader then returns
+	t.Cleanup(func() { conn.Close() })
+	replies := 1 // +OK for MONITOR, and before it for AUTH
 	if opt.Password != "" {
-		fmt.Fprintf(conn, "AUTH %s %s\r\n", opt.Username, opt.Password)
+		user := opt.Username
+		if user == "" {
+			user = "default"
+		}
+		fmt.Fprintf(conn, "AUTH %s %s\r\n", user, opt.Password)
+		replies++
 	}
 	fmt.Fprintf(conn, "MONITOR\r\n")
 	r := bufio.NewReader(conn)
-	// +OK for AUTH and for MONITOR
-	for range map[bool]int{true: 2, false: 1}[opt.Password != ""] {
+	for range replies {
 		if _, err := r.ReadString('\n'); err != nil {
 			t.Fatal(err)
 		}
