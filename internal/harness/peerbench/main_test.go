@@ -1,0 +1,29 @@
+package main
+
+import (
+	"math"
+	"testing"
+)
+
+func TestParseStats(t *testing.T) {
+	tests := []struct {
+		name  string
+		info  string
+		cpu   float64
+		calls int64
+	}{
+		{"empty", "", 0, 0},
+		{"cpu and commands", "# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:2.500000\r\nused_cpu_sys_children:9.0\r\n" +
+			"# Commandstats\r\ncmdstat_zadd:calls=10,usec=30,usec_per_call=3.00,rejected_calls=0,failed_calls=0\r\n" +
+			"cmdstat_client|list:calls=3,usec=9,usec_per_call=3.00\r\n", 3.75, 13},
+		{"malformed lines add nothing", "used_cpu_sys:x\r\ncmdstat_get:usec=3\r\n", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cpu, calls := parseStats(tt.info)
+			if math.Abs(cpu-tt.cpu) > 1e-9 || calls != tt.calls {
+				t.Errorf("parseStats = %v, %d; want %v, %d", cpu, calls, tt.cpu, tt.calls)
+			}
+		})
+	}
+}
