@@ -41,8 +41,8 @@ func main() {
 	}
 }
 
+// result is one crawl's measure.
 type result struct {
-	procs       int
 	pages, reqs int
 	secs        float64
 	redisCPU    float64 // seconds
@@ -111,19 +111,26 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "peerbench: site %d hosts × %d pages (%d URLs), latency %v; scrapy-redis, %d requests a process, 1 a host; %s\n",
 		*hosts, *pages, len(expected), *latency, *conc, runtime.Version())
-	var results []result
+	incomplete := 0
 	for r := 0; r < *rounds; r++ {
 		for _, n := range procs {
 			res, err := crawl(ctx, rdb, *redisURL, site, expected, spider, *python, n, *conc, *timeout, fmt.Sprintf("peer%d-%d-%d", time.Now().Unix(), r, n))
 			if err != nil {
 				return err
 			}
-			results = append(results, res)
+			note := ""
+			if !res.complete {
+				incomplete++
+				note = " (INCOMPLETE: the spiders exited or the crawl timed out)"
+			}
 			fmt.Fprintf(out, "peerbench: %d process(es): %d of %d pages (%d requests) in %.1fs, %.0f pages/s; Redis CPU %.1f µs a page, %.2f calls a page; spiders' CPU %.2f ms a page%s\n",
 				n, res.pages, len(expected), res.reqs, res.secs, float64(res.pages)/res.secs,
 				res.redisCPU/float64(res.pages)*1e6, float64(res.redisCalls)/float64(res.pages),
-				res.spiderCPU/float64(res.pages)*1e3, map[bool]string{true: "", false: " (INCOMPLETE: timed out)"}[res.complete])
+				res.spiderCPU/float64(res.pages)*1e3, note)
 		}
+	}
+	if incomplete > 0 {
+		return fmt.Errorf("%d crawl(s) did not fetch every page: see the spiders' output above", incomplete)
 	}
 	return nil
 }
@@ -131,7 +138,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 // crawl runs n scrapy-redis processes on the site from its seed until every
 // expected URL was fetched (or timeout) and measures Redis meanwhile.
 func crawl(ctx context.Context, rdb *redis.Client, redisURL string, site *testsite.Site, expected map[string]int, spider, python string, n, conc int, timeout time.Duration, prefix string) (result, error) {
-	res := result{procs: n}
+	var res result
 	site.ResetHits()
 	cpu0, calls0, err := redisStats(ctx, rdb)
 	if err != nil {
