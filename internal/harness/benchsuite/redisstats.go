@@ -2,6 +2,7 @@ package benchsuite
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -52,11 +53,27 @@ type redisInfo struct {
 }
 
 func readInfo(ctx context.Context, rdb redis.UniversalClient) (redisInfo, error) {
-	var ri redisInfo
 	s, err := rdb.Info(ctx, "commandstats", "cpu", "memory").Result()
 	if err != nil {
-		return ri, err
+		return redisInfo{}, err
 	}
+	return parseInfo(s), nil
+}
+
+// RedisCPUCalls returns Redis's CPU seconds (used_cpu_sys + used_cpu_user)
+// and the sum of its commandstats calls so far: server-wide, for a
+// harness that measures another crawler on the same Redis (peerbench).
+func RedisCPUCalls(ctx context.Context, rdb redis.UniversalClient) (cpu float64, calls int64, err error) {
+	ri, err := readInfo(ctx, rdb)
+	if err != nil {
+		return 0, 0, fmt.Errorf("redis INFO: %w", err)
+	}
+	return ri.cpu, ri.calls, nil
+}
+
+// parseInfo reads INFO's commandstats, cpu and memory sections.
+func parseInfo(s string) redisInfo {
+	var ri redisInfo
 	for line := range strings.SplitSeq(s, "\n") {
 		line = strings.TrimSpace(line)
 		k, v, ok := strings.Cut(line, ":")
@@ -82,7 +99,7 @@ func readInfo(ctx context.Context, rdb redis.UniversalClient) (redisInfo, error)
 			ri.usedMemory, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
-	return ri, nil
+	return ri
 }
 
 // seenMemory estimates the bytes of the crawl's seen-URL buckets: the

@@ -140,7 +140,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 func crawl(ctx context.Context, rdb *redis.Client, redisURL string, site *testsite.Site, expected map[string]int, spider, python string, n, conc int, timeout time.Duration, prefix string) (result, error) {
 	var res result
 	site.ResetHits()
-	cpu0, calls0, err := redisStats(ctx, rdb)
+	cpu0, calls0, err := benchsuite.RedisCPUCalls(ctx, rdb)
 	if err != nil {
 		return res, err
 	}
@@ -187,7 +187,7 @@ func crawl(ctx context.Context, rdb *redis.Client, redisURL string, site *testsi
 		}
 	}
 	res.secs = time.Since(start).Seconds()
-	cpu1, calls1, err := redisStats(ctx, rdb)
+	cpu1, calls1, err := benchsuite.RedisCPUCalls(ctx, rdb)
 	if err != nil {
 		stop(cmds, exited)
 		return res, err
@@ -217,38 +217,6 @@ func stop(cmds []*exec.Cmd, exited <-chan struct{}) float64 {
 		}
 	}
 	return cpu
-}
-
-// redisStats returns Redis's CPU seconds and commandstats calls so far.
-func redisStats(ctx context.Context, rdb *redis.Client) (float64, int64, error) {
-	s, err := rdb.Info(ctx, "cpu", "commandstats").Result()
-	if err != nil {
-		return 0, 0, fmt.Errorf("redis INFO: %w", err)
-	}
-	cpu, calls := parseStats(s)
-	return cpu, calls, nil
-}
-
-// parseStats sums INFO's used_cpu_sys and used_cpu_user (seconds) and the
-// calls of every cmdstat_ line.
-func parseStats(info string) (cpu float64, calls int64) {
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "used_cpu_sys:"); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			cpu += f
-		} else if v, ok := strings.CutPrefix(line, "used_cpu_user:"); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			cpu += f
-		} else if strings.HasPrefix(line, "cmdstat_") {
-			if _, rest, ok := strings.Cut(line, "calls="); ok {
-				v, _, _ := strings.Cut(rest, ",")
-				c, _ := strconv.ParseInt(v, 10, 64)
-				calls += c
-			}
-		}
-	}
-	return cpu, calls
 }
 
 // spiderPy is scrapy-redis's usual setup: a RedisSpider fed through its

@@ -1,11 +1,11 @@
-package main
+package benchsuite
 
 import (
 	"math"
 	"testing"
 )
 
-func TestParseStats(t *testing.T) {
+func TestParseInfo(t *testing.T) {
 	tests := []struct {
 		name  string
 		info  string
@@ -20,9 +20,10 @@ func TestParseStats(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cpu, calls := parseStats(tt.info)
+			ri := parseInfo(tt.info)
+			cpu, calls := ri.cpu, ri.calls
 			if math.Abs(cpu-tt.cpu) > 1e-9 || calls != tt.calls {
-				t.Errorf("parseStats = %v, %d; want %v, %d", cpu, calls, tt.cpu, tt.calls)
+				t.Errorf("parseInfo = %v, %d; want %v, %d", cpu, calls, tt.cpu, tt.calls)
 			}
 		})
 	}
