@@ -6,9 +6,14 @@ import (
 )
 
 // linkCache remembers, in this process, the fingerprints of links that
-// completions it sent have already put through the seen set, so a link
+// completions it sent have already put through the seen set, and of the
+// URLs it leased (every function that queues a task puts its URL through
+// the seen set first: seed, reseed, the links of a completion), so a link
 // found again is not sent to Redis again (with bfs and dfs a seen link
-// changes nothing there). It is direct-mapped: a fingerprint's slot is its
+// changes nothing there). The leased URLs matter most when many slaves
+// share a crawl: a host's pages are leased together, and their links to
+// each other, which another slave sent, are then known to the slave that
+// fetches them. It is direct-mapped: a fingerprint's slot is its
 // low bits and a newer one overwrites it, so memory is fixed (8 bytes a
 // slot) and a miss only costs the script's usual check. Lock-free: acks
 // may run in several goroutines.

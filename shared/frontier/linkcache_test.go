@@ -64,6 +64,50 @@ func TestLinkCache(t *testing.T) {
 		})
 	}
 
+	// a URL this process leased is known: its task was put through the
+	// seen set when it was queued, so a page linking it need not send it
+	t.Run("leased URLs are known", func(t *testing.T) {
+		for _, tc := range []struct {
+			name      string
+			cache     int
+			wantKnown bool
+		}{{"with cache", 1024, true}, {"without cache", 0, false}} {
+			t.Run(tc.name, func(t *testing.T) {
+				rdb := testRedis(t)
+				f := newFrontier(t, rdb, "links", func(o *frontier.Options) { o.LinkCache = tc.cache })
+				a, b := tk("http://a.test/1", 0), tk("http://b.test/1", 0)
+				if _, err := f.Seed(ctx, []frontier.Task{a, b}); err != nil {
+					t.Fatal(err)
+				}
+				if f.KnownLink(b.URL) {
+					t.Fatal("KnownLink(b) = true before any lease")
+				}
+				ls := claimAll(t, f, 2)
+				if got := f.KnownLink(b.URL); got != tc.wantKnown {
+					t.Errorf("KnownLink(b) after its lease = %v, want %v", got, tc.wantKnown)
+				}
+				var la frontier.Lease
+				for _, l := range ls {
+					if l.Host == "a.test" {
+						la = l
+					}
+				}
+				// with the seen set gone, a link the cache does not skip
+				// is enqueued again
+				forgetSeen(t, rdb, f)
+				before, _ := f.Stats(ctx)
+				if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: la, Outcome: frontier.Done,
+					Links: []frontier.Task{tk(b.URL, 1)}, ContentHash: 0xaaaa}}); err != nil {
+					t.Fatal(err)
+				}
+				after, _ := f.Stats(ctx)
+				if sent := after.Queued > before.Queued; sent == tc.wantKnown {
+					t.Errorf("link to the leased b sent = %v, want %v (queued %d -> %d)", sent, !tc.wantKnown, before.Queued, after.Queued)
+				}
+			})
+		}
+	})
+
 	t.Run("duplicate page's links stay uncached", func(t *testing.T) {
 		rdb := testRedis(t)
 		f := newFrontier(t, rdb, "links", func(o *frontier.Options) { o.LinkCache = 1024 })
