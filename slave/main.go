@@ -84,12 +84,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	clientlog.InstallRedis(log) // go-redis's lines rate-limited as ours
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	memlimit.Apply(ctx, cfg)
 	s, err := slaved.New(cfg, slaved.Options{ID: *id, Logger: log, ExitWhenDone: *exitWhenDone})
 	if err != nil {
 		fmt.Fprintf(stderr, "slave: %v\n", err)
 		return 2
 	}
+	memlimit.Apply(ctx, cfg, s.HostsKnown)
 	if err := s.Run(ctx); err != nil {
 		var se *retry.StartError
 		if errors.As(err, &se) { // one line that says what to check

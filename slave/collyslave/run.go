@@ -43,7 +43,7 @@ func run(ctx context.Context, configPath string, c *colly.Collector, opt slaved.
 	}
 	lctx, stopLimit := context.WithCancel(ctx) // the limit is followed while the slave runs
 	defer stopLimit()
-	memlimit.Apply(lctx, cfg)
+	memlimit.Apply(lctx, cfg, nil) // no DNS cache of its own to count hosts by
 	s, err := New(cfg, c, opt)
 	if err != nil {
 		fmt.Fprintf(stderr, "slave: %v\n", err)

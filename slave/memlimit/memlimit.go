@@ -48,13 +48,28 @@ const GCPercent = 200
 // entries, sessions, connections). With half the live heap as room, an
 // earlier choice, a broad crawl's collector took a quarter of the slave's
 // CPU; with the live heap (GOGC 100), a fifth.
-func Want(base int64, live, other uint64) int64 {
+//
+// A slave that knows BroadHosts hosts or more (broad) gets at least the
+// live heap as room from the start: its live heap is those hosts' state,
+// and in a broad crawl's first seconds it is as small as a few-host
+// slave's (12-18 MB against 10), where a quarter of the base left the
+// collector 4 MB between collections, 70 a second (master bench --broad,
+// docs/benchmarks.md). The few-host slave keeps the base and its 40 MB.
+func Want(base int64, live, other uint64, broad bool) int64 {
 	room := base / 4
 	if over := int64(live) - base/2; over > 0 {
 		room = max(room, min(2*int64(live), base/4+4*over))
 	}
+	if broad {
+		room = max(room, int64(live))
+	}
 	return max(base, int64(live+other)+room)
 }
+
+// BroadHosts is how many hosts (Options.Hosts) make a slave's crawl
+// broad for Want: ten times the 100 hosts of the crawl that holds a
+// slave under 40 MB.
+const BroadHosts = 1000
 
 // Options configure Follow; the zero values are the process's own.
 type Options struct {
@@ -65,6 +80,9 @@ type Options struct {
 	Read func() (live, other uint64)
 	// Set sets the limit; nil = debug.SetMemoryLimit.
 	Set func(int64)
+	// Hosts returns how many hosts the slave knows now (its DNS cache's
+	// entries: slaved.Slave.HostsKnown); nil = never broad.
+	Hosts func() int
 }
 
 // Follow sets the limit to Want(base, live, other) now and then every
@@ -82,7 +100,7 @@ func Follow(ctx context.Context, base int64, opt Options) {
 	}
 	want := func() int64 {
 		live, other := opt.Read()
-		return Want(base, live, other)
+		return Want(base, live, other, opt.Hosts != nil && opt.Hosts() >= BroadHosts)
 	}
 	cur := want()
 	opt.Set(cur)
@@ -104,9 +122,10 @@ func Follow(ctx context.Context, base int64, opt Options) {
 // Apply sets the process's soft memory limit from cfg, unless GOMEMLIMIT
 // is set: slave.memory_limit when the config sets one; the automatic
 // limit (config.SlaveMemoryLimit), followed as the live heap grows
-// (Follow, in a goroutine that ends with ctx), with the collector's pace
-// at GCPercent unless GOGC is set, when it is 0; none when it is -1.
-func Apply(ctx context.Context, cfg *config.Config) {
+// (Follow, in a goroutine that ends with ctx; hosts, which may be nil,
+// is its Options.Hosts), with the collector's pace at GCPercent unless
+// GOGC is set, when it is 0; none when it is -1.
+func Apply(ctx context.Context, cfg *config.Config, hosts func() int) {
 	lim := cfg.SlaveMemoryLimit()
 	if lim <= 0 || os.Getenv("GOMEMLIMIT") != "" {
 		return
@@ -118,7 +137,7 @@ func Apply(ctx context.Context, cfg *config.Config) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(GCPercent)
 	}
-	go Follow(ctx, lim, Options{})
+	go Follow(ctx, lim, Options{Hosts: hosts})
 }
 
 // readMemory reads the heap the last collection found live, and the Go

@@ -21,19 +21,24 @@ func TestWant(t *testing.T) {
 		name        string
 		base        int64
 		live, other uint64
+		broad       bool
 		want        int64
 	}{
-		{"a few hosts: the base", 28 * mib, 10 * mib, 10 * mib, 28 * mib},
-		{"live and room at the base: the base", 28 * mib, 11 * mib, 10 * mib, 28 * mib},
-		{"past the base: a quarter of the base as room", 28 * mib, 12 * mib, 10 * mib, 29 * mib},
-		{"past half the base: the room grows four times as fast", 28 * mib, 16 * mib, 10 * mib, 41 * mib},
-		{"a broad crawl's start: on the way to twice the live heap", 28 * mib, 22 * mib, 12 * mib, 73 * mib},
-		{"a broad crawl: twice the live heap as room", 28 * mib, 40 * mib, 12 * mib, 132 * mib},
+		{"a few hosts: the base", 28 * mib, 10 * mib, 10 * mib, false, 28 * mib},
+		{"live and room at the base: the base", 28 * mib, 11 * mib, 10 * mib, false, 28 * mib},
+		{"past the base: a quarter of the base as room", 28 * mib, 12 * mib, 10 * mib, false, 29 * mib},
+		{"past half the base: the room grows four times as fast", 28 * mib, 16 * mib, 10 * mib, false, 41 * mib},
+		{"a broad crawl's start: on the way to twice the live heap", 28 * mib, 22 * mib, 12 * mib, false, 73 * mib},
+		{"a broad crawl: twice the live heap as room", 28 * mib, 40 * mib, 12 * mib, false, 132 * mib},
+		{"many hosts, a small heap: still the base", 28 * mib, 6 * mib, 10 * mib, true, 28 * mib},
+		{"many hosts past the base: the live heap as room, not a quarter of the base", 28 * mib, 12 * mib, 10 * mib, true, 34 * mib},
+		{"many hosts past half the base: the larger room", 28 * mib, 16 * mib, 10 * mib, true, 42 * mib},
+		{"many hosts, a broad crawl's heap: twice the live heap, as without", 28 * mib, 40 * mib, 12 * mib, true, 132 * mib},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Want(tc.base, tc.live, tc.other); got != tc.want {
-				t.Errorf("Want(%d, %d, %d) = %d, want %d", tc.base, tc.live, tc.other, got, tc.want)
+			if got := Want(tc.base, tc.live, tc.other, tc.broad); got != tc.want {
+				t.Errorf("Want(%d, %d, %d, %v) = %d, want %d", tc.base, tc.live, tc.other, tc.broad, got, tc.want)
 			}
 		})
 	}
@@ -45,28 +50,65 @@ func TestWant(t *testing.T) {
 func TestFollow(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	lives := []uint64{10, 40, 40, 60, 10, 10} // the live heap read by read
-	var mu sync.Mutex
-	var set []int64
-	reads := 0
-	done := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
-	read := func() (uint64, uint64) {
+	next := steps(len(lives)-1, cancel)
+	set := runFollow(t, ctx, 20, Options{Read: func() (uint64, uint64) { return lives[next()], 0 }})
+	// base 20 (room 5, or twice the live heap past 40): 10 -> 20,
+	// 40 -> 120, 40 (same), 60 -> 180, 10 -> 20, 10 (same)
+	if d := cmp.Diff([]int64{20, 120, 180, 20}, set); d != "" {
+		t.Errorf("limits set (-want +got):\n%s", d)
+	}
+}
+
+// TestFollowHosts: the limit takes the broad room while the slave knows
+// BroadHosts hosts or more, and gives it back when it knows fewer.
+func TestFollowHosts(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	hosts := []int{10, BroadHosts, BroadHosts, BroadHosts - 1} // read with each live heap
+	ctx, cancel := context.WithCancel(context.Background())
+	next := steps(len(hosts)-1, cancel)
+	// live 8, other 10, under half the base 20: room 5, or 8 with many hosts
+	set := runFollow(t, ctx, 20, Options{Read: func() (uint64, uint64) { return 8, 10 },
+		Hosts: func() int { return hosts[next()] }})
+	if d := cmp.Diff([]int64{23, 26, 23}, set); d != "" {
+		t.Errorf("limits set (-want +got):\n%s", d)
+	}
+}
+
+// steps returns the index of each of its calls, from 0 up to last, and
+// cancels at the call of index last: the test's last read stops Follow
+// after it.
+func steps(last int, cancel context.CancelFunc) func() int {
+	var mu sync.Mutex
+	n := 0
+	return func() int {
 		mu.Lock()
 		defer mu.Unlock()
-		if reads == len(lives)-1 {
-			cancel() // the last read: stop after it
+		if n == last {
+			cancel()
 		}
-		v := lives[min(reads, len(lives)-1)]
-		reads++
-		return v, 0
+		i := min(n, last)
+		n++
+		return i
 	}
+}
+
+// runFollow runs Follow(ctx, base, opt) every millisecond until ctx ends
+// (the test's reads cancel it) and returns the limits it set.
+func runFollow(t *testing.T, ctx context.Context, base int64, opt Options) []int64 {
+	t.Helper()
+	var mu sync.Mutex
+	var set []int64
+	opt.Every = time.Millisecond
+	opt.Set = func(n int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		set = append(set, n)
+	}
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Follow(ctx, 20, Options{Every: time.Millisecond, Read: read, Set: func(n int64) {
-			mu.Lock()
-			defer mu.Unlock()
-			set = append(set, n)
-		}})
+		Follow(ctx, base, opt)
 	}()
 	select {
 	case <-done:
@@ -75,12 +117,7 @@ func TestFollow(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	// base 20 (room 5, or twice the live heap past 40): 10 -> 20,
-	// 40 -> 120, 40 (same), 60 -> 180, 10 -> 20, 10 (same)
-	want := []int64{20, 120, 180, 20}
-	if d := cmp.Diff(want, set); d != "" {
-		t.Errorf("limits set (-want +got):\n%s", d)
-	}
+	return set
 }
 
 func TestReadMemory(t *testing.T) {
@@ -119,7 +156,7 @@ func TestApplyGCPercent(t *testing.T) {
 			cfg := config.Default()
 			cfg.Slave.MemoryLimit = tc.limit
 			ctx, cancel := context.WithCancel(context.Background())
-			Apply(ctx, &cfg)
+			Apply(ctx, &cfg, nil)
 			cancel()
 			if got := debug.SetGCPercent(100); got != tc.want {
 				t.Errorf("GC percent after Apply = %d, want %d", got, tc.want)

@@ -149,12 +149,29 @@ type Slave struct {
 	drainAsked atomic.Bool
 	finishSeen atomic.Bool  // the heartbeat said the crawl is finished (ExitWhenDone)
 	httpf      *httpFetcher // nil with Options.Fetcher
+	// dnsLive is s.dns while Run's fetcher is up, for HostsKnown (read
+	// from the memory limit's goroutine)
+	dnsLive atomic.Pointer[dnscache.Resolver]
 
 	met         *metrics.Slave // Prometheus metrics, served at slave.metrics_listen
 	metricsAddr atomic.Value   // bound host:port of /metrics (string), sent in heartbeats
 
 	mu     sync.Mutex
 	leases map[string]frontier.Lease // in flight, by URL; its size is the slave's in-flight count
+}
+
+// HostsKnown returns how many hosts the slave's DNS cache holds now, the
+// hosts it met lately (answers and errors): 0 before Run started its
+// fetcher or with Options.Fetcher. What a slave keeps per host (a DNS
+// entry, a session, connections) grows with them: its memory limit gives
+// a broad crawl's slave more room by it (memlimit.Options.Hosts).
+func (s *Slave) HostsKnown() int {
+	r := s.dnsLive.Load()
+	if r == nil {
+		return 0
+	}
+	st := r.Stats()
+	return st.Positive + st.Negative
 }
 
 // New builds a slave from a validated config. It does not connect yet.
@@ -248,6 +265,8 @@ func (s *Slave) Run(ctx context.Context) error {
 			return fmt.Errorf("slave: dns cache: %w", err)
 		}
 		defer s.dns.Close()
+		s.dnsLive.Store(s.dns)
+		defer s.dnsLive.Store(nil)
 		sessCtx, stopSessions := context.WithCancel(bg)
 		defer stopSessions()
 		if hf, err = s.newHTTPFetcher(sessCtx, s.dns); err != nil {
