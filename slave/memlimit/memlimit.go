@@ -85,9 +85,10 @@ type Options struct {
 	Hosts func() int
 }
 
-// Follow sets the limit to Want(base, live, other) now and then every
-// opt.Every until ctx ends. It is meant to run in its own goroutine, for
-// the process's life.
+// Follow sets the limit to Want(base, live, other, broad) now and then
+// every opt.Every until ctx ends, broad when opt.Hosts reports BroadHosts
+// or more. It is meant to run in its own goroutine, for the process's
+// life.
 func Follow(ctx context.Context, base int64, opt Options) {
 	if opt.Every <= 0 {
 		opt.Every = time.Second
