@@ -140,8 +140,10 @@ func (f *shard) claimResult(slave string, arr []any) (ClaimResult, error) {
 		}
 		// a leased URL went through the seen set when it was queued: a
 		// link to it found later is one the function would only find
-		// seen (linkCache)
-		f.links.add(Fingerprint(l.URL))
+		// seen (linkCache); no hash without a cache
+		if f.links != nil {
+			f.links.add(Fingerprint(l.URL))
+		}
 		leases = append(leases, l)
 	}
 	return ClaimResult{Leases: leases, Wait: wait, Busy: busy, RulesVersion: version}, nil
