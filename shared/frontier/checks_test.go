@@ -298,7 +298,7 @@ func FuzzFunctionArgs(f *testing.F) {
 	k := front.Keys()
 	fns := []string{"claim", "complete", "complete_claim", "extend", "links", "heartbeat", "leave", "seed",
 		"reseed", "requeue_failed", "recover_expired", "retire", "drain", "finish", "finish_sharded", "idle",
-		"seen_has", "member_bit", "own", "masters", "drop_stream", "registry", "snapshot"}
+		"seen_has", "member_bit", "own", "masters", "drop_stream", "registry", "snapshot", "memory"}
 	index := map[string]byte{}
 	for i, fn := range fns {
 		index[fn] = byte(i)
@@ -343,6 +343,8 @@ func FuzzFunctionArgs(f *testing.F) {
 	add("drop_stream", "s9")
 	add("registry")
 	add("snapshot")
+	add("memory", "")
+	add("memory", k.Prefix)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 || len(data) > 1<<16 {
 			return

@@ -310,3 +310,27 @@ func (f *Redis) CompleteRemoteOnly(ctx context.Context, slave string, cs []Compl
 	}
 	return f.sendRemote(ctx, slave, remote, remotePol)
 }
+
+// smallMemory are TestLibraryMemory's bounds on the library's Lua memory:
+// small enough that a few hundred URLs pass them.
+var smallMemory = luaMemory{prefixes: 6, settings: 3, names: 300, tableNames: 200, sweep: 60}
+
+// smallMemoryLib is the library with those bounds, under its own name:
+// only the calls of a frontier that UseSmallLibraryMemory touch its state.
+var smallMemoryLib = newLibraryMemory(lib.name+"_small", "rc"+strconv.Itoa(LibraryVersion)+"s_", nil, smallMemory)
+
+// SmallLibraryMemory is smallMemory: prefixes, settings, names, table
+// names and sweep.
+var SmallLibraryMemory = [5]int{smallMemory.prefixes, smallMemory.settings, smallMemory.names,
+	smallMemory.tableNames, smallMemory.sweep}
+
+// UseSmallLibraryMemory makes f call the library of small Lua-memory
+// bounds (loading it).
+func (f *Redis) UseSmallLibraryMemory() {
+	if err := loadLibrary(context.Background(), f.rdb, smallMemoryLib); err != nil {
+		panic(err)
+	}
+	for _, s := range f.shards {
+		s.libFor = func(string) *library { return smallMemoryLib }
+	}
+}

@@ -19,7 +19,7 @@ import (
 // The frontier's Lua is one Redis Functions library (Redis >= 7.0): the
 // files of lua/, in libraryFiles' order, after a header written here from
 // the key schema (keys.go) and the limits below. A function is called by
-// its name, NS + what the file registers (FCALL rc7_claim 1 <meta> ...),
+// its name, NS + what the file registers (FCALL rc8_claim 1 <meta> ...),
 // with the crawl's meta key as its one key and the crawl's prefix first in
 // ARGV; each function's KEYS/ARGV/returns contract is beside it in its
 // file, and the Go method that calls it says which.
@@ -37,7 +37,7 @@ import (
 // own: no EVAL, EVALSHA, SCRIPT or FUNCTION (acl.go).
 
 // LibraryVersion is the version of the frontier's functions library.
-const LibraryVersion = 7
+const LibraryVersion = 8
 
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -108,10 +108,42 @@ func (l *library) fn(name string) string { return l.ns + name }
 // lib is the library every frontier calls.
 var lib = newLibrary("redcrawl_"+strconv.Itoa(LibraryVersion), "rc"+strconv.Itoa(LibraryVersion)+"_", nil)
 
+// luaMemory bounds what the library keeps between calls in Redis's Lua
+// heap (base.lua: keys_of, name_cache, sweep). A bigger heap costs every
+// call: each call's collector steps walk it.
+type luaMemory struct {
+	// prefixes is the most key tables (crawl prefixes) kept; one more
+	// empties them all.
+	prefixes int
+	// settings is the most parsed crawl settings kept.
+	settings int
+	// names is the most key names (seen buckets, Bloom segments) the key
+	// tables hold together, ~85 bytes each.
+	names int
+	// tableNames is the most names of one kind one key table holds.
+	tableNames int
+	// sweep is the calls between two sweeps: a key table or settings no
+	// call used since the last sweep goes at the next.
+	sweep int
+}
+
+// defaultLuaMemory keeps the key names of two big crawls, or of many
+// small ones (8,192 names, ~0.7 MB at most), and sweeps every 100,000
+// calls (about a minute of a busy crawl). Measured: 7 MB more of Lua heap
+// took a 16-slave crawl's Redis CPU a page from 108-122 to 175 µs
+// (docs/benchmarks.md, "The library's Lua memory").
+var defaultLuaMemory = luaMemory{prefixes: 256, settings: 64, names: 8192, tableNames: 4096, sweep: 100000}
+
 // newLibrary builds a library named name whose functions' names start
 // with ns; edit, when set, rewrites the joined files (the profile's
 // instrumentation).
 func newLibrary(name, ns string, edit func(string) string) *library {
+	return newLibraryMemory(name, ns, edit, defaultLuaMemory)
+}
+
+// newLibraryMemory is newLibrary with the given bounds on the library's
+// Lua memory (the tests' small ones).
+func newLibraryMemory(name, ns string, edit func(string) string, mem luaMemory) *library {
 	var body strings.Builder
 	for _, f := range libraryFiles {
 		b, err := luaFiles.ReadFile("lua/" + f + ".lua")
@@ -125,12 +157,12 @@ func newLibrary(name, ns string, edit func(string) string) *library {
 	if edit != nil {
 		src = edit(src)
 	}
-	return &library{name: name, ns: ns, src: libraryHeader(name, ns) + src}
+	return &library{name: name, ns: ns, src: libraryHeader(name, ns, mem) + src}
 }
 
 // libraryHeader is what the files are given: the library's name and
 // function prefix, the key schema's names, the limits.
-func libraryHeader(name, ns string) string {
+func libraryHeader(name, ns string, mem luaMemory) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#!lua name=%s\n", name)
 	b.WriteString("-- written by library.go from the key schema (keys.go) and the limits\n")
@@ -153,10 +185,12 @@ func libraryHeader(name, ns string) string {
 	fmt.Fprintf(&b, "local SEEN_FLOOR, SEEN_MAX_LEVEL = %d, %d\n", seenFloor, seenMaxLevel)
 	fmt.Fprintf(&b, "local LIMITS = {claim = %d, completions = %d, links = %d, events = %d, policies = %d, "+
 		"event = %d, reason = %d, heartbeat = %d, host = %d, url = %d, task = %d, policy_delay = %d, "+
-		"policy_conc = %d, shards = %d, batch = %d, recover = %d, prefix = %d, prefixes = 256, settings = 64}\n",
+		"policy_conc = %d, shards = %d, batch = %d, recover = %d, prefix = %d, "+
+		"prefixes = %d, settings = %d, names = %d, table_names = %d, sweep = %d}\n",
 		maxClaim, maxCompletions, maxLinksPerCompletion, maxEventsPerCompletion, maxPoliciesPerCompletion,
 		maxEventBytes, maxReasonBytes, maxHeartbeatBytes, maxHostBytes, urlx.MaxURLLength, maxTaskBytes,
-		maxPolicyDelayMs, maxPolicyConcurrency, maxShards, seedBatch, maxRecover, len("crawl:{}:")+64+16)
+		maxPolicyDelayMs, maxPolicyConcurrency, maxShards, seedBatch, maxRecover, len("crawl:{}:")+64+16,
+		mem.prefixes, mem.settings, mem.names, mem.tableNames, mem.sweep)
 	return b.String()
 }
 

@@ -123,6 +123,7 @@ type BroadRun struct {
 	SeedSeconds            float64 // seeding every root
 	Seconds, PagesPerSec   float64 // from the slaves' start to the last page done (the held page aside)
 	RedisCPUPerPageUs      float64 // Redis CPU µs a page, seeding and the idle tail included
+	RedisLuaKB             float64 // the function libraries' Lua heap at the idle tail's end, KB (NaN unread)
 	RedisBytesPerHost      float64 // (used_memory after seeding − before) / hosts
 	SeenBytesPerHost       float64 // the part of it in the seen-URL set
 	DNSQueriesPerHost      float64 // queries the site's DNS server answered (A and AAAA each) / hosts
@@ -474,6 +475,10 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 	if err0 == nil && err1 == nil {
 		res.IdleCmdsPerSec = float64(ri1.calls-ri0.calls-(m1-m0)) / res.IdleSeconds
 		res.IdleScriptsPerSec = float64(ri1.scripts-ri0.scripts) / res.IdleSeconds
+	}
+	res.RedisLuaKB = math.NaN()
+	if err1 == nil {
+		res.RedisLuaKB = float64(ri1.luaFnBytes) / 1024
 	}
 	res.ClaimP50Ms, res.ClaimP99Ms = math.NaN(), math.NaN()
 	if h, err := b.claimLatency(ctx, &cfg, n); err == nil {

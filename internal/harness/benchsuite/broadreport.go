@@ -19,6 +19,8 @@ const broadNotes = `Notes:
   dedup.mode exact is in it, and shown apart).
 - Redis CPU / page: INFO used_cpu_sys + used_cpu_user from before seeding to the master's exit (seeding and the idle
   tail included).
+- Redis functions' Lua heap: INFO used_memory_vm_functions after the idle tail (every function library's, garbage not
+  yet collected included; a bigger heap costs every call).
 - DNS queries / host and HTTP connections / host: the queries the site's DNS server answered (A and AAAA each) and the
   connections its HTTP servers accepted, / hosts.
 - claim p50/p99: the slaves' redcrawl_slave_claim_seconds histograms merged (scraped from their /metrics), linear
@@ -67,6 +69,7 @@ func (r *BroadReport) Markdown() string {
 	row("crawl, s", func(x *BroadRun) string { return num(x.Seconds, 2) })
 	row("**pages/s**", func(x *BroadRun) string { return "**" + num(x.PagesPerSec, 0) + "**" })
 	row("Redis CPU / page, µs", func(x *BroadRun) string { return num(x.RedisCPUPerPageUs, 0) })
+	row("Redis functions' Lua heap at the end, KB", func(x *BroadRun) string { return num(x.RedisLuaKB, 0) })
 	row("Redis bytes / host after seeding", func(x *BroadRun) string { return num(x.RedisBytesPerHost, 0) })
 	row("… of which the seen set", func(x *BroadRun) string { return num(x.SeenBytesPerHost, 0) })
 	row("claim p50 / p99, ms", func(x *BroadRun) string {

@@ -50,6 +50,7 @@ type redisInfo struct {
 	scripts    int64 // fcall + fcall_ro calls (the frontier's functions), and evalsha + eval
 	cpu        float64
 	usedMemory int64
+	luaFnBytes int64 // used_memory_vm_functions: the function libraries' Lua heap
 }
 
 func readInfo(ctx context.Context, rdb redis.UniversalClient) (redisInfo, error) {
@@ -97,6 +98,8 @@ func parseInfo(s string) redisInfo {
 			ri.cpu += f
 		case k == "used_memory":
 			ri.usedMemory, _ = strconv.ParseInt(v, 10, 64)
+		case k == "used_memory_vm_functions":
+			ri.luaFnBytes, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
 	return ri

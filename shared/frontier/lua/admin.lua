@@ -154,3 +154,22 @@ register('member_bit', function()
   if not string.match(ARGV[2], '^%d+$') or #ARGV[2] > 17 then fail('member must be a decimal below 2^56') end
   return LH.bit(ARGV[2], int(3, 0, SEEN_MAX_LEVEL - SEEN_FLOOR - 1, 'k'))
 end, {settings = false, flags = {'no-writes'}})
+
+-- memory: what the library keeps between calls in Redis's Lua heap
+-- (base.lua: keys_of, name_cache, sweep), for the tests and an admin's
+-- look (master only: whether another crawl is served is not a slave's
+-- business). The caller's own prefix has a key table (begin made it).
+--
+-- KEYS: the meta key.
+-- ARGV: prefix, other (a crawl prefix, or empty).
+-- Returns: {key tables, names held, settings kept, calls since the last
+-- sweep, the Lua heap in KB (every library's: Redis runs them in one Lua
+-- VM), 1 when other has a key table, else 0}.
+register('memory', function()
+  master_only()
+  arg_count(2)
+  local other = str(2, LIMITS.prefix, 'other')
+  local has = 0
+  if MEM.tables[other] then has = 1 end
+  return {MEM.count, MEM.names, settings_count, MEM.calls - MEM.swept, math.floor(collectgarbage('count')), has}
+end, {settings = false, flags = {'no-writes'}})

@@ -30,16 +30,29 @@ end
 
 -- A key table per prefix: the fixed keys by name (FIXED_KEYS), the
 -- prefixes of the per-host and per-bucket keys, and the names of the Bloom
--- segments and seen buckets met so far. Bounded: a caller naming many
--- prefixes empties it.
-local key_tables, key_table_count = {}, 0
+-- segments and seen buckets met so far (name_cache). What they hold lives
+-- as long as the library, and every call's collector steps walk it, so it
+-- is bounded three ways:
+--  - a table idle since the last sweep goes at the next one (a sweep every
+--    LIMITS.sweep calls: sweep), so a Redis that runs crawl after crawl
+--    keeps the tables of the crawls that are running;
+--  - the names of all tables together are at most LIMITS.names (a table
+--    that would pass it starts its names again, as does one past
+--    LIMITS.table_names of a kind): ~0.7 MB at most however many crawls
+--    and shards run;
+--  - a caller naming more than LIMITS.prefixes prefixes empties them all.
+-- MEM holds them: tables by prefix and their count, the names held,
+-- calls (begin counts them) and swept (calls at the last sweep); one
+-- chunk local (a chunk keeps to Lua's 200) with the helpers name_cache
+-- and sweep below.
+local MEM = {tables = {}, count = 0, names = 0, calls = 0, swept = 0}
 local function keys_of(p)
-  local k = key_tables[p]
+  local k = MEM.tables[p]
   if k then return k end
-  if key_table_count >= LIMITS.prefixes then
-    key_tables, key_table_count = {}, 0
+  if MEM.count >= LIMITS.prefixes then
+    MEM.tables, MEM.count, MEM.names = {}, 0, 0
   end
-  k = {bloom = {}, seen_names = {n = 0}}
+  k = {bloom = {n = 0}, seen_names = {n = 0}}
   for name, sfx in pairs(FIXED_KEYS) do k[name] = p .. sfx end
   for name, sfx in pairs(KEY_PREFIXES) do k[name] = p .. sfx end
   k.policy = {[k.HPDELAY] = true, [k.HJITTER] = true, [k.HCONC] = true}
@@ -59,14 +72,38 @@ local function keys_of(p)
   -- the crawl's name: the hash tag without a shard's :k (a name holds no
   -- colon: ValidName)
   k.crawl = string.match(p, '^crawl:{([^:}]+)')
-  key_tables[p] = k
-  key_table_count = key_table_count + 1
+  k.used = MEM.calls
+  MEM.tables[p] = k
+  MEM.count = MEM.count + 1
   return k
+end
+
+-- name_cache returns the table of K's cache field (seen_names or bloom)
+-- that a new name goes into: the same table, or an empty one when it holds
+-- LIMITS.table_names or all the tables' names are at LIMITS.names
+function MEM.name_cache(field)
+  local names = K[field]
+  if names.n >= LIMITS.table_names or MEM.names >= LIMITS.names then
+    MEM.names = MEM.names - names.n
+    if MEM.names >= LIMITS.names then
+      -- the other tables hold the budget: all start again
+      for _, k in pairs(MEM.tables) do
+        k.seen_names, k.bloom = {n = 0}, {n = 0}
+      end
+      MEM.names = 0
+    end
+    names = {n = 0}
+    K[field] = names
+  end
+  MEM.names = MEM.names + 1
+  names.n = names.n + 1
+  return names
 end
 
 -- A crawl's settings are the string the master wrote to K.CFG (cfgString
 -- in settings.go), parsed once per distinct string: a tab-separated
--- record, the last field the allowed hosts separated by spaces.
+-- record, the last field the allowed hosts separated by spaces. At most
+-- LIMITS.settings, and one idle since the last sweep goes at the next.
 local settings_cache, settings_count = {}, 0
 local function settings_of(s)
   local c = settings_cache[s]
@@ -101,6 +138,28 @@ local function settings_of(s)
   settings_cache[s] = c
   settings_count = settings_count + 1
   return c
+end
+
+-- sweep drops the key tables and settings no call has used since the
+-- last sweep (begin marks what a call uses with MEM.calls). Called every
+-- LIMITS.sweep calls; it walks at most LIMITS.prefixes tables and
+-- LIMITS.settings settings.
+function MEM.sweep()
+  local swept = MEM.swept
+  for p, k in pairs(MEM.tables) do
+    if k.used < swept then
+      MEM.names = MEM.names - k.seen_names.n - k.bloom.n
+      MEM.tables[p] = nil
+      MEM.count = MEM.count - 1
+    end
+  end
+  for s, c in pairs(settings_cache) do
+    if c.used < swept then
+      settings_cache[s] = nil
+      settings_count = settings_count - 1
+    end
+  end
+  MEM.swept = MEM.calls
 end
 
 -- The keys, settings and state below are what a call uses most: locals
@@ -175,13 +234,17 @@ local function begin(keys, args, need_settings)
   if #keys ~= 1 or type(P) ~= 'string' or keys[1] ~= P .. 'meta' then
     fail('a call names its crawl by one key, its meta key, and its prefix first in ARGV')
   end
-  K = key_tables[P]
+  local calls = MEM.calls + 1
+  MEM.calls = calls
+  if calls - MEM.swept >= LIMITS.sweep then MEM.sweep() end
+  K = MEM.tables[P]
   if not K then
     if #P > LIMITS.prefix or not (string.match(P, '^crawl:{[%w_%.%-]+}:$') or string.match(P, '^crawl:{[%w_%.%-]+:[%d%-]+}:$')) then
       fail('not a crawl prefix: ' .. string.sub(P, 1, 80))
     end
     K = keys_of(P)
   end
+  K.used = calls
   bind_keys(K)
   CRAWL = K.crawl
   EV_KEY, SLAVE = K.EVENTS, false
@@ -191,6 +254,7 @@ local function begin(keys, args, need_settings)
       fail('crawl ' .. CRAWL .. ' has no settings: a master of this version writes them when it opens the crawl (bin/master run or seed)')
     end
     C = settings_of(s)
+    C.used = calls
     bind_settings(C)
   else
     C = nil

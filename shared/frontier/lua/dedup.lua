@@ -3,11 +3,12 @@
 -- a URL's k Bloom bits are g = a, a+b, a+2b, ... (mod m), bit g being bit
 -- g mod BLOOM_SEG of segment floor(g / BLOOM_SEG); a and b are below m, so
 -- every sum is exact (bloom.go). Segment key names are kept per prefix
+-- (K.bloom: name_cache in base.lua)
 local function bloom_key(seg)
   local key = K.bloom[seg]
   if not key then
     key = K.BLOOM_PFX .. seg
-    K.bloom[seg] = key
+    MEM.name_cache('bloom')[seg] = key
   end
   return key
 end
@@ -60,29 +61,21 @@ function LH.state()
   return lh_state
 end
 -- LH.bucket_key returns the key of the seen bucket of a tuple's x. The
--- names it makes are kept in the crawl's key table (K.seen_names, at most
--- LH.NAMES, then started again): a name is made once, not once a link.
+-- names it makes are kept in the crawl's key table (K.seen_names, within
+-- the bounds of name_cache in base.lua): a name is made once, not once a
+-- link.
 -- An x that is no number (not a slave's honest tuple) still names a
 -- bucket, and an h that is NaN is not kept (no table takes NaN as key).
-LH.NAMES = 4096
 function LH.bucket_key(x)
   if SEEN_FIXED then return K_SEEN_PFX .. x end
   local st = lh_state or LH.state()
   local lo = tonumber(x) or 0
   local h = lo % st.p
   if h < st.s then h = lo % (2 * st.p) end
-  local names = K.seen_names
-  local key = names[h]
+  local key = K.seen_names[h]
   if not key then
     key = K_SEEN_PFX .. string.format('%x', h)
-    if h == h then
-      if names.n >= LH.NAMES then
-        names = {n = 0}
-        K.seen_names = names
-      end
-      names[h] = key
-      names.n = names.n + 1
-    end
+    if h == h then MEM.name_cache('seen_names')[h] = key end
   end
   return key
 end
