@@ -128,11 +128,12 @@ type luaMemory struct {
 }
 
 // defaultLuaMemory keeps the key names of two big crawls, or of many
-// small ones (8,192 names, ~0.7 MB at most), and sweeps every 100,000
-// calls (about a minute of a busy crawl). Measured: 7 MB more of Lua heap
+// small ones (8,192 names, ~0.7 MB at most), and sweeps every 10,000
+// calls (seconds of a busy crawl): a key table without its names is ~6
+// KB, and one rebuilt after a sweep costs a call some 60 concatenations. Measured: 7 MB more of Lua heap
 // took a 16-slave crawl's Redis CPU a page from 108-122 to 175 µs
 // (docs/benchmarks.md, "The library's Lua memory").
-var defaultLuaMemory = luaMemory{prefixes: 256, settings: 64, names: 8192, tableNames: 4096, sweep: 100000}
+var defaultLuaMemory = luaMemory{prefixes: 256, settings: 64, names: 8192, tableNames: 4096, sweep: 10000}
 
 // newLibrary builds a library named name whose functions' names start
 // with ns; edit, when set, rewrites the joined files (the profile's
