@@ -27,21 +27,18 @@ type LibraryMemory struct {
 // LibraryMemory reads what the library keeps on shard 0's Redis; other,
 // when not empty, is a crawl prefix to ask about (OtherKept).
 func (f *Redis) LibraryMemory(ctx context.Context, other string) (LibraryMemory, error) {
-	res, err := f.call(ctx, "memory", other)
+	arr, err := f.callSlice(ctx, "memory", other)
 	if err != nil {
 		return LibraryMemory{}, wrap("read the library's memory", err)
 	}
-	arr, _ := res.([]any)
 	if len(arr) != 6 {
 		return LibraryMemory{}, fmt.Errorf("read the library's memory: %d values, not 6", len(arr))
 	}
 	n := make([]int64, len(arr))
 	for i, v := range arr {
-		x, ok := v.(int64)
-		if !ok {
-			return LibraryMemory{}, fmt.Errorf("read the library's memory: value %d is %T, not a number", i+1, v)
+		if n[i], err = toInt(v); err != nil {
+			return LibraryMemory{}, fmt.Errorf("read the library's memory: value %d: %w", i+1, err)
 		}
-		n[i] = x
 	}
 	return LibraryMemory{KeyTables: n[0], Names: n[1], Settings: n[2], SinceSweep: n[3], LuaKB: n[4], OtherKept: n[5] == 1}, nil
 }
