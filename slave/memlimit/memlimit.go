@@ -49,11 +49,14 @@ const GCPercent = 200
 // earlier choice, a broad crawl's collector took a quarter of the slave's
 // CPU; with the live heap (GOGC 100), a fifth.
 //
-// A slave that knows BroadHosts hosts or more (broad) gets at least the
-// live heap as room from the start: its live heap is those hosts' state,
-// and in a broad crawl's first seconds it is as small as a few-host
-// slave's (12-18 MB against 10), where a quarter of the base left the
-// collector 4 MB between collections, 70 a second (master bench --broad,
+// A slave that knows BroadHosts hosts or more (broad) gets twice the live
+// heap as room from the start, what GCPercent gives: its live heap is
+// those hosts' state, and in a broad crawl's first minute it is 12-25 MB,
+// where the four-times ramp (or the live heap as room, an earlier choice)
+// set the limit under the collector's own goal, so the limit, not
+// GCPercent, paced it: 20 collections a second at the start and some 700
+// in a 200,000-page crawl's first 40 s, the collector's share of the
+// slave's CPU twice the 20-host crawl's (master bench --broad,
 // docs/benchmarks.md). The few-host slave keeps the base and its 40 MB.
 func Want(base int64, live, other uint64, broad bool) int64 {
 	room := base / 4
@@ -61,7 +64,7 @@ func Want(base int64, live, other uint64, broad bool) int64 {
 		room = max(room, min(2*int64(live), base/4+4*over))
 	}
 	if broad {
-		room = max(room, int64(live))
+		room = max(room, int64(live)*GCPercent/100)
 	}
 	return max(base, int64(live+other)+room)
 }
