@@ -54,10 +54,11 @@ const GCPercent = 200
 // those hosts' state, and in a broad crawl's first minute it is 12-25 MB,
 // where the four-times ramp (or the live heap as room, an earlier choice)
 // set the limit under the collector's own goal, so the limit, not
-// GCPercent, paced it: 20 collections a second at the start and some 700
-// in a 200,000-page crawl's first 40 s, the collector's share of the
-// slave's CPU twice the 20-host crawl's (master bench --broad,
-// docs/benchmarks.md). The few-host slave keeps the base and its 40 MB.
+// GCPercent, paced it: 22 collections a second from the 2nd to the 10th
+// second, 620 from the 2nd to the 40th (400 with this room), the
+// collector's share of the slave's CPU twice the 20-host crawl's (master
+// bench --broad, docs/benchmarks.md). The few-host slave keeps the base
+// and its 40 MB.
 func Want(base int64, live, other uint64, broad bool) int64 {
 	room := base / 4
 	if over := int64(live) - base/2; over > 0 {
