@@ -60,12 +60,12 @@ const GCPercent = 200
 // bench --broad, docs/benchmarks.md). The few-host slave keeps the base
 // and its 40 MB.
 func Want(base int64, live, other uint64, broad bool) int64 {
-	room := base / 4
+	room, full := base/4, int64(live)*GCPercent/100
 	if over := int64(live) - base/2; over > 0 {
-		room = max(room, min(2*int64(live), base/4+4*over))
+		room = max(room, min(full, base/4+4*over))
 	}
 	if broad {
-		room = max(room, int64(live)*GCPercent/100)
+		room = max(room, full)
 	}
 	return max(base, int64(live+other)+room)
 }
