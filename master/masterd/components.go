@@ -82,6 +82,7 @@ func (m *monitor) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		m.prune(ctx)
 		if !slices.Contains(m.owned(), 0) {
 			continue // shard 0's master watches the slaves
 		}
@@ -140,6 +141,28 @@ func (m *monitor) run(ctx context.Context) {
 		}
 		if sample {
 			lastSample = now
+		}
+	}
+}
+
+// prune drops from the registries of the shards this master serves the
+// members that are no slave (a slave's raw ZADDs: PruneRegistry), and
+// records that it did.
+func (m *monitor) prune(ctx context.Context) {
+	n, err := m.front.PruneRegistry(ctx, m.owned())
+	if err != nil {
+		m.rl.Log(ctx, slog.LevelWarn, "prune", "prune the slave registry", "err", err)
+	}
+	if n == 0 {
+		return
+	}
+	m.log.Warn("slave registry: dropped members that are no slave", "count", n)
+	ev, err := frontier.NewEvent(&events.Exception{Crawl: m.crawl, Kind: events.KindInvalidInput, At: time.Now().UnixMilli(),
+		Message: fmt.Sprintf("slave registry: %d members with no heartbeat, lease or event stream dropped "+
+			"(a slave's Redis user wrote them: see docs/deploy.md on direct slaves)", n)})
+	if err == nil {
+		if err := m.stream.Append(ctx, ev); err != nil {
+			m.rl.Log(ctx, slog.LevelWarn, "prune", "record the registry's pruning", "err", err)
 		}
 	}
 }

@@ -22,8 +22,9 @@ import (
 //     records, the rule set, its events): no DEL, UNLINK or RENAME of a
 //     shared key, no command of one group on another's keys. Its own event
 //     stream for XADD only (XADD's MAXLEN could trim a stream: a slave can
-//     trim only its own); the registry for ZADD only (it can join, never
-//     remove another slave); its own lease, lease data and heartbeat keys;
+//     trim only its own); the registry for ZADD, ZSCORE and ZCARD only (it
+//     can join and count, never remove another slave); its own lease, lease
+//     data and heartbeat keys;
 //     the settings, the rule set, the control hash, the scope hosts and
 //     the finish hash (the heartbeat tells a slave the crawl finished)
 //     read-only; the rules channel to subscribe. Nothing of another crawl,
@@ -40,7 +41,8 @@ import (
 //     no Redis credential at all.
 //   - master: every key and channel of its crawl with the data, stream,
 //     transaction and pub/sub commands, FCALL and FUNCTION LOAD and LIST
-//     (it loads the library), SCAN (deleting a crawl) and INFO (the
+//     (it loads the library), SCAN (deleting a crawl), MEMORY USAGE (the
+//     size of a slave's event stream: the work API) and INFO (the
 //     eviction-policy check); no EVAL, EVALSHA or SCRIPT, no other crawl,
 //     nothing @dangerous or @admin besides INFO.
 //   - admin: the master's rules plus FUNCTION DELETE and STATS and
@@ -123,7 +125,7 @@ var slaveGroups = []struct {
 	// dedup: the seen buckets (sets; hashes in crawls of a fixed layout)
 	// and the Bloom filter's segments
 	{func(k Keys) []string { return []string{k.Prefix + sfxSeen + "*"} },
-		[]string{"+sadd", "+smembers", "+srem", "+hsetnx"}},
+		[]string{"+sismember", "+sadd", "+smembers", "+srem", "+hexists", "+hsetnx"}},
 	{func(k Keys) []string { return []string{k.Prefix + sfxBloom + "*"} }, []string{"+getbit", "+setbit"}},
 	{func(k Keys) []string { return []string{k.Prefix + sfxContent + "*"} }, []string{"+hsetnx", "+hget"}},
 	// robots.txt records: the slave reads and writes them itself
@@ -132,8 +134,8 @@ var slaveGroups = []struct {
 
 // slaveOwnCommands are what the library runs on a slave's own lease,
 // lease data and heartbeat keys.
-var slaveOwnCommands = []string{"+zadd", "+zrem", "+hget", "+hmget", "+hset", "+hdel", "+hgetall",
-	"+get", "+set", "+exists", "+del"}
+var slaveOwnCommands = []string{"+zadd", "+zrem", "+zrange", "+zcard", "+hget", "+hmget", "+hset", "+hdel", "+hgetall",
+	"+hlen", "+get", "+set", "+exists", "+del", "+unlink"}
 
 // slaveReadCommands read the settings, the rule set, the control hash, the
 // scope hosts (the legacy set and the fingerprint sets) and the finish hash.
@@ -185,7 +187,7 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 		rules = append(rules, selector(read, "%R~", slaveReadCommands))
 		rules = append(rules, selector(quiet, "%R~", []string{"+exists"}))
 		rules = append(rules, selector(events, "%W~", []string{"+xadd"}))
-		rules = append(rules, selector(registry, "~", []string{"+zadd"}))
+		rules = append(rules, selector(registry, "~", []string{"+zadd", "+zscore", "+zcard"}))
 		rules = append(rules, selector(own, "~", slaveOwnCommands))
 	case RoleMaster, RoleAdmin:
 		if slave != "" {
@@ -194,7 +196,7 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 		rules = append(rules, "~"+k.Prefix+"*", "&"+k.Prefix+"*", "~crawl:{"+crawl+":*}:*",
 			"+@read", "+@write", "+@keyspace", "+@string", "+@bitmap", "+@hash", "+@list",
 			"+@set", "+@sortedset", "+@stream", "+@transaction", "+@pubsub",
-			"+@fast", "+@slow", "-@dangerous", "-@admin", "+info", "+scan",
+			"+@fast", "+@slow", "-@dangerous", "-@admin", "+info", "+scan", "+memory|usage",
 			"-@scripting", "+fcall", "+fcall_ro", "+function|load", "+function|list",
 			"-flushall", "-flushdb", "-keys", "-swapdb", "-move", "-migrate", "-restore",
 			"-debug", "-module", "-monitor", "-shutdown", "-acl", "-failover")

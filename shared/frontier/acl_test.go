@@ -24,7 +24,7 @@ func TestACLRulesPerRole(t *testing.T) {
 	}{
 		{name: "slave", crawl: "news", role: frontier.RoleSlave, slave: "pi1",
 			has: []string{"-@all", "&crawl:{news}:rules:changed", "(%W~crawl:{news}:s:pi1:ev %W~crawl:{news:*}:s:pi1:ev +xadd)",
-				"(~crawl:{news}:slaves ~crawl:{news:*}:slaves +zadd)",
+				"(~crawl:{news}:slaves ~crawl:{news:*}:slaves +zadd +zscore +zcard)",
 				"+fcall"},
 			hasNot: []string{"+@all", "~*", "+config", "+flushall", "+keys", "+scan", "+del",
 				"+eval", "+evalsha", "+eval_ro", "+evalsha_ro", "+@scripting", "+script", "+function", "+function|load"}},

@@ -2,6 +2,9 @@ package frontier
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strconv"
@@ -61,7 +64,7 @@ func (f *shard) completeArgs(slave string, cs []Completion) (args []any, sent []
 		chex, cb, cf := "", "", ""
 		if c.ContentHash != 0 && c.Outcome == Done {
 			chex = fmt.Sprintf("%016x", c.ContentHash)
-			cb, cf = f.contentSlot(c.ContentHash)
+			cb, cf = f.contentSlot(f.scopedContent(c.ContentHash, c.ContentScope))
 		}
 		args = append(args, c.Lease.URL, c.Lease.Token, c.Outcome.String(), max(ms(c.HostDelay), 0),
 			max(ms(c.Backoff), 0), max(ms(c.RetryIn), 0), truncate(c.Reason, maxReasonBytes), chex, cb, cf,
@@ -76,6 +79,23 @@ func (f *shard) completeArgs(slave string, cs []Completion) (args []any, sent []
 		args = f.appendTuplesFP(args, links, fps)
 	}
 	return args, sent, nil
+}
+
+// scopedContent is the fingerprint a content hash is kept under in its
+// scope (Completion.ContentScope): the hash itself crawl-wide, else the
+// first 8 bytes of an HMAC-SHA-256 of the scope and the hash keyed by
+// this process's own random key (shard.contentKey). A slave cannot aim
+// its scope's slot at another's: it knows its scope, but not the key.
+// (Another process's slots for the same scope differ: a scope's pages
+// are duplicates of its own pages met through the same process.)
+func (f *shard) scopedContent(hash uint64, scope string) uint64 {
+	if scope == "" {
+		return hash
+	}
+	m := hmac.New(sha256.New, f.contentKey[:])
+	m.Write([]byte(scope))
+	m.Write(binary.BigEndian.AppendUint64(nil, hash))
+	return binary.BigEndian.Uint64(m.Sum(nil))
 }
 
 // tooLarge replaces an event longer than maxEventBytes by an exception

@@ -160,6 +160,12 @@ type Completion struct {
 	// is a duplicate, whose links are not enqueued; it is counted in
 	// Stats.Duplicates and recorded as a duplicate event with the first URL.
 	ContentHash uint64
+	// ContentScope, when set, keeps ContentHash to the pages of that scope:
+	// it is looked up and recorded among the hashes of the scope alone, so
+	// it makes no page of another scope a duplicate, nor is made one. The
+	// work API sets it to the slave's id: a slave that reports another
+	// page's hash as its own spoils only its own pages' links.
+	ContentScope string
 	// Policies, keyed by Task.Host, set hosts' politeness (from the rule
 	// files) before the links are enqueued, so a host's first claim already
 	// obeys its policy. A policy equal to the one in force costs no write.

@@ -19,7 +19,7 @@ import (
 // The frontier's Lua is one Redis Functions library (Redis >= 7.0): the
 // files of lua/, in libraryFiles' order, after a header written here from
 // the key schema (keys.go) and the limits below. A function is called by
-// its name, NS + what the file registers (FCALL rc8_claim 1 <meta> ...),
+// its name, NS + what the file registers (FCALL rc9_claim 1 <meta> ...),
 // with the crawl's meta key as its one key and the crawl's prefix first in
 // ARGV; each function's KEYS/ARGV/returns contract is beside it in its
 // file, and the Go method that calls it says which.
@@ -37,7 +37,7 @@ import (
 // own: no EVAL, EVALSHA, SCRIPT or FUNCTION (acl.go).
 
 // LibraryVersion is the version of the frontier's functions library.
-const LibraryVersion = 8
+const LibraryVersion = 9
 
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -187,16 +187,27 @@ func libraryHeader(name, ns string, mem luaMemory) string {
 	fmt.Fprintf(&b, "local LIMITS = {claim = %d, completions = %d, links = %d, events = %d, policies = %d, "+
 		"event = %d, reason = %d, heartbeat = %d, host = %d, url = %d, task = %d, policy_delay = %d, "+
 		"policy_conc = %d, shards = %d, batch = %d, recover = %d, prefix = %d, "+
-		"prefixes = %d, settings = %d, names = %d, table_names = %d, sweep = %d}\n",
+		"prefixes = %d, settings = %d, names = %d, table_names = %d, sweep = %d, slaves = %d, held = %d}\n",
 		maxClaim, maxCompletions, maxLinksPerCompletion, maxEventsPerCompletion, maxPoliciesPerCompletion,
 		maxEventBytes, maxReasonBytes, maxHeartbeatBytes, maxHostBytes, urlx.MaxURLLength, maxTaskBytes,
 		maxPolicyDelayMs, maxPolicyConcurrency, maxShards, seedBatch, maxRecover, len("crawl:{}:")+64+16,
-		mem.prefixes, mem.settings, mem.names, mem.tableNames, mem.sweep)
+		mem.prefixes, mem.settings, mem.names, mem.tableNames, mem.sweep, maxSlaves, maxHeld)
 	return b.String()
 }
 
 // maxRecover is the most leases one recover call takes back.
 const maxRecover = 10000
+
+// maxSlaves is the most slaves a crawl's registry (per shard) holds: a
+// heartbeat that would register one more is refused, and a function that
+// loops over the registry reads its first maxSlaves members (a slave's
+// Redis user may ZADD it, so it is no bound on the set itself:
+// PruneRegistry drops the members that are no slave).
+const maxSlaves = 1024
+
+// maxHeld is the most leases one slave holds on a shard (a claim leases
+// no more), and so the most a retire or a leave takes back in one call.
+const maxHeld = 10000
 
 // Source returns the library's code as FUNCTION LOAD gets it.
 func LibrarySource() string { return lib.src }

@@ -3,6 +3,7 @@ package frontier
 import (
 	"cmp"
 	"context"
+	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -227,6 +228,9 @@ type shard struct {
 	// shard 0, "~k" for shard k of a sharded crawl: stream.go)
 	index int
 	tag   string
+	// contentKey keys the slots of scoped content hashes
+	// (Completion.ContentScope: scopedContent), random per process
+	contentKey [32]byte
 }
 
 var (
@@ -354,6 +358,7 @@ func normalize(opt Options) (Options, bloomSize, error) {
 // want is the Bloom filter's size for a new crawl (bloom mode).
 func newShard(ctx context.Context, rdb redis.UniversalClient, opt Options, keys Keys, want bloomSize) (*shard, error) {
 	f := &shard{rdb: rdb, opt: opt, keys: keys, allKeys: keys.all()}
+	crand.Read(f.contentKey[:]) // never fails
 	if opt.Strategy == "" || opt.Strategy == StrategyBFS || opt.Strategy == StrategyDFS {
 		f.links = newLinkCache(opt.LinkCache)
 	}

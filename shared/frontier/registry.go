@@ -253,3 +253,71 @@ func (f *shard) snapshot(ctx context.Context) (Snapshot, error) {
 	}
 	return snap, nil
 }
+
+// PruneRegistry drops from the registries of the shards given (nil: all)
+// the members that are no slave: no heartbeat, lease, lease data or event
+// stream of theirs on that shard. A function registers only its caller
+// and with one of those keys, but a slave's Redis user may ZADD the
+// registry itself; the functions read only its first maxSlaves members
+// (registry_members), so a registry within that is left alone and only
+// one flooded past it is scanned (SCAN-like, a thousand members a round
+// trip). It returns how many members it dropped.
+func (f *Redis) PruneRegistry(ctx context.Context, shards []int) (int, error) {
+	if shards == nil {
+		shards = f.all()
+	}
+	total := 0
+	for _, k := range shards {
+		n, err := f.shards[k].pruneRegistry(ctx)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("shard %d: %w", k, err)
+		}
+	}
+	return total, nil
+}
+
+func (f *shard) pruneRegistry(ctx context.Context) (int, error) {
+	reg := f.keys.Slaves
+	size, err := f.rdb.ZCard(ctx, reg).Result()
+	if err != nil || size <= maxSlaves {
+		return 0, wrap("prune registry", err)
+	}
+	dropped := 0
+	var cursor uint64
+	for {
+		var batch []string
+		batch, cursor, err = f.rdb.ZScan(ctx, reg, cursor, "", 2000).Result()
+		if err != nil {
+			return dropped, wrap("prune registry", err)
+		}
+		var ids []string
+		for i := 0; i < len(batch); i += 2 {
+			ids = append(ids, batch[i])
+		}
+		pipe := f.rdb.Pipeline()
+		held := make([]*redis.IntCmd, len(ids))
+		for i, id := range ids {
+			held[i] = pipe.Exists(ctx, f.keys.SlaveBeat(id), f.keys.SlaveLease(id), f.keys.SlaveLeaseData(id), f.keys.SlaveEvents(id))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return dropped, wrap("prune registry", err)
+		}
+		var junk []any
+		for i, id := range ids {
+			if held[i].Val() == 0 {
+				junk = append(junk, id)
+			}
+		}
+		if len(junk) > 0 {
+			n, err := f.rdb.ZRem(ctx, reg, junk...).Result()
+			dropped += int(n)
+			if err != nil {
+				return dropped, wrap("prune registry", err)
+			}
+		}
+		if cursor == 0 {
+			return dropped, nil
+		}
+	}
+}

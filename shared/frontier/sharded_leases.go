@@ -37,6 +37,37 @@ func (f *Redis) Extend(ctx context.Context, slave string, leases []Lease) ([]boo
 	return held, nil
 }
 
+// HeldLeases returns what the frontier recorded of the leases a slave
+// names (URL, Token and Shard as its completions name them): out[i] the
+// lease as it was leased (its task: depth, hops, sitemap level, attempt;
+// its priority and the time it was leased), held[i] whether slave holds
+// it with that token now. The work API reads them to judge what a slave
+// of it says about its leases; whether the lease is still held when the
+// completion is applied is the function complete's to check, atomically.
+func (f *Redis) HeldLeases(ctx context.Context, slave string, leases []Lease) (out []Lease, held []bool, err error) {
+	out, held = make([]Lease, len(leases)), make([]bool, len(leases))
+	idx := map[int][]int{}
+	for i, l := range leases {
+		if l.Shard >= 0 && l.Shard < len(f.shards) {
+			idx[l.Shard] = append(idx[l.Shard], i)
+		}
+	}
+	for _, k := range sortedShards(idx) {
+		sub := make([]Lease, len(idx[k]))
+		for j, i := range idx[k] {
+			sub[j] = leases[i]
+		}
+		subOut, subHeld := make([]Lease, len(sub)), make([]bool, len(sub))
+		if err := f.shards[k].heldLeases(ctx, slave, sub, subOut, subHeld); err != nil {
+			return nil, nil, fmt.Errorf("shard %d: %w", k, err)
+		}
+		for j, i := range idx[k] {
+			out[i], held[i] = subOut[j], subHeld[j]
+		}
+	}
+	return out, held, nil
+}
+
 // Leave implements Registry: the slave gives back its leases on every
 // shard; shard 0 records the leave.
 func (f *Redis) Leave(ctx context.Context, slave, detail string) error {

@@ -201,7 +201,10 @@ func (s *Stream) streams(ctx context.Context, force bool) ([]string, error) {
 func (s *Stream) refresh(ctx context.Context) error {
 	pipe := s.rdb.Pipeline()
 	members := pipe.SMembers(ctx, s.keys.Streams)
-	reg := pipe.ZRange(ctx, s.keys.Slaves, 0, -1)
+	// the registry's first maxSlaves, as the functions read it
+	// (registry_members): a slave's raw ZADDs cannot make the sink read
+	// more streams than that
+	reg := pipe.ZRange(ctx, s.keys.Slaves, 0, maxSlaves-1)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return wrap("list event streams", err)
 	}
@@ -470,4 +473,21 @@ func (s *Stream) Len(ctx context.Context) (int64, error) {
 		n += l.Val()
 	}
 	return n, nil
+}
+
+// SlaveStreamBytes is about how many bytes of events a slave's stream on
+// shard k holds that the sink has not yet taken (MEMORY USAGE with a few
+// samples: a constant cost whatever its length); 0 when it has none. The
+// work API reads it to keep a slave from writing events faster than the
+// sink stores them.
+func (f *Redis) SlaveStreamBytes(ctx context.Context, slave string, k int) (int64, error) {
+	if k < 0 || k >= len(f.shards) {
+		return 0, fmt.Errorf("slave stream of shard %d: the crawl has %d", k, len(f.shards))
+	}
+	s := f.shards[k]
+	n, err := s.rdb.MemoryUsage(ctx, s.keys.SlaveEvents(slave), 16).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, wrap("slave stream size", err)
 }

@@ -210,9 +210,9 @@ end
 local hcache, hdirty, hdirty_keys, policies_empty, stat_delta, stat_order
 local in_ready, rdirty, rready_empty, has_queue, no_render, ev_buf, work_added, lh_state, refused, readied
 local CALL
--- FRESH: the helpers of the fresh hosts, scope sets and idle hosts
--- (queue.lua, claim.lua), fields of one table to keep the chunk's locals
--- within Lua's 200
+-- FRESH: the helpers of the fresh hosts, scope sets, idle hosts and the
+-- registry (base.lua, queue.lua, claim.lua), fields of one table to keep
+-- the chunk's locals within Lua's 200
 local FRESH = {}
 local function reset_state()
   hcache, hdirty, hdirty_keys, policies_empty = {}, {}, {}, nil
@@ -291,6 +291,20 @@ local function k_sld(s) return K_SLAVE_PFX .. s .. ':ld' end
 local function k_sbeat(s) return K_SLAVE_PFX .. s .. ':hb' end
 local function k_sev(s) return K_SLAVE_PFX .. s .. ':ev' end
 local function k_seen(b) return K_SEEN_PFX .. b end
+
+-- FRESH.registry returns the registry's first LIMITS.slaves members by
+-- join time (with their scores when withscores). Every loop over the
+-- registry goes through it: a slave's Redis user may ZADD the registry
+-- (a function it calls registers it), so a hostile one can grow it
+-- without end; a call then still costs no more than LIMITS.slaves
+-- slaves, and the master's monitor drops the members that are no slave
+-- (Redis.PruneRegistry).
+function FRESH.registry(withscores)
+  if withscores then
+    return redis.call('ZRANGE', K_SLAVES, 0, LIMITS.slaves - 1, 'WITHSCORES')
+  end
+  return redis.call('ZRANGE', K_SLAVES, 0, LIMITS.slaves - 1)
+end
 local function k_content(b) return K_CONTENT_PFX .. b end
 
 -- the keys of a host's queues of one class: render (r true) or static

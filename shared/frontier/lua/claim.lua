@@ -388,11 +388,13 @@ local function claim_tasks(slave, maxn, render, now, out)
 end
 
 -- held_cap caps a claim of maxn leases at what keeps the slave within
--- max_held leases on this shard (0: no cap): the work API's limit on what
--- one slave's token may hold
+-- max_held leases on this shard (0: LIMITS.held alone; the work API's
+-- limit on what one slave's token may hold) and LIMITS.held: what
+-- lose_all reads of a slave's leases in one call
 local function held_cap(slave, maxn, max_held)
-  if max_held <= 0 then return maxn end
-  return math.min(maxn, max_held - redis.call('ZCARD', k_slease(slave)))
+  local cap = LIMITS.held
+  if max_held > 0 then cap = math.min(cap, max_held) end
+  return math.min(maxn, cap - redis.call('ZCARD', k_slease(slave)))
 end
 
 -- at_cap appends to out a claim's result when the slave holds all it may:

@@ -10,7 +10,7 @@ local function idle_now()
   if queued > 0 or rqueued > 0 or redis.call('ZCARD', K_RETRY) > 0 or redis.call('ZCARD', K.LEGACY_LEASE) > 0 then
     return false
   end
-  for _, slave in ipairs(redis.call('ZRANGE', K_SLAVES, 0, -1)) do
+  for _, slave in ipairs(FRESH.registry()) do
     if redis.call('ZCARD', k_slease(slave)) > 0 then return false end
   end
   return true

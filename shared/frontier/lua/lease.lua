@@ -39,15 +39,34 @@ local function beat_host(slave)
   return ''
 end
 
--- lose_all takes back every lease a slave holds; it returns how many
+-- lose_all takes back every lease a slave holds; it returns how many. A
+-- slave holds at most LIMITS.held leases (claim's held_cap): lease data
+-- past that is a slave's raw HSETs, of which only the leases of its
+-- lease zset's first LIMITS.held are taken back, and the rest dropped
+-- unread (UNLINK frees them outside the call).
 local function lose_all(slave, reason, now)
   local zkey, hkey = k_slease(slave), k_sld(slave)
-  local all = redis.call('HGETALL', hkey)
-  for k = 1, #all, 2 do
-    lose(zkey, hkey, all[k], all[k + 1], reason, now)
+  local n = 0
+  if redis.call('HLEN', hkey) <= LIMITS.held then
+    local all = redis.call('HGETALL', hkey)
+    for k = 1, #all, 2 do
+      lose(zkey, hkey, all[k], all[k + 1], reason, now)
+    end
+    n = #all / 2
+  else
+    local urls = redis.call('ZRANGE', zkey, 0, LIMITS.held - 1)
+    local data = hmget(hkey, urls)
+    for k, url in ipairs(urls) do
+      if data[k] then
+        lose(zkey, hkey, url, data[k], reason, now)
+        n = n + 1
+      end
+    end
+    stat('refused', 1)
+    redis.call('UNLINK', hkey)
   end
-  redis.call('DEL', zkey)
-  return #all / 2
+  redis.call('UNLINK', zkey)
+  return n
 end
 
 -- expire_in takes back up to limit leases of one lease zset whose deadline
@@ -107,7 +126,7 @@ register('recover_expired', function()
   local limit = int(2, 1, LIMITS.recover, 'limit')
   local now = now_ms()
   local n = expire_in(K.LEGACY_LEASE, K.LEGACY_LEASEDATA, now, limit)
-  for _, slave in ipairs(redis.call('ZRANGE', K_SLAVES, 0, -1)) do
+  for _, slave in ipairs(FRESH.registry()) do
     n = n + expire_in(k_slease(slave), k_sld(slave), now, limit - n)
   end
   finish()

@@ -436,6 +436,26 @@ function FRESH.scope_has(h)
   return redis.call('SISMEMBER', key, m) == 1
 end
 
+-- FRESH.scope_ok reports whether a scope host is in the crawl's host scope: a
+-- seed's host name with scope by seeds, else one of crawl.allow_hosts (any
+-- host when the crawl sets neither); cache keeps each host's answer for
+-- the call
+function FRESH.scope_ok(lscope, cache)
+  if not (SCOPE_BY_SEEDS or SCOPE_HOSTS) then return true end
+  local ok = cache[lscope]
+  if ok == nil then
+    if SCOPE_BY_SEEDS then ok = FRESH.scope_has(lscope) else ok = allowed(lscope) end
+    cache[lscope] = ok
+  end
+  return ok
+end
+
+-- FRESH.scope_host is the scope host of a host key: without its port and the
+-- brackets of an IPv6 address (urlx.Task's ScopeHost)
+function FRESH.scope_host(host)
+  return string.match(host, '^%[(.*)%]') or string.match(host, '^(.*):%d+$') or host
+end
+
 -- link_args reports whether the tuple at ARGV[j] has the form every use
 -- of it before check_task relies on: only the seen arguments of the Bloom
 -- filter and of a fixed layout need a look (seen_args); a host, scope host
@@ -449,13 +469,17 @@ end
 -- scope by seeds, else crawl.allow_hosts), dedup and the trap caps. It
 -- returns 'new' for a link seen now and admitted (counted in the stats'
 -- seen; the caller queues it), 'old' for one seen before, and nil for one
--- refused, out of scope or dropped by a cap (a trap_drop).
+-- refused, out of scope or dropped by a cap (a trap_drop). A link enters
+-- the seen set only once admitted: one a cap or the depth limit drops is
+-- not marked seen, so links a slave makes up to fill a cap cannot make a
+-- real page of the host known, never to be fetched.
 local function take_link(j, in_scope, slave, now)
   if (SEEN_FIXED or BLOOM) and not seen_args(ARGV[j], ARGV[j + 1]) then
     refuse(ARGV[j + 5], 'malformed link arguments', slave, now)
     return nil
   end
   local lhost, lscope = ARGV[j + 2], ARGV[j + 3]
+  -- FRESH.scope_ok written out: every link of a page comes here
   if SCOPE_BY_SEEDS or SCOPE_HOSTS then
     local ok_scope = in_scope[lscope]
     if ok_scope == nil then
@@ -468,7 +492,7 @@ local function take_link(j, in_scope, slave, now)
     end
     if not ok_scope then return nil end
   end
-  if not seen_add(ARGV[j], ARGV[j + 1]) then return 'old' end
+  if seen_has(ARGV[j], ARGV[j + 1]) then return 'old' end
   -- a new link is checked whole before it is counted or queued: about
   -- one a page, where every link of a page reaches the seen check
   local why = check_task(lhost, lscope, ARGV[j + 4], ARGV[j + 5], C.MAX_DEPTH)
@@ -482,6 +506,7 @@ local function take_link(j, in_scope, slave, now)
     trap_drop(lhost, ARGV[j + 5], cap, slave, now)
     return nil
   end
+  seen_add(ARGV[j], ARGV[j + 1])
   stat('seen', 1)
   return 'new'
 end

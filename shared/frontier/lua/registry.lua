@@ -21,6 +21,9 @@ register('heartbeat', function()
   if not ok or type(hb) ~= 'table' then fail('heartbeat is not a JSON object') end
   check_own(slave)
   local now = now_ms()
+  if not redis.call('ZSCORE', K_SLAVES, slave) and redis.call('ZCARD', K_SLAVES) >= LIMITS.slaves then
+    fail('the registry holds ' .. LIMITS.slaves .. ' slaves: no more may join (the master drops members that are no slave)')
+  end
   local added = redis.call('ZADD', K_SLAVES, 'NX', now, slave)
   local had = redis.call('EXISTS', k_sbeat(slave))
   redis.call('SET', k_sbeat(slave), now .. '\t' .. info)
@@ -43,7 +46,7 @@ end, {settings = false})
 -- crawl-wide lease zset after them
 local function registered(in_flight)
   local out = {}
-  local reg = redis.call('ZRANGE', K_SLAVES, 0, -1, 'WITHSCORES')
+  local reg = FRESH.registry(true)
   for k = 1, #reg, 2 do
     out[#out + 1] = reg[k]
     out[#out + 1] = reg[k + 1]

@@ -53,8 +53,10 @@ end)
 
 -- reseed: enqueue tasks again whether seen or not (a recrawl), except a
 -- URL that is leased or already queued in its host's queue of its
--- priority (bfs, dfs) or its host's pq (priority, aopic). Trap caps are not
--- counted again.
+-- priority (bfs, dfs) or its host's pq (priority, aopic), and one out of
+-- the crawl's host scope (FRESH.scope_ok: what a page recorded in MySQL names
+-- never takes the crawl outside its seeds' hosts or crawl.allow_hosts).
+-- Trap caps are not counted again.
 --
 -- A task with validators (Task.Revisit, encoded by encodeValidators) has
 -- them written to the val hash when it is enqueued, for the claim that
@@ -70,16 +72,21 @@ register('reseed', function()
   arg_count(3 + 4 * np + (TUPLE + 1) * n)
   check_policies(4, np)
   set_policies(4, np)
-  -- leased: whether a slave (or a legacy crawl-wide lease) holds url
-  local slaves = redis.call('ZRANGE', K_SLAVES, 0, -1)
-  local function leased(url)
+  -- leased: whether a slave (or a legacy crawl-wide lease) holds url of
+  -- host: only a host with requests in flight has one, and the slaves are
+  -- the registry's first LIMITS.slaves (FRESH.registry)
+  local slaves
+  local function leased(host, url)
     if redis.call('HEXISTS', K.LEGACY_LEASEDATA, url) == 1 then return true end
+    if host_infl(host) <= 0 then return false end
+    slaves = slaves or FRESH.registry()
     for _, s in ipairs(slaves) do
       if redis.call('HEXISTS', k_sld(s), url) == 1 then return true end
     end
     return false
   end
   local added = 0
+  local in_scope = {}
   local vbase = 4 + 4 * np + TUPLE * n
   for s = 0, n - 1 do
     local j = 4 + 4 * np + TUPLE * s
@@ -90,13 +97,14 @@ register('reseed', function()
     else
       why = check_task(host, ARGV[j + 3], prio, task, 0)
     end
+    if not why and not FRESH.scope_ok(ARGV[j + 3], in_scope) then why = 'out of the crawl\'s host scope' end
     if why then
       refuse(task, why)
     else
       local url = task_url(task)
       local r = is_render(task)
       local queued
-      if leased(url) then
+      if leased(host, url) then
         queued = true
       elseif PQ then
         queued = redis.call('ZSCORE', kq_pq(r, host), url) ~= false
@@ -133,17 +141,19 @@ register('requeue_failed', function()
   arg_count(2)
   local limit = int(2, 1, LIMITS.batch, 'limit')
   local n = 0
+  local in_scope = {}
   for _ = 1, limit do
     local e = redis.call('LPOP', K.FAILED)
     if not e then break end
     local f = splitn(e, 4)
     local host, prio, task = f[2], f[3], f[4]
     local t = task and splitn(task, 4)
-    if t and t[4] and tonumber(prio) then
+    if t and t[4] and tonumber(prio) and host and FRESH.scope_ok(FRESH.scope_host(host), in_scope) then
       push(host, prio, t[1] .. '\t' .. t[2] .. '\t0\t' .. t[4], false)
       n = n + 1
     else
-      -- an entry no function wrote (a slave's raw RPUSH): dropped
+      -- an entry no function wrote (a slave's raw RPUSH), or of a host
+      -- out of the crawl's scope: dropped
       stat('refused', 1)
     end
   end
