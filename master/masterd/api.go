@@ -73,15 +73,19 @@ func (m *Master) apiServer(match func() *rules.Set, met *metrics.Master) (*apiCo
 	a := m.cfg.API
 	srv := workapi.New(workapi.Options{Crawl: m.cfg.Crawl.Name, Front: m.front, Tokens: storeTokens{m.store},
 		Planner: linkPlanner{planner: planner, rules: match, known: m.front.KnownLink}, Library: frontier.LibraryName(),
-		Limits: workapi.Limits{MaxInFlight: a.MaxInFlight, Rate: a.Rate, MaxBody: a.MaxBody, MaxLinks: a.MaxLinks},
-		Log:    m.log, RL: m.rl, Limited: met.APILimited, Served: func(path string, d time.Duration) {
+		Limits: workapi.Limits{MaxInFlight: a.MaxInFlight, Rate: a.Rate, MaxBody: a.MaxBody, MaxLinks: a.MaxLinks,
+			EventRate: float64(a.EventRate), MaxStream: a.MaxStream, DecodeBudget: a.DecodeBudget},
+		MaxRedirects: m.cfg.Crawl.MaxRedirects,
+		Log:          m.log, RL: m.rl, Limited: met.APILimited, Invalid: met.APIInvalid, Served: func(path string, d time.Duration) {
 			met.APIServed(path, d)
 			if m.opt.APIServed != nil {
 				m.opt.APIServed(path, d)
 			}
 		}})
+	// a request's headers in 10 s and its body in a minute (a largest body
+	// over a slow link), an idle connection kept two minutes
 	hs := &http.Server{Handler: srv.Handler(), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelDebug)}
+		ReadTimeout: time.Minute, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelDebug)}
 	scheme := "http://"
 	if tlsCfg != nil {
 		scheme = "https://"
@@ -130,14 +134,9 @@ func (p linkPlanner) Known(url string) bool {
 	return true
 }
 
-// maxSitemapLevel is the deepest sitemap nesting a slave may report (the
-// slave's own limit).
-const maxSitemapLevel = 3
-
+// Link plans a link whose depth, hops and sitemap level the work API set
+// from its lease's (workapi: linkOf).
 func (p linkPlanner) Link(l api.Link) (frontier.Task, *frontier.HostPolicy, bool) {
-	if l.Depth < 0 || l.Hops < 0 || l.Hops > 100 || l.Sitemap < 0 || l.Sitemap > maxSitemapLevel {
-		return frontier.Task{}, nil, false
-	}
 	var match func(*url.URL) *rules.RuleSet
 	if p.rules != nil {
 		if set := p.rules(); set != nil {

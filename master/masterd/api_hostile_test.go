@@ -25,7 +25,7 @@ import (
 	api "github.com/redcrawl/redcrawl/shared/workapi"
 )
 
-// TestHostileAPISlave runs a hostile slave of the work API beside two
+// TestHostileAPISlaveFlood runs a hostile slave of the work API beside two
 // honest crawls (each its master, its API and its API slaves) for at least
 // 30 s. It holds a token of a third crawl, its own. Over and over it tries
 // another slave's lease, the honest crawls' APIs, bodies over the limit,
@@ -35,7 +35,7 @@ import (
 // nothing of the hostile slave's. (A slave with a token of a crawl can
 // always spoil that crawl's work, as any worker can, by failing what it
 // claims: that is what revoking its token is for.)
-func TestHostileAPISlave(t *testing.T) {
+func TestHostileAPISlaveFlood(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two crawls for 30 s")
 	}
@@ -178,15 +178,17 @@ func TestHostileAPISlave(t *testing.T) {
 				kinds[x.Kind]++
 			}
 		}
-		if kinds[events.KindForgedEvent] > 0 && kinds[events.KindAPILimit] > 0 || time.Now().After(deadline) {
+		if kinds[events.KindInvalidInput] > 0 && kinds[events.KindAPILimit] > 0 || time.Now().After(deadline) {
 			break
 		}
 	}
-	if kinds[events.KindForgedEvent] == 0 || kinds[events.KindAPILimit] == 0 {
-		t.Errorf("the hostile slave's exceptions in its crawl by kind: %v; want forged_event and api_limit", kinds)
+	if kinds[events.KindInvalidInput] == 0 || kinds[events.KindAPILimit] == 0 {
+		t.Errorf("the hostile slave's exceptions in its crawl by kind: %v; want invalid_input and api_limit", kinds)
 	}
-	if codes[http.StatusTooManyRequests] == 0 || codes[http.StatusRequestEntityTooLarge] == 0 || codes[http.StatusForbidden] == 0 {
-		t.Errorf("answers by status %v: want 429 (the flood), 413 (the bodies) and 403 (the revoked token, the other crawl)", codes)
+	if codes[http.StatusTooManyRequests] == 0 || codes[http.StatusRequestEntityTooLarge] == 0 || codes[http.StatusForbidden] == 0 ||
+		codes[http.StatusBadRequest] == 0 {
+		t.Errorf("answers by status %v: want 429 (the flood), 413 (the bodies), 403 (the revoked token, the other crawl) "+
+			"and 400 (records of no lease)", codes)
 	}
 }
 
@@ -220,9 +222,14 @@ func hostileAPIAttacks(own, other *config.Config, otherSite *testsite.Site, hone
 			Events: []api.Event{{Type: events.TypeItem, Data: raw(`{"x":"` + strings.Repeat("y", 300<<10) + `"}`)}}},
 			ok: refused(http.StatusRequestEntityTooLarge)},
 		{name: "an item for the other crawl dated 2100", method: http.MethodPost, path: api.PathEvents, body: api.EventsRequest{
-			Events: []api.Event{{Type: events.TypeItem, Data: raw(fmt.Sprintf(`{"crawl":%q,"rule":"r","item":"i","url":"http://x.test/","data":{},"slave":"evil","fetched_at":%d}`, other.Crawl.Name, future))}}}, ok: any2xx},
+			Events: []api.Event{{Type: events.TypeItem, Data: raw(fmt.Sprintf(`{"crawl":%q,"rule":"r","item":"i","url":"http://x.test/","data":{},"slave":"evil","fetched_at":%d}`, other.Crawl.Name, future))}}},
+			ok: refused(http.StatusBadRequest)},
 		{name: "a page in another slave's name", method: http.MethodPost, path: api.PathEvents, body: api.EventsRequest{
-			Events: []api.Event{{Type: events.TypePage, Data: raw(fmt.Sprintf(`{"crawl":%q,"url":"http://forged.test/","status":200,"slave":%q}`, own.Crawl.Name, honest))}}}, ok: any2xx},
+			Events: []api.Event{{Type: events.TypePage, Data: raw(fmt.Sprintf(`{"crawl":%q,"url":"http://forged.test/","status":200,"slave":%q}`, own.Crawl.Name, honest))}}},
+			ok: refused(http.StatusBadRequest)},
+		{name: "an exception for the other crawl dated 2100", method: http.MethodPost, path: api.PathEvents, body: api.EventsRequest{
+			Events: []api.Event{{Type: events.TypeException, Data: raw(fmt.Sprintf(`{"crawl":%q,"kind":"render","slave":%q,"at":%d}`, other.Crawl.Name, honest, future))}}},
+			ok: any2xx},
 		{name: "another crawl's slave's lease, on its API", target: "other crawl", method: http.MethodPost, path: api.PathComplete,
 			body: api.CompleteRequest{Completions: []api.Completion{{Lease: api.LeaseRef{URL: victim, Token: 1}, Outcome: api.OutcomeFail}}},
 			ok:   refused(http.StatusForbidden)},

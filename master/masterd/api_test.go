@@ -122,8 +122,10 @@ func TestAPICrawl(t *testing.T) {
 			if len(joins) != tc.api+tc.direct {
 				t.Errorf("joins of %d slaves, want %d: %v", len(joins), tc.api+tc.direct, joins)
 			}
-			if exc, _ := db.Exceptions(ctx, store.ExceptionFilter{Crawl: cfg.Crawl.Name, Kind: events.KindForgedEvent}); len(exc) > 0 {
-				t.Errorf("honest API slaves' events refused as forged: %+v", exc[0])
+			for _, kind := range []string{events.KindForgedEvent, events.KindInvalidInput} {
+				if exc, _ := db.Exceptions(ctx, store.ExceptionFilter{Crawl: cfg.Crawl.Name, Kind: kind}); len(exc) > 0 {
+					t.Errorf("honest API slaves' events refused (%s): %+v", kind, exc[0])
+				}
 			}
 		})
 	}

@@ -37,13 +37,16 @@ func TestSDTarget(t *testing.T) {
 		{addr: "10.0.0.7:9100", want: "10.0.0.7:9100"},
 		{addr: "192.168.1.20:9100", want: "192.168.1.20:9100"},
 		{addr: "172.31.255.1:9100", want: "172.31.255.1:9100"},
-		{addr: "127.0.0.1:43567", want: "127.0.0.1:43567"},
-		{addr: "[::1]:9100", want: "[::1]:9100"},
+		{addr: "127.0.0.1:43567", allow: everything, want: "127.0.0.1:43567"},
+		{addr: "[::1]:9100", allow: everything, want: "[::1]:9100"},
 		{addr: "[fd12:3456::7]:9100", want: "[fd12:3456::7]:9100"},
 		{addr: "[::ffff:10.0.0.7]:9100", want: "10.0.0.7:9100"},
 		{addr: "10.0.0.7:9100", allow: lan, want: "10.0.0.7:9100"},
 		{addr: "[fd00:1::9]:9100", allow: lan, want: "[fd00:1::9]:9100"},
 		{addr: "203.0.113.5:9100", allow: everything, want: "203.0.113.5:9100"},
+		// loopback: not by default
+		{addr: "127.0.0.1:43567", why: "outside admin.sd_allow"},
+		{addr: "[::1]:9100", why: "outside admin.sd_allow"},
 		// metadata and link-local, even when every address is allowed
 		{addr: "169.254.169.254:80", why: "link-local"},
 		{addr: "169.254.169.254:80", allow: everything, why: "link-local"},

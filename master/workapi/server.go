@@ -6,12 +6,19 @@
 // The master runs the frontier's functions on the slave's behalf, as that
 // slave, so every check the functions make is made by code the slave does
 // not run; on top of them the API takes the slave and the crawl from the
-// token, plans each link's task itself (canonical form, scope, traps, the
-// rule files' routing and politeness: Planner), binds events to the
-// token's slave (they go to its own stream, which the sink checks them
-// against), and keeps each token within its limits: leases held, requests
-// a second, body size, links a completion. A slave over a limit is slowed
-// (429 with Retry-After) or refused (413), and recorded.
+// token, and believes the slave only about the leases it holds (judge.go):
+// a completion's records must be about its lease's URL, the master sets
+// what it knows (times within the lease, the crawl, the slave, the depth
+// of every link from the lease's), plans each link's task itself
+// (canonical form, scope, traps, the rule files' routing and politeness:
+// Planner), and keeps the slave's content hashes to its own pages. It
+// keeps each token within its limits: leases held, requests a second and
+// at once, body size and the records in it (counted as the body is
+// decoded), bytes of events a second, the unread events of its stream;
+// and every request together within a budget of bytes being decoded. A
+// slave over a limit is slowed (429 with Retry-After) or refused (413),
+// and recorded; a record about no lease of its is refused and recorded
+// (invalid_input).
 //
 // Several masters may serve the API at once (behind a load balancer, or a
 // slave given several URLs): a server keeps nothing a request needs but a
@@ -20,15 +27,18 @@ package workapi
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -40,6 +50,8 @@ import (
 // Frontier is what the API needs of the crawl's frontier
 // (frontier.Redis), every call made as the token's slave.
 type Frontier interface {
+	HeldLeases(ctx context.Context, slave string, leases []frontier.Lease) ([]frontier.Lease, []bool, error)
+	SlaveStreamBytes(ctx context.Context, slave string, shard int) (int64, error)
 	ClaimWaitOpts(ctx context.Context, slave string, max int, opts frontier.ClaimOptions) (frontier.ClaimResult, error)
 	CompleteClaim(ctx context.Context, slave string, cs []frontier.Completion, max int, opts frontier.ClaimOptions) ([]bool, frontier.ClaimResult, error)
 	Complete(ctx context.Context, slave string, cs []frontier.Completion) ([]bool, error)
@@ -92,6 +104,18 @@ type Limits struct {
 	MaxBody int64
 	// MaxLinks is the most links of one completion.
 	MaxLinks int
+	// EventRate is the bytes of events (records of completions and
+	// /events) a second a token may send, with bursts of four times as
+	// many (at least MaxBody); 0 = no limit.
+	EventRate float64
+	// MaxStream is the most bytes of events a slave's stream (on a shard)
+	// may hold that the sink has not stored: past it the slave's events
+	// wait (429) until the sink catches up; 0 = no limit.
+	MaxStream int64
+	// DecodeBudget is the most bytes of request bodies the API reads and
+	// decodes at once, all tokens together: a request that finds no room
+	// within budgetWait is answered 503; 0 = no limit.
+	DecodeBudget int64
 }
 
 // Options configure a Server.
@@ -108,6 +132,12 @@ type Options struct {
 	// Limited, when set, counts requests refused or slowed by a limit
 	// (metrics): the slave and which limit.
 	Limited func(slave, limit string)
+	// Invalid, when set, counts records refused as about no lease the
+	// token held (metrics): the slave and what (judge.go).
+	Invalid func(slave, what string)
+	// MaxRedirects is the crawl's crawl.max_redirects: a redirect a slave
+	// reports past it is refused.
+	MaxRedirects int
 	// Served, when set, times every request but the watches' by path
 	// (metrics), refused ones included.
 	Served func(path string, d time.Duration)
@@ -120,10 +150,16 @@ type Options struct {
 
 // Server serves the work API.
 type Server struct {
-	opt    Options
-	tokens tokenCache
-	rates  rateLimiter
-	watch  *watcher
+	opt     Options
+	tokens  tokenCache
+	rates   rateLimiter
+	evBytes rateLimiter
+	busy    inFlight
+	// budget holds the bytes of the bodies being decoded (DecodeBudget)
+	budget *semaphore.Weighted
+	// streams caches the sizes of slaves' streams (MaxStream)
+	streams streamSizes
+	watch   *watcher
 	// stopping ends the watches waiting (Stop), so that a server shutting
 	// down need not wait WatchWait for them
 	stopping context.Context
@@ -143,8 +179,14 @@ func New(opt Options) *Server {
 	}
 	s := &Server{opt: opt, watch: newWatcher()}
 	s.stopping, s.stop = context.WithCancel(context.Background())
-	s.tokens = tokenCache{ttl: opt.TokenCache, m: map[string]cachedToken{}}
+	s.tokens = newTokenCache(opt.TokenCache)
 	s.rates = rateLimiter{buckets: map[int64]*bucket{}}
+	s.evBytes = rateLimiter{buckets: map[int64]*bucket{}}
+	s.busy = inFlight{n: map[int64]int{}}
+	s.streams = streamSizes{m: map[streamKey]streamSize{}}
+	if opt.Limits.DecodeBudget > 0 {
+		s.budget = semaphore.NewWeighted(opt.Limits.DecodeBudget)
+	}
 	return s
 }
 
@@ -176,12 +218,17 @@ func (s *Server) Handler() http.Handler {
 type request struct {
 	r     *http.Request
 	token Token
+	// received is when the master began to serve it: the latest time a
+	// record of it may carry
+	received time.Time
 }
 
-// errRefused is a request the API refuses, with its status.
+// errRefused is a request the API refuses, with its status (and, for a
+// 429, when to come back).
 type errRefused struct {
-	status int
-	msg    string
+	status     int
+	msg        string
+	retryAfter time.Duration
 }
 
 func (e *errRefused) Error() string { return e.msg }
@@ -199,9 +246,22 @@ func (s *Server) serve(path string, fn func(ctx context.Context, q request) (any
 		if !ok {
 			return
 		}
+		if !s.busy.enter(q.token.ID) {
+			s.limited(q, "concurrency", "over "+strconv.Itoa(maxConcurrent)+" requests at once")
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusTooManyRequests, api.Error{Error: "over the token's requests at once"})
+			return
+		}
+		defer s.busy.leave(q.token.ID)
+		release, ok := s.reserve(w, q)
+		if !ok {
+			return
+		}
+		defer release()
 		r.Body = http.MaxBytesReader(w, r.Body, s.opt.Limits.MaxBody)
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
+		q.received = time.Now()
 		v, err := fn(ctx, q)
 		if err != nil {
 			s.fail(w, q, err)
@@ -209,6 +269,38 @@ func (s *Server) serve(path string, fn func(ctx context.Context, q request) (any
 		}
 		writeJSON(w, http.StatusOK, v)
 	}
+}
+
+// reserve takes room for the request's body in the decode budget: its
+// Content-Length (a body without one is refused: 411), waiting at most
+// budgetWait (then 503). It answers a refused request itself.
+func (s *Server) reserve(w http.ResponseWriter, q request) (release func(), ok bool) {
+	r := q.r
+	if r.Method != http.MethodPost {
+		return func() {}, true
+	}
+	n := r.ContentLength
+	switch {
+	case n < 0:
+		writeJSON(w, http.StatusLengthRequired, api.Error{Error: "a request body needs a Content-Length"})
+		return nil, false
+	case n > s.opt.Limits.MaxBody:
+		s.limited(q, "size", "request body over "+strconv.FormatInt(s.opt.Limits.MaxBody, 10)+" bytes")
+		writeJSON(w, http.StatusRequestEntityTooLarge, api.Error{Error: "request body too large"})
+		return nil, false
+	case s.budget == nil || n == 0:
+		return func() {}, true
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), budgetWait)
+	defer cancel()
+	if err := s.budget.Acquire(ctx, n); err != nil {
+		s.limited(q, "budget", "the master was decoding "+strconv.FormatInt(s.opt.Limits.DecodeBudget, 10)+
+			" bytes of requests already")
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "the master is busy: try again"})
+		return nil, false
+	}
+	return func() { s.budget.Release(n) }, true
 }
 
 // admit authenticates a request and applies its token's rate; it answers
@@ -219,8 +311,12 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (request, bool) {
 		writeJSON(w, http.StatusUnauthorized, api.Error{Error: "no token: Authorization: Bearer <token>"})
 		return request{}, false
 	}
-	tok, err := s.tokens.get(r.Context(), s.opt.Tokens, raw)
+	tok, err := s.tokens.get(r.Context(), s.opt.Tokens, raw, addrKey(r.RemoteAddr))
 	switch {
+	case errors.Is(err, errLookupLimited):
+		w.Header().Set("Retry-After", "10")
+		writeJSON(w, http.StatusTooManyRequests, api.Error{Error: "too many unknown tokens from this address"})
+		return request{}, false
 	case err != nil:
 		s.opt.RL.Log(r.Context(), slog.LevelWarn, "api-tokens", "work API: look up token", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "tokens unavailable: try again"})
@@ -240,7 +336,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (request, bool) {
 	if tok.Rate > 0 {
 		rate = tok.Rate
 	}
-	if wait := s.rates.take(tok.ID, rate, time.Now()); wait > 0 {
+	if wait := s.rates.take(tok.ID, rate, max(2*rate, 10), 1, time.Now()); wait > 0 {
 		s.limited(q, "rate", "over "+strconv.FormatFloat(rate, 'g', -1, 64)+" requests a second")
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
 		writeJSON(w, http.StatusTooManyRequests, api.Error{Error: "over the token's request rate"})
@@ -256,6 +352,9 @@ func (s *Server) fail(w http.ResponseWriter, q request, err error) {
 	case errors.As(err, &ref):
 		if ref.status == http.StatusRequestEntityTooLarge {
 			s.limited(q, "size", ref.msg)
+		}
+		if ref.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(ref.retryAfter/time.Second)+1))
 		}
 		writeJSON(w, ref.status, api.Error{Error: ref.msg})
 	case errors.Is(err, api.ErrTooLarge) || isMaxBytes(err):
@@ -278,35 +377,69 @@ func isMaxBytes(err error) bool {
 }
 
 // limited counts and records a slave over a limit: a metric each time, an
-// exception on its stream at most once a minute per limit.
+// api_limit exception on its stream at most once a minute per limit.
 func (s *Server) limited(q request, limit, msg string) {
 	if s.opt.Limited != nil {
 		s.opt.Limited(q.token.Slave, limit)
 	}
-	key := strconv.FormatInt(q.token.ID, 10) + "/" + limit
+	s.note(q, limit, events.KindAPILimit, "work API: "+msg+" ("+q.r.URL.Path+")")
+}
+
+// note records an exception of kind about the token's slave on its stream,
+// at most once a minute per token and key, and logs it likewise.
+func (s *Server) note(q request, key, kind, msg string) {
+	key = strconv.FormatInt(q.token.ID, 10) + "/" + key
 	now := time.Now()
 	if last, ok := s.noted.Load(key); ok && now.Sub(last.(time.Time)) < time.Minute {
 		return
 	}
 	s.noted.Store(key, now)
-	ev, err := frontier.NewEvent(&events.Exception{Crawl: s.opt.Crawl, Kind: events.KindAPILimit, Slave: q.token.Slave,
-		Message: "work API: " + msg + " (" + q.r.URL.Path + ")", At: now.UnixMilli()})
+	ev, err := frontier.NewEvent(&events.Exception{Crawl: s.opt.Crawl, Kind: kind, Slave: q.token.Slave,
+		Message: msg, At: now.UnixMilli()})
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), 5*time.Second)
 		defer cancel()
 		_ = s.opt.Front.PublishAs(ctx, q.token.Slave, []frontier.Event{ev})
 	}
-	s.opt.RL.Log(q.r.Context(), slog.LevelWarn, "api-limit-"+key, "work API: a slave over its limit",
-		"slave", q.token.Slave, "limit", limit, "detail", msg)
+	s.opt.RL.Log(q.r.Context(), slog.LevelWarn, "api-note-"+key, "work API: a slave refused",
+		"slave", q.token.Slave, "kind", kind, "detail", msg)
+}
+
+// splitHostPort splits a host:port whose host is a literal IP.
+func splitHostPort(hp string) (netip.Addr, string, error) {
+	h, p, err := net.SplitHostPort(hp)
+	if err != nil {
+		return netip.Addr{}, "", err
+	}
+	ip, err := netip.ParseAddr(h)
+	if err != nil {
+		return netip.Addr{}, "", err
+	}
+	return ip.Unmap(), p, nil
 }
 
 func (s *Server) hello(_ context.Context, q request) (any, error) {
 	return api.Hello{Crawl: s.opt.Crawl, Slave: q.token.Slave, Shards: s.opt.Front.NumShards(), Library: s.opt.Library}, nil
 }
 
-// decode reads a request's body into v.
+// decode reads a request's body into v, counting its records as it goes
+// (Bounds).
 func (s *Server) decode(q request, v any) error {
-	return api.Decode(q.r.Body, s.opt.Limits.MaxBody, v)
+	return api.DecodeBounded(q.r.Body, s.opt.Limits.MaxBody, v, s.bounds())
+}
+
+// Bounds of a request's records besides MaxLinks: what an honest slave's
+// largest batch holds (1000 completions, a sitemap's links, the items of
+// listing pages), and what a hostile one can make the master hold.
+const (
+	maxCompletionsPerRequest = 1000
+	maxEventsPerRequest      = 100000
+	maxLeasesPerRequest      = 10000
+)
+
+func (s *Server) bounds() api.Bounds {
+	return api.Bounds{Completions: maxCompletionsPerRequest, Links: s.opt.Limits.MaxLinks,
+		LinksTotal: 4 * s.opt.Limits.MaxLinks, Events: maxEventsPerRequest, Leases: maxLeasesPerRequest}
 }
 
 func (s *Server) claimOpts(q request, c api.ClaimRequest) (frontier.ClaimOptions, error) {
@@ -341,16 +474,9 @@ func (s *Server) complete(ctx context.Context, q request) (any, error) {
 	if err := s.decode(q, &c); err != nil {
 		return nil, refuseDecode(err)
 	}
-	if len(c.Completions) > 1000 {
-		return nil, refuse(http.StatusRequestEntityTooLarge, "complete: more than 1000 completions")
-	}
-	cs := make([]frontier.Completion, len(c.Completions))
-	for i, wc := range c.Completions {
-		fc, err := s.completion(q, wc)
-		if err != nil {
-			return nil, err
-		}
-		cs[i] = fc
+	cs, err := s.completions(ctx, q, c.Completions)
+	if err != nil {
+		return nil, err
 	}
 	var out api.CompleteResponse
 	if c.Claim != nil {
@@ -377,68 +503,6 @@ func (s *Server) complete(ctx context.Context, q request) (any, error) {
 	return out, nil
 }
 
-// completion makes a slave's completion the frontier's: its links planned
-// by the master, its events checked, its lease the slave's own.
-func (s *Server) completion(q request, wc api.Completion) (frontier.Completion, error) {
-	var c frontier.Completion
-	switch wc.Outcome {
-	case api.OutcomeDone:
-		c.Outcome = frontier.Done
-	case api.OutcomeRetry:
-		c.Outcome = frontier.Retry
-	case api.OutcomeFail:
-		c.Outcome = frontier.Fail
-	case api.OutcomeRelease:
-		c.Outcome = frontier.Release
-	default:
-		return c, refuse(http.StatusBadRequest, "complete: unknown outcome")
-	}
-	l, err := s.leaseRef(wc.Lease)
-	if err != nil {
-		return c, err
-	}
-	c.Lease = l
-	if len(wc.Links) > s.opt.Limits.MaxLinks {
-		return c, refuse(http.StatusRequestEntityTooLarge, "complete: more than "+strconv.Itoa(s.opt.Limits.MaxLinks)+" links in a completion")
-	}
-	if wc.ContentHash != "" {
-		b, err := hex.DecodeString(wc.ContentHash)
-		if err != nil || len(b) != 8 {
-			return c, refuse(http.StatusBadRequest, "complete: content_hash must be 16 hex digits")
-		}
-		for _, x := range b {
-			c.ContentHash = c.ContentHash<<8 | uint64(x)
-		}
-	}
-	c.HostDelay = time.Duration(max(wc.HostDelayMs, 0)) * time.Millisecond
-	c.Backoff = time.Duration(max(wc.BackoffMs, 0)) * time.Millisecond
-	c.RetryIn = time.Duration(max(wc.RetryInMs, 0)) * time.Millisecond
-	c.Reason = clip(wc.Reason, 1024)
-	if c.Events, err = checkEvents(wc.Events); err != nil {
-		return c, err
-	}
-	if c.Outcome != frontier.Done {
-		return c, nil
-	}
-	for _, wl := range wc.Links {
-		if s.opt.Planner.Known(wl.URL) {
-			continue
-		}
-		t, policy, ok := s.opt.Planner.Link(wl)
-		if !ok {
-			continue
-		}
-		c.Links = append(c.Links, t)
-		if policy != nil {
-			if c.Policies == nil {
-				c.Policies = map[string]frontier.HostPolicy{}
-			}
-			c.Policies[t.Host] = *policy
-		}
-	}
-	return c, nil
-}
-
 // leaseRef is the lease a slave names: its URL, token and shard, checked
 // for form (whether the slave holds it is the frontier's to say).
 func (s *Server) leaseRef(r api.LeaseRef) (frontier.Lease, error) {
@@ -453,32 +517,10 @@ func (s *Server) leaseRef(r api.LeaseRef) (frontier.Lease, error) {
 	return l, nil
 }
 
-// checkEvents checks the types and sizes of a slave's events; what they
-// say is the sink's to check against the slave's stream.
-func checkEvents(evs []api.Event) ([]frontier.Event, error) {
-	if len(evs) > 10000 {
-		return nil, refuse(http.StatusRequestEntityTooLarge, "more than 10000 events")
-	}
-	out := make([]frontier.Event, 0, len(evs))
-	for _, e := range evs {
-		if !events.KnownType(e.Type) {
-			return nil, refuse(http.StatusBadRequest, "unknown event type")
-		}
-		if len(e.Data) > 1<<20 {
-			return nil, refuse(http.StatusRequestEntityTooLarge, "an event over 1 MiB")
-		}
-		out = append(out, frontier.Event{Type: e.Type, Data: e.Data})
-	}
-	return out, nil
-}
-
 func (s *Server) extend(ctx context.Context, q request) (any, error) {
 	var e api.ExtendRequest
 	if err := s.decode(q, &e); err != nil {
 		return nil, refuseDecode(err)
-	}
-	if len(e.Leases) > 10000 {
-		return nil, refuse(http.StatusRequestEntityTooLarge, "extend: more than 10000 leases")
 	}
 	ls := make([]frontier.Lease, len(e.Leases))
 	for i, r := range e.Leases {
@@ -505,6 +547,13 @@ func (s *Server) heartbeat(ctx context.Context, q request) (any, error) {
 	}
 	hb := h.Heartbeat
 	hb.Slave, hb.Crawl = q.token.Slave, s.opt.Crawl
+	if hb.MetricsAddr != "" && !sameHost(hb.MetricsAddr, q.r.RemoteAddr) {
+		// Prometheus is pointed only at the address the slave's
+		// connection comes from (sd.go then applies admin.sd_allow)
+		s.invalid(q, "metrics_addr", "heartbeat: metrics_addr "+strconv.Quote(clip(hb.MetricsAddr, 64))+
+			" is not on the address the slave connects from ("+addrKey(q.r.RemoteAddr)+"): not listed")
+		hb.MetricsAddr = ""
+	}
 	ctl, err := s.opt.Front.HeartbeatControl(ctx, hb)
 	if err != nil {
 		return nil, err
@@ -559,7 +608,7 @@ func (s *Server) events(ctx context.Context, q request) (any, error) {
 	if err := s.decode(q, &e); err != nil {
 		return nil, refuseDecode(err)
 	}
-	evs, err := checkEvents(e.Events)
+	evs, err := s.slaveEvents(ctx, q, e.Events)
 	if err != nil {
 		return nil, err
 	}
@@ -596,6 +645,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 func refuseDecode(err error) error {
 	if errors.Is(err, api.ErrTooLarge) || isMaxBytes(err) {
 		return err
+	}
+	if tm := (*api.TooManyError)(nil); errors.As(err, &tm) {
+		return refuse(http.StatusRequestEntityTooLarge, tm.Error())
 	}
 	return refuse(http.StatusBadRequest, clip(err.Error(), 200))
 }

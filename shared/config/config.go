@@ -51,6 +51,17 @@ type API struct {
 	MaxBody int64 `mapstructure:"max_body"`
 	// MaxLinks is the most links of one completion (a sitemap's 50,000).
 	MaxLinks int `mapstructure:"max_links"`
+	// EventRate is the bytes of events (pages, items, exceptions) a second
+	// a token may send, bursts of four times as many; 0 = no limit.
+	EventRate int64 `mapstructure:"event_rate"`
+	// MaxStream is the most bytes of a slave's events the sink has not
+	// stored yet (per shard); past it the slave's completions wait (429).
+	// 0 = no limit.
+	MaxStream int64 `mapstructure:"max_stream"`
+	// DecodeBudget is the most bytes of request bodies the API decodes at
+	// once, every token together (at least MaxBody): what bounds the
+	// master's memory under many large requests.
+	DecodeBudget int64 `mapstructure:"decode_budget"`
 }
 
 // SlaveAPI makes a slave a client of the master's work API instead of

@@ -152,8 +152,9 @@ func Default() Config {
 		Log:   Log{Level: "info", Format: "text"},
 		Admin: Admin{Listen: "127.0.0.1:8080", Token: "", PublicRead: false, TokenFile: "",
 			// loopback and the private ranges: RFC 1918, IPv6 unique local
-			SDAllow: []string{"127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"}},
-		API: API{MaxInFlight: 256, Rate: 1000, MaxBody: 16 << 20, MaxLinks: 50000},
+			SDAllow: []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"}},
+		API: API{MaxInFlight: 256, Rate: 1000, MaxBody: 16 << 20, MaxLinks: 50000, EventRate: 4 << 20,
+			MaxStream: 64 << 20, DecodeBudget: 32 << 20},
 	}
 }
 
@@ -201,7 +202,7 @@ func load(path string, environ []string) (*Config, error) {
 		durationHook,
 		listHook,
 		byteSizeHook(&c.Fetch.MaxBodyBytes, &c.Fetch.MemoryBodyBytes, &c.Storage.WARCMaxFileBytes,
-			&c.Render.MemoryBytes, &c.Slave.MemoryLimit),
+			&c.Render.MemoryBytes, &c.Slave.MemoryLimit, &c.API.EventRate, &c.API.MaxStream, &c.API.DecodeBudget),
 		integerHook,
 	)
 	if err := v.UnmarshalExact(&c, viper.DecodeHook(hook)); err != nil {

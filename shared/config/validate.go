@@ -550,6 +550,15 @@ func (c *Config) validateAPI() error {
 	if a.MaxLinks < 1 || a.MaxLinks > 50000 {
 		return errorf("api.max_links", "%d must be 1 to 50000", a.MaxLinks)
 	}
+	if a.EventRate < 0 {
+		return errorf("api.event_rate", "%d must be >= 0 (bytes of events a second a token may send; 0 = no limit)", a.EventRate)
+	}
+	if a.MaxStream < 0 {
+		return errorf("api.max_stream", "%d must be >= 0 (bytes of a slave's events not yet stored; 0 = no limit)", a.MaxStream)
+	}
+	if a.DecodeBudget < a.MaxBody {
+		return errorf("api.decode_budget", "%d must be at least api.max_body (%d): a largest body must fit", a.DecodeBudget, a.MaxBody)
+	}
 	if _, err := c.APITLSConfig(); err != nil {
 		return err
 	}

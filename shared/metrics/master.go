@@ -37,6 +37,7 @@ type Master struct {
 	forged           *prometheus.CounterVec
 	scheduled        prometheus.Counter
 	apiLimited       *prometheus.CounterVec
+	apiInvalid       *prometheus.CounterVec
 	apiServed        *prometheus.HistogramVec
 }
 
@@ -60,13 +61,17 @@ func NewMaster(crawl string, stats func(ctx context.Context) (frontier.Stats, er
 		apiLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redcrawl_api_limited_total",
 			Help:        "Work API requests slowed or refused by a token's limit, by slave (the token's) and limit (rate, size).",
 			ConstLabels: cl}, []string{"slave", "limit"}),
+		apiInvalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redcrawl_api_invalid_total",
+			Help: "Records of work API slaves refused as not about a lease the token held (an event for another URL, " +
+				"a page event outside a completion, a metrics address not the slave's own), by slave (the token's) and what.",
+			ConstLabels: cl}, []string{"slave", "what"}),
 		apiServed: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "redcrawl_api_request_seconds",
 			Help:        "Work API requests (all but the watches), by path, and the time the master took to answer them.",
 			ConstLabels: cl, Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, 1, 5}}, []string{"path"}),
 	}
 	m.recoveredExpired = m.recovered.WithLabelValues(ReasonExpired)
 	m.recoveredDead = m.recovered.WithLabelValues(ReasonSlaveDead)
-	m.reg.MustRegister(m.recovered, m.stored, m.forged, m.scheduled, m.apiLimited, m.apiServed, newStateCollector(cl, stats),
+	m.reg.MustRegister(m.recovered, m.stored, m.forged, m.scheduled, m.apiLimited, m.apiInvalid, m.apiServed, newStateCollector(cl, stats),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -126,6 +131,16 @@ func (m *Master) APILimited(slave, limit string) {
 		return
 	}
 	m.apiLimited.WithLabelValues(slave, limit).Inc()
+}
+
+// APIInvalid counts a record of a work API slave refused as not about
+// a lease its token held (what: page, item, exception, ..., metrics_addr);
+// slave is the token's, never a value from the request.
+func (m *Master) APIInvalid(slave, what string) {
+	if m == nil {
+		return
+	}
+	m.apiInvalid.WithLabelValues(slave, what).Inc()
 }
 
 // ScheduledRun counts a scheduled crawl run.
