@@ -181,7 +181,8 @@ func TestFunctionsRefuse(t *testing.T) {
 		{"links: policy concurrency out of range", "links", nil, append([]any{"s1", 1, 0}, "a.test", "", "", 100000), "policy concurrency"},
 		{"links: tuples past the arguments", "links", nil, append([]any{"s1", 0, 2}, f.appendTuples(nil, []Task{link})...), "want"},
 		{"seed: count over the cap", "seed", nil, []any{seedBatch + 1, 0}, "n must be"},
-		{"recover_expired: limit over the cap", "recover_expired", nil, []any{maxRecover + 1}, "limit must be"},
+		{"recover_expired: limit over the cap", "recover_expired", nil, []any{maxRecover + 1, 0}, "limit must be"},
+		{"recover_expired: from past the registry", "recover_expired", nil, []any{10, maxSlaves + 1}, "from must be"},
 		{"retire: unknown kind", "retire", nil, []any{"s1", "vanish", "", 1}, "kind must be"},
 		{"finish: quiescence not a number", "finish", nil, []any{"soon"}, "quiescence_ms must be"},
 		{"shard_count: over the cap", "shard_count", nil, []any{maxShards + 1, ""}, "shards must be"},
@@ -330,7 +331,7 @@ func FuzzFunctionArgs(f *testing.F) {
 	add("seed", append([]any{1, 0}, front.appendTuples(nil, []Task{checkTask("http://a.test/s", 0)})...)...)
 	add("reseed", append(append([]any{1, 0}, front.appendTuples(nil, []Task{checkTask("http://a.test/s", 0)})...), "")...)
 	add("requeue_failed", 10)
-	add("recover_expired", 10)
+	add("recover_expired", 10, 0)
 	add("retire", "s2", "death", "gone", 1)
 	add("drain", "s2")
 	add("finish", 0)

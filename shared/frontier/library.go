@@ -187,11 +187,11 @@ func libraryHeader(name, ns string, mem luaMemory) string {
 	fmt.Fprintf(&b, "local LIMITS = {claim = %d, completions = %d, links = %d, events = %d, policies = %d, "+
 		"event = %d, reason = %d, heartbeat = %d, host = %d, url = %d, task = %d, policy_delay = %d, "+
 		"policy_conc = %d, shards = %d, batch = %d, recover = %d, prefix = %d, "+
-		"prefixes = %d, settings = %d, names = %d, table_names = %d, sweep = %d, slaves = %d, held = %d}\n",
+		"prefixes = %d, settings = %d, names = %d, table_names = %d, sweep = %d, slaves = %d, held = %d, recover_page = %d}\n",
 		maxClaim, maxCompletions, maxLinksPerCompletion, maxEventsPerCompletion, maxPoliciesPerCompletion,
 		maxEventBytes, maxReasonBytes, maxHeartbeatBytes, maxHostBytes, urlx.MaxURLLength, maxTaskBytes,
 		maxPolicyDelayMs, maxPolicyConcurrency, maxShards, seedBatch, maxRecover, len("crawl:{}:")+64+16,
-		mem.prefixes, mem.settings, mem.names, mem.tableNames, mem.sweep, maxSlaves, maxHeld)
+		mem.prefixes, mem.settings, mem.names, mem.tableNames, mem.sweep, maxSlaves, maxHeld, recoverPage)
 	return b.String()
 }
 
@@ -204,6 +204,10 @@ const maxRecover = 10000
 // Redis user may ZADD it, so it is no bound on the set itself:
 // PruneRegistry drops the members that are no slave).
 const maxSlaves = 1024
+
+// recoverPage is how many slaves' leases one recover_expired call looks
+// at (some 2 ms of Redis): RecoverExpired walks the registry in calls.
+const recoverPage = 128
 
 // maxHeld is the most leases one slave holds on a shard (a claim leases
 // no more), and so the most a retire or a leave takes back in one call.

@@ -2,21 +2,36 @@ package frontier
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
 // RecoverExpired implements Supervisor: the library's function
 // recover_expired (lease.lua) takes back the leases whose deadline passed,
-// in the lease zset of every registered slave.
+// at most limit, in the lease zset of every registered slave, walking the
+// registry recoverPage slaves a call.
 func (f *shard) RecoverExpired(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
-	n, err := f.callInt(ctx, "recover_expired", min(limit, maxRecover))
-	if err != nil {
-		return 0, wrap("recover expired leases", err)
+	limit = min(limit, maxRecover)
+	total, from := 0, int64(0)
+	for {
+		arr, err := f.callSlice(ctx, "recover_expired", limit-total, from)
+		if err != nil {
+			return total, wrap("recover expired leases", err)
+		}
+		if len(arr) != 2 {
+			return total, fmt.Errorf("recover expired leases: %d values", len(arr))
+		}
+		n, _ := toInt(arr[0])
+		next, _ := toInt(arr[1])
+		total += int(n)
+		if next == 0 || total >= limit {
+			return total, nil
+		}
+		from = next
 	}
-	return int(n), nil
 }
 
 // RecoverSlave implements Supervisor.

@@ -115,22 +115,33 @@ register('extend', function()
 end)
 
 -- recover_expired: take back leases whose deadline passed, in the lease
--- zset of every registered slave (and the legacy crawl-wide one).
+-- zsets of the registry's slaves from rank from on, LIMITS.recover_page
+-- slaves a call (and first the legacy crawl-wide zset): a caller walks the
+-- registry (FRESH.registry's part of it) in calls that each stay short,
+-- however many slaves there are.
 --
 -- KEYS: the meta key.
--- ARGV: prefix, limit (1 to LIMITS.recover).
--- Returns: the number of leases taken back.
+-- ARGV: prefix, limit (1 to LIMITS.recover), from (0 to LIMITS.slaves).
+-- Returns: {the number of leases taken back, the rank to go on from: 0
+-- when the walk is done}.
 register('recover_expired', function()
   master_only()
-  arg_count(2)
+  arg_count(3)
   local limit = int(2, 1, LIMITS.recover, 'limit')
+  local from = int(3, 0, LIMITS.slaves, 'from')
   local now = now_ms()
-  local n = expire_in(K.LEGACY_LEASE, K.LEGACY_LEASEDATA, now, limit)
-  for _, slave in ipairs(FRESH.registry()) do
+  local n = 0
+  if from == 0 then n = expire_in(K.LEGACY_LEASE, K.LEGACY_LEASEDATA, now, limit) end
+  local last = math.min(from + LIMITS.recover_page, LIMITS.slaves) - 1
+  local slaves = {}
+  if last >= from then slaves = redis.call('ZRANGE', K_SLAVES, from, last) end
+  for _, slave in ipairs(slaves) do
     n = n + expire_in(k_slease(slave), k_sld(slave), now, limit - n)
   end
   finish()
-  return n
+  local next = 0
+  if #slaves == last - from + 1 and last + 1 < LIMITS.slaves and n < limit then next = last + 1 end
+  return {n, next}
 end)
 
 -- retire: remove a slave from the registry and take back every lease it
