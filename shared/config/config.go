@@ -246,7 +246,7 @@ type Crawl struct {
 	// one crawl over its nodes; hosts are assigned to shards by jump
 	// consistent hashing. Fixed when the crawl is created; 1 = one frontier.
 	Shards int `mapstructure:"shards"`
-	// Sitemaps says which sitemaps are followed (README "Sitemaps"):
+	// Sitemaps says which sitemaps are followed (docs/crawling.md "Sitemaps"):
 	// "robots" those listed in robots.txt (Sitemap: lines), "seed" also each
 	// seed host's /sitemap.xml, "off" none. A rule file's sitemaps key
 	// overrides it for its site.

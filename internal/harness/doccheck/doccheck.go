@@ -457,5 +457,6 @@ func CheckParse(t *testing.T, run func(args []string, stdout, stderr io.Writer) 
 			}
 		}
 	}
+	t.Logf("%d command lines of %s parsed", len(cmds), strings.Join(progs, ", "))
 	return len(cmds)
 }
