@@ -100,7 +100,7 @@ func (c Command) String() string { return fmt.Sprintf("%s:%d: %s", c.File, c.Lin
 
 var (
 	fenceRE  = regexp.MustCompile("(?ms)^( *)```([a-z]*)\n(.*?)^ *```")
-	inlineRE = regexp.MustCompile("`([^`\n]+)`")
+	inlineRE = regexp.MustCompile("`([^`]+)`")
 	assignRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
 )
 
@@ -144,7 +144,11 @@ func Commands(t testing.TB, progs ...string) []Command {
 		prose := fenceRE.ReplaceAllStringFunc(text, func(s string) string { return strings.Repeat("\n", strings.Count(s, "\n")) })
 		for _, m := range inlineRE.FindAllStringSubmatchIndex(prose, -1) {
 			span := prose[m[2]:m[3]]
-			if strings.ContainsAny(span, "[|…") || strings.Contains(span, "...") {
+			if strings.Contains(span, "\n\n") || strings.ContainsAny(span, "[|…") || strings.Contains(span, "...") {
+				continue // not one span: a stray backtick; or a synopsis
+			}
+			span = strings.Join(strings.Fields(span), " ")
+			if span == "" {
 				continue
 			}
 			line := strings.Count(prose[:m[2]], "\n") + 1
