@@ -4,7 +4,7 @@ BIN     := bin
 PKGS    := ./...
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test test-race bench demo services test-services vet fmt clean release test-pi
+.PHONY: all build test test-race bench demo docs services test-services vet fmt clean release test-pi
 
 all: build
 
@@ -61,6 +61,11 @@ bench: services build
 ## Chromium, when installed, renders the demo shop)
 demo: services build
 	$(BIN)/master demo --config config.yaml --slaves 2
+
+## docs: regenerate the references made from the code, docs/cli.md (the commands' -h) and docs/configuration.md
+## (the config's keys); the tests that compare them with the code fail, naming this target, when they drift
+docs:
+	REDCRAWL_UPDATE_DOCS=1 $(GO) test -count=1 -run '^(TestCLIReference|TestConfigReference)$$' ./master/ ./slave/ ./shared/config/
 
 ## release: pure-Go static binaries for amd64, arm64 and armv7 (Raspberry Pi) in bin/release, one
 ## tarball per target (binaries, config.example.yaml, deploy/, docs) and SHA256SUMS (deploy/release.sh);

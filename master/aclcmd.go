@@ -32,7 +32,7 @@ func aclCmd(args []string, stdout, stderr io.Writer) int {
 		return runACLMySQL(args, stdout, stderr)
 	}
 	fs := cli.New("master acl", aclUsage, stdout, stderr)
-	cfgPath := fs.String("config", "", "config file: its crawl.name when --crawl is not given")
+	cfgPath := fs.ConfigFile("", "config file: its crawl.name when --crawl is not given")
 	crawl := fs.String("crawl", "", "crawl name")
 	role := fs.String("role", frontier.RoleSlave, "slave, master or admin")
 	slave := fs.String("slave", "", "slave id (the slave role: one Redis user per slave)")

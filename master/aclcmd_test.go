@@ -5,12 +5,16 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/doccheck"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
+	"github.com/redcrawl/redcrawl/shared/cli"
 )
 
 func TestACLUsage(t *testing.T) {
@@ -38,30 +42,71 @@ func TestACLUsage(t *testing.T) {
 	}
 }
 
-// TestACLFileFromCLI is docs/deploy.md step 4: the master's and a slave's
-// lines from bin/master acl --password-file, in the ACL file of a real
-// redis-server; each user logs in with its password file and is held to
-// its crawl.
+// TestACLFileFromCLI runs docs/deploy.md step 4's acl commands as
+// written, its loop over the slaves unrolled and /etc/redcrawl made the
+// test's: the master's and the slaves' lines from bin/master acl
+// --password-file, in the ACL file of a real redis-server after
+// deploy/redis/users.acl.example's lines; each user logs in with its
+// password file and is held to its crawl.
 func TestACLFileFromCLI(t *testing.T) {
+	t.Setenv(cli.EnvConfig, "")
 	dir := t.TempDir()
-	masterPW := filepath.Join(dir, "master-redis-password") // made by the command
-	slavePW := filepath.Join(dir, "pi1-redis-password")
-	if err := os.WriteFile(slavePW, []byte("0123456789abcdef-pi1\n"), 0o600); err != nil {
+	etc := strings.NewReplacer("/etc/redcrawl/", dir+"/")
+	masterPW := filepath.Join(dir, "credentials", "master", "redis-password") // made by the command
+	slavePW := filepath.Join(dir, "credentials", "slave-pi1", "redis-password")
+	for _, d := range []string{filepath.Dir(masterPW), filepath.Dir(slavePW)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(slavePW, []byte("0123456789abcdef-pi1\n"), 0o600); err != nil { // openssl rand -hex 32 > ...
 		t.Fatal(err)
 	}
-	acl := []string{"user default off"}
-	for _, args := range [][]string{
-		{"acl", "--crawl", "news", "--role", "master", "--password-file", masterPW},
-		{"acl", "--crawl", "news", "--role", "slave", "--slave", "pi1", "--password-file", slavePW},
-	} {
-		var out, errOut bytes.Buffer
-		if code := run(args, nil, &out, &errOut); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
+	example, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "deploy", "redis", "users.acl.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acl := []string{strings.TrimSpace(string(example))}
+	doc, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := regexp.MustCompile(`for pi in ([a-z0-9 ]+); do\n? *redcrawl-master acl`).FindSubmatch(doc)
+	if loop == nil {
+		t.Fatal("docs/deploy.md step 4 has no loop over the slaves running redcrawl-master acl")
+	}
+	var ran int
+	for _, c := range doccheck.Commands(t, "redcrawl-master") {
+		if c.File != "docs/deploy.md" || len(c.Args) < 2 || c.Args[1] != "acl" || slices.Contains(c.Args, "--mysql") {
+			continue
 		}
-		if strings.Contains(out.String(), "0123456789abcdef-pi1") {
-			t.Fatal("the ACL line holds the password in clear")
+		pis := []string{""}
+		if strings.Contains(c.Text, "$pi") {
+			pis = strings.Fields(string(loop[1]))
 		}
-		acl = append(acl, strings.TrimSpace(out.String()))
+		for _, pi := range pis {
+			var args []string
+			for _, a := range c.Args[1:] {
+				args = append(args, etc.Replace(strings.ReplaceAll(a, "$pi", pi)))
+			}
+			if pwFile := args[slices.Index(args, "--password-file")+1]; pwFile != masterPW && pwFile != slavePW {
+				if err := os.MkdirAll(filepath.Dir(pwFile), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out, errOut bytes.Buffer
+			if code := run(args, nil, &out, &errOut); code != 0 {
+				t.Fatalf("%s as %v: exit %d: %s", c, args, code, errOut.String())
+			}
+			if strings.Contains(out.String(), "0123456789abcdef-pi1") {
+				t.Fatal("the ACL line holds the password in clear")
+			}
+			acl = append(acl, strings.TrimSpace(out.String()))
+			ran++
+		}
+	}
+	if ran < 2 {
+		t.Fatalf("docs/deploy.md step 4 ran %d acl commands, want the master's and the slaves'", ran)
 	}
 	if fi, err := os.Stat(masterPW); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("made password file: %v, %v; want mode 0600", fi, err)

@@ -35,7 +35,7 @@ func runACLMySQL(args []string, stdout, stderr io.Writer) int {
 		"tables, no DDL: mysql.dsn) and a migration user (DDL on the crawl database:\n"+
 		"mysql.migrate_dsn). Run them as a MySQL administrator.\n", stdout, stderr)
 	fs.Bool("mysql", true, "print MySQL/MariaDB grants")
-	cfgPath := fs.String("config", "config.yaml", "config file (for the defaults of the names)")
+	cfgPath := fs.ConfigFile("config.yaml", "config file (for the defaults of the names)")
 	user := fs.String("user", "", "runtime user (default: mysql.dsn's user, or redcrawl when that is root)")
 	host := fs.String("host", "%", "host part of the accounts ('%' = any host)")
 	database := fs.String("database", "", "crawl database (default: mysql.dsn's)")

@@ -248,7 +248,7 @@ in a browser, a headless one or a script, before --ttl passes, the master
 exchanges it for the login cookie. Made with admin.token; the master
 refuses it once used.
 `, stdout, stderr)
-	cfgPath := f.String("config", "config.yaml", "config file")
+	cfgPath := f.ConfigFile("config.yaml", "config file")
 	ttl := f.Duration("ttl", 10*time.Minute, "how long the link is valid (at most 1h)")
 	cfg, _, code := setup(f, args, cfgPath, nil, stderr)
 	if cfg == nil {

@@ -59,7 +59,7 @@ func migrateCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 Create the database if missing and apply the migrations (as
 mysql.migrate_dsn's user when set, else mysql.dsn's).
 `, stdout, stderr)
-	cfgPath := f.String("config", "config.yaml", "config file")
+	cfgPath := f.ConfigFile("config.yaml", "config file")
 	cfg, _, code := setup(f, args, cfgPath, nil, stderr)
 	if cfg == nil {
 		return code
@@ -80,8 +80,9 @@ func seedCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	f := cli.New("master seed", `usage: master seed [--config config.yaml] [--crawl NAME] URL... | --file FILE | --recrawl
 
 Add seed URLs (arguments, or --file FILE with one URL a line, - for stdin),
-recorded in MySQL, then enqueued (README: Recorded seeds); --recrawl: fetch
-every recorded page again now, conditionally (README: Incremental recrawls).
+recorded in MySQL, then enqueued (docs/operations.md: Recorded seeds);
+--recrawl: fetch every recorded page again now, conditionally
+(docs/operations.md: Recrawls).
 `, stdout, stderr)
 	cfgPath, crawl := configFlags(f)
 	file := f.String("file", "", "read URLs from FILE, one a line (- for stdin)")
@@ -192,7 +193,11 @@ Show the crawl's counters.
 func exportCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	f := cli.New("master export", `usage: master export [--config config.yaml] [--crawl NAME] [--rule R] [--item I] --format jsonl|csv [--out FILE]
 
-Stream extracted items out of MySQL.
+Stream the extracted items of the crawl out of MySQL: every item stored
+under the crawl's name, from every run, the latest fetch of each URL.
+jsonl writes one object a line: the envelope (crawl, rule, item, url,
+fetched_at) and the item's fields under "data"; csv a row an item, the
+envelope's columns, then a column a field. --out replaces FILE.
 `, stdout, stderr)
 	cfgPath, crawl := configFlags(f)
 	rule := f.String("rule", "", "only items of this rule set")
@@ -243,7 +248,7 @@ func rulesCmd(_ context.Context, args []string, _ io.Reader, stdout, stderr io.W
 Validate the rule files of DIR (default rules.dir) without running
 anything: exit 2 with every error as file:line:col.
 `, stdout, stderr)
-	cfgPath := f.String("config", "config.yaml", "config file (for rules.dir and the proxy pool names)")
+	cfgPath := f.ConfigFile("config.yaml", "config file (for rules.dir and the proxy pool names)")
 	if code, ok := f.Parse(args[1:]); !ok {
 		return code
 	}

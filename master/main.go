@@ -48,8 +48,8 @@ commands:
           exit 0 when pages were fetched, 1 when nothing was
   run     supervise the crawl (migrations, lost tasks, slaves, events to MySQL)
   seed    add seed URLs (arguments, or --file FILE with one URL a line, - for stdin),
-          recorded in MySQL, then enqueued (README: Recorded seeds);
-          --recrawl: fetch every recorded page again now, conditionally (README: Incremental recrawls)
+          recorded in MySQL, then enqueued;
+          --recrawl: fetch every recorded page again now, conditionally (docs/operations.md)
   status  show the crawl's counters and stats (--json for machine-readable output)
   demo    crawl a built-in demo site on loopback with a master and slaves (processes of
           the slave binary beside this master), then summarize
@@ -137,7 +137,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // configFlags adds the flags of a command that reads the config and a
 // crawl: --config, and --crawl over crawl.name.
 func configFlags(f *cli.Flags) (cfgPath, crawl *string) {
-	return f.String("config", "config.yaml", "config file"), f.String("crawl", "", "crawl name (overrides crawl.name)")
+	return f.ConfigFile("config.yaml", "config file"), f.String("crawl", "", "crawl name (overrides crawl.name)")
 }
 
 // setup parses a command's flags, loads the config (with --crawl over

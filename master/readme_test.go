@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -110,7 +111,8 @@ func TestReadmeFirstCrawl(t *testing.T) {
 	if v := os.Getenv("REDCRAWL_TEST_REDIS"); v != "" {
 		redisURL = v
 	}
-	for k, v := range map[string]string{"CRAWLER_REDIS_URL": redisURL, "CRAWLER_MYSQL_DSN": storetest.DSN(t),
+	dsn := storetest.DSN(t)
+	for k, v := range map[string]string{"CRAWLER_REDIS_URL": redisURL, "CRAWLER_MYSQL_DSN": dsn,
 		"CRAWLER_RULES_DIR": rulesDir, "CRAWLER_POLITENESS_DELAY": "20ms", "CRAWLER_MASTER_QUIESCENCE": "500ms",
 		"CRAWLER_SLAVE_HEARTBEAT_INTERVAL": "300ms", "CRAWLER_SLAVE_SHUTDOWN_TIMEOUT": "5s",
 		"CRAWLER_LEASE_RETRY_BASE": "200ms", "CRAWLER_DEDUP_EXPECTED_URLS": "10000"} {
@@ -165,6 +167,29 @@ func TestReadmeFirstCrawl(t *testing.T) {
 	}
 	if n != 12 {
 		t.Errorf("%d items, want 12 (one per page)", n)
+	}
+
+	// docs/operations.md's SQL runs on what the crawl stored
+	ops, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries := codeBlocks(string(ops), "sql")
+	if len(queries) == 0 {
+		t.Fatal("docs/operations.md has no sql block")
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range queries {
+		rows, err := db.Query(strings.ReplaceAll(q, "'news'", "'"+os.Getenv("CRAWLER_CRAWL_NAME")+"'"))
+		if err != nil {
+			t.Errorf("docs/operations.md:\n%s\n%v", q, err)
+			continue
+		}
+		rows.Close()
 	}
 }
 

@@ -19,12 +19,17 @@ const crawlUsage = `usage: master crawl [--config config.yaml] [--crawl NAME] [-
 Crawl a site with one command: seed the URLs, run a master here and N
 slaves (processes of the slave binary beside this master) until the crawl
 is finished, with a progress line; write the items to -o (JSON Lines,
-JSON or CSV by the extension; --item-fields for flat rows of those fields
-without the envelope) and print the crawl's stats. The same Redis, MySQL,
+JSON or CSV by the extension) and print the crawl's stats. -o replaces
+FILE and writes every item stored under the crawl's name, from earlier
+runs too (--crawl NAME for a fresh one). Each item is written in its
+envelope, {"crawl", "rule", "item", "url", "fetched_at", "data": {the
+fields}}; --item-fields a,b writes flat rows of those fields instead. The same Redis, MySQL,
 config and rule files as master run and slave run, which can continue the
 crawl on more machines; no dashboard or work API (master run serves
 them). A site on loopback or an intranet needs
-fetch.allow_private_networks: true.
+fetch.allow_private_networks: true. Politeness applies: at the default
+politeness.delay of 1s a site of one host is fetched at about a page a
+second. --verbose logs the master's and the slaves' info lines.
 
 Exit status: 0 when pages were fetched, 1 when nothing was (or the crawl
 could not run), 2 bad usage or bad config.
@@ -34,7 +39,7 @@ func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	f := cli.New("master crawl", crawlUsage, stdout, stderr)
 	cfgPath, crawl := configFlags(f)
 	slaves := f.Int("slaves", 2, "slave processes")
-	out := f.String("o", "", "write the items to FILE: .jsonl, .json or .csv")
+	out := f.String("o", "", "write the crawl's items to FILE (replaced): .jsonl, .json or .csv")
 	fields := f.String("item-fields", "", "with -o: flat rows of these item fields (comma-separated; url and the other envelope names allowed), no envelope")
 	slaveBinary := slaveBinaryFlag(f)
 	verbose := f.Bool("verbose", false, "log the master's and the slaves' info lines too (default: warnings and errors)")

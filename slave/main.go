@@ -53,7 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := cli.New("slave run", runUsage, stdout, stderr)
-	cfgPath := fs.String("config", "config.yaml", "config file")
+	cfgPath := fs.ConfigFile("config.yaml", "config file")
 	crawl := fs.String("crawl", "", "crawl name (overrides crawl.name)")
 	id := fs.String("id", "", "slave id (default host-pid-random)")
 	conc := fs.Int("concurrency", 0, "fetches in flight (overrides slave.concurrency)")

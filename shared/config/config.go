@@ -247,16 +247,17 @@ type Crawl struct {
 	// FollowCanonical enqueues a page's rel="canonical" URL when it is
 	// another URL of the same host, and records the page as its duplicate.
 	FollowCanonical bool `mapstructure:"follow_canonical"`
-	// Schedule re-seeds the crawl (a recrawl of its seeds, following links
-	// not seen before) on a cron expression or descriptor (@daily, @every
-	// 6h); "" = never. Rule files may carry their own schedule.
+	// Schedule recrawls the crawl (every recorded page, then its recorded
+	// seeds, fetched conditionally) on a cron expression or descriptor
+	// (@daily, @every 6h); "" = never. Rule files may carry their own
+	// schedule.
 	Schedule string `mapstructure:"schedule"`
 	// Shards splits the crawl into this many complete frontiers, each
 	// under its own hash tag (crawl:{name:k}:…), so a Redis Cluster spreads
 	// one crawl over its nodes; hosts are assigned to shards by jump
 	// consistent hashing. Fixed when the crawl is created; 1 = one frontier.
 	Shards int `mapstructure:"shards"`
-	// Sitemaps says which sitemaps are followed (README "Sitemaps"):
+	// Sitemaps says which sitemaps are followed (docs/crawling.md "Sitemaps"):
 	// "robots" those listed in robots.txt (Sitemap: lines), "seed" also each
 	// seed host's /sitemap.xml, "off" none. A rule file's sitemaps key
 	// overrides it for its site.

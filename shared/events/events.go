@@ -81,7 +81,7 @@ const KindAPILimit = "api_limit"
 // task string of another form); the message says what.
 const KindInvalidInput = "invalid_input"
 
-// KindSitemap is a problem with a sitemap (README "Sitemaps"): over the
+// KindSitemap is a problem with a sitemap (docs/crawling.md "Sitemaps"): over the
 // 50,000-URL or 50 MB limit, not parsable, nested too deep, or listing
 // URLs it may not (another host, outside its directory, out of scope):
 // one exception per sitemap, whose message counts what was dropped.

@@ -14,7 +14,7 @@ import (
 )
 
 // What a page says about itself: robots meta tags, X-Robots-Tag headers and
-// rel="canonical" (README "Robots meta, X-Robots-Tag and canonical").
+// rel="canonical" (docs/crawling.md "Robots meta, X-Robots-Tag and canonical").
 
 // linkOptions are the HTML handler's link extraction options, for the
 // crawler's product token (robots.ProductToken of fetch.user_agent, its

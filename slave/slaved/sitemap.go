@@ -14,7 +14,7 @@ import (
 	"github.com/redcrawl/redcrawl/slave/sitemap"
 )
 
-// Sitemaps (README "Sitemaps"). A sitemap is fetched as a task like any
+// Sitemaps (docs/crawling.md "Sitemaps"). A sitemap is fetched as a task like any
 // other (politeness, robots.txt, session, body and decompression caps);
 // what makes it one is either its task's Sitemap level (it was listed in a
 // robots.txt, in a sitemap index, or is a seed host's /sitemap.xml: then a
