@@ -1,0 +1,203 @@
+package masterd_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redcrawl/redcrawl/master/slaveproc"
+	"github.com/redcrawl/redcrawl/master/store"
+	"github.com/redcrawl/redcrawl/shared/events"
+	api "github.com/redcrawl/redcrawl/shared/workapi"
+)
+
+// buildMaster builds bin/master once for tests that run it as a process.
+var buildMaster = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "redcrawl-master-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "master")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/redcrawl/redcrawl/master")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build master: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// maxMasterRSS is the bound on the master's memory under hostile tokens.
+const maxMasterRSS = 300 << 20
+
+// TestHostileAPIMemory: tokens that send largest bodies as fast as they
+// can, 8 at once from one token and then 100 at once from 10 tokens,
+// keep the master (a process of its own) under 300 MiB of RSS at its
+// peak, while two honest slaves of the API crawl the whole site.
+func TestHostileAPIMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a master process and 30 s of floods")
+	}
+	bin, err := buildMaster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clusterConfig(t)
+	site := startSite(t, 0)
+	seed(t, cfg, site)
+	a := withAPI(t, cfg)
+	var toks []string
+	for i := range 10 {
+		toks = append(toks, readToken(t, a.config(fmt.Sprintf("flood-%d", i)).Slave.API.TokenFile))
+	}
+	path, err := slaveproc.WriteConfig(t.TempDir(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--config", path, "--exit-when-done")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	cl := apiHTTPClient(t, a.certs.CA)
+	base := "https://" + cfg.API.Listen
+	waitAPIUp(t, cl, base)
+
+	// the floods' bodies, each just under api.max_body: completions of a
+	// lease never held with links enough to pass every bound, and records
+	// of no page to publish
+	maxBody := int(cfg.API.MaxBody)
+	var links strings.Builder
+	links.WriteString(`{"completions":[{"lease":{"url":"http://x.test/","token":1},"outcome":"done","links":[`)
+	for links.Len() < maxBody-64 {
+		links.WriteString(`{"url":"http://x.test/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},`)
+	}
+	linksBody := strings.TrimSuffix(links.String(), ",") + `]}]}`
+	_, data, _ := events.Encode(&events.Exception{Kind: events.KindRender, Message: strings.Repeat("m", 1000<<10)})
+	var evs strings.Builder
+	evs.WriteString(`{"events":[`)
+	for evs.Len()+len(data)+64 < maxBody {
+		if evs.Len() > len(`{"events":[`) {
+			evs.WriteByte(',')
+		}
+		evs.WriteString(`{"type":"exception","data":`)
+		evs.Write(data)
+		evs.WriteByte('}')
+	}
+	evs.WriteString(`]}`)
+	bodies := []struct{ path, body string }{{api.PathComplete, linksBody}, {api.PathEvents, evs.String()}}
+
+	var peak atomic.Int64
+	stopSample := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		for {
+			if rss := procHWM(cmd.Process.Pid); rss > peak.Load() {
+				peak.Store(rss)
+			}
+			select {
+			case <-stopSample:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	flood := func(label string, tokens []string, perToken int, d time.Duration) {
+		var wg sync.WaitGroup
+		codes := map[int]int{}
+		var mu sync.Mutex
+		deadline := time.Now().Add(d)
+		for _, tok := range tokens {
+			for i := range perToken {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for n := 0; time.Now().Before(deadline); n++ {
+						b := bodies[(i+n)%len(bodies)]
+						code, _ := apiDoErr(cl, base, tok, http.MethodPost, b.path, b.body)
+						mu.Lock()
+						codes[code]++
+						mu.Unlock()
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		t.Logf("%s: answers by status %v; master RSS peak so far %d MiB", label, codes, peak.Load()>>20)
+	}
+	honest := []*slaveHandle{a.start("honest-1"), a.start("honest-2")}
+	flood("8 at once from one token", toks[:1], 8, 12*time.Second)
+	flood("100 at once from 10 tokens", toks, 10, 12*time.Second)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("master: %v\n%s", err, tail(logs.String(), 4000))
+		}
+	case <-ctx.Done():
+		t.Fatalf("the crawl did not finish in 4 minutes\n%s", tail(logs.String(), 4000))
+	}
+	close(stopSample)
+	sampler.Wait()
+	for _, h := range honest {
+		h.stop()
+	}
+	hwm := peak.Load()
+	t.Logf("master RSS peak: %d MiB (bound %d MiB)", hwm>>20, maxMasterRSS>>20)
+	if hwm > maxMasterRSS {
+		t.Errorf("the master's RSS peaked at %d MiB, over %d MiB", hwm>>20, maxMasterRSS>>20)
+	}
+	// a completion the floods held up past its lease is a lost lease: its
+	// page is fetched again, never missed
+	db, err := store.Open(context.Background(), cfg.MySQL.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lost, err := db.LostTasks(context.Background(), cfg.Crawl.Name, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d leases lost under the floods", len(lost))
+	checkCrawlRobots(t, cfg, site, lost, 2)
+}
+
+// procHWM is a process's peak resident set so far in bytes (VmHWM; 0
+// when it is gone).
+func procHWM(pid int) int64 {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
