@@ -10,7 +10,8 @@ import (
 // of failed logins (the form's and login links') for each client address,
 // burst failures, then one more every refill. A client is the connection's
 // remote address, an IPv6 one by its /64 (what one host is given), so one
-// client's failures never refuse another's right token.
+// client's failures never refuse another's right token. No header is
+// trusted for it: behind a reverse proxy every client is the proxy.
 //
 // It holds at most max clients. A failure of a new client when full first
 // drops the clients whose failures have all refilled; when none has, the
