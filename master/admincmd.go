@@ -240,23 +240,37 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-func dashboardLinkCmd(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+func dashboardLinkCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	f := cli.New("master dashboard-link", `usage: master dashboard-link [--config config.yaml] [--ttl 10m]
+       master dashboard-link [--config config.yaml] [--crawl NAME] --revoke-all
 
 Print a one-time login link to the dashboard (admin.listen): opened once,
 in a browser, a headless one or a script, before --ttl passes, the master
 exchanges it for the login cookie. Made with admin.token; the master
 refuses it once used.
+
+--revoke-all ends every login session of the crawl's dashboard instead:
+every master serving it refuses their cookies within 2s (the session
+state is the crawl's, in Redis).
 `, stdout, stderr)
-	cfgPath := f.ConfigFile("config.yaml", "config file")
+	cfgPath, crawl := configFlags(f)
 	ttl := f.Duration("ttl", 10*time.Minute, "how long the link is valid (at most 1h)")
-	cfg, _, code := setup(f, args, cfgPath, nil, stderr)
+	revokeAll := f.Bool("revoke-all", false, "revoke every dashboard session instead of printing a link")
+	cfg, _, code := setup(f, args, cfgPath, crawl, stderr)
 	if cfg == nil {
 		return code
 	}
 	if f.NArg() > 0 {
 		fmt.Fprintf(stderr, "master dashboard-link: unexpected arguments %q\n", f.Args())
 		return 2
+	}
+	if *revokeAll {
+		if err := masterd.RevokeDashboardSessions(ctx, cfg); err != nil {
+			return commandErr(stderr, "master dashboard-link", err)
+		}
+		fmt.Fprintf(stdout, "every dashboard session of crawl %s is revoked: the masters refuse its cookies within %v\n",
+			cfg.Crawl.Name, admin.SessionRefresh)
+		return 0
 	}
 	link, err := masterd.DashboardLink(cfg, *ttl)
 	if err != nil {

@@ -16,7 +16,7 @@
 //	master drain --slave ID | retire-proxy --proxy URL [--crawl NAME]
 //	master acl --crawl NAME [--role slave|master|admin] [--slave ID] [--password-file F]
 //	master acl --mysql [...]
-//	master dashboard-link [--config config.yaml] [--ttl 10m]
+//	master dashboard-link [--config config.yaml] [--ttl 10m] | --revoke-all [--crawl NAME]
 //	master token issue --slave ID [--out FILE] | revoke --slave ID | list [--crawl NAME]
 //
 // Each command has its own flags: "master COMMAND -h" prints them and
@@ -65,9 +65,9 @@ commands:
           print the Redis ACL rules of a role of a crawl (one user per slave)
   acl --mysql [--user U] [--host H] [--database D] [--migrate-user M] [--password-file F]
           print the MySQL/MariaDB users and GRANTs of least privilege
-  dashboard-link [--ttl 10m]
+  dashboard-link [--ttl 10m] | --revoke-all
           print a one-time login link to the dashboard (a browser, headless or not, or a
-          script opens it once and is logged in)
+          script opens it once and is logged in); --revoke-all ends every dashboard session
   token issue --slave ID [--out FILE] | revoke --slave ID | list
           the work API's tokens: a slave on a machine you do not trust holds one and no
           Redis or MySQL credential (api.listen, slave.api.urls)

@@ -100,6 +100,8 @@ func TestAdminCommands(t *testing.T) {
 		{"bad limit", []string{"exceptions", "--limit", "0"}, 2, []string{"--limit"}},
 		{"stray argument", []string{"lost", "extra"}, 2, []string{"unexpected arguments"}},
 		{"bad config key", []string{"slaves", "--config", filepath.Join(dir, "missing.yaml")}, 2, []string{"missing.yaml"}},
+		{"revoke the sessions of a crawl that does not exist", []string{"dashboard-link", "--revoke-all", "--crawl", crawl + "x"}, 2,
+			[]string{"does not exist", "did you mean"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,5 +147,22 @@ func TestAdminCommands(t *testing.T) {
 	st, err := f.Stats(ctx)
 	if err != nil || st.Failed != 0 || st.Queued != 1 || st.Paused {
 		t.Errorf("after the commands: %+v, %v", st, err)
+	}
+
+	// dashboard-link --revoke-all: a new session epoch, which every master
+	// reads (TestDashboardSessions runs one against it)
+	sessions := frontier.NewSessions(rdb, crawl)
+	before, err := sessions.State(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"dashboard-link", "--revoke-all", "--config", cfgPath}, strings.NewReader(""), &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "every dashboard session of crawl "+crawl+" is revoked") {
+		t.Fatalf("dashboard-link --revoke-all: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+	}
+	if after, err := sessions.State(ctx, time.Now()); err != nil || after.Epoch == before.Epoch {
+		t.Errorf("session epoch %q after --revoke-all, %v; was %q", after.Epoch, err, before.Epoch)
 	}
 }

@@ -63,25 +63,8 @@ func TestDashboardLiveCrawl(t *testing.T) {
 	if _, err := masterd.Seed(ctx, cfg, site.Seeds()); err != nil {
 		t.Fatal(err)
 	}
-	addrc := make(chan string, 1)
-	mctx, stopMaster := context.WithCancel(ctx)
-	mdone := make(chan error, 1)
-	go func() {
-		mdone <- masterd.New(cfg, masterd.Options{Logger: testLogger(t), AdminReady: func(a string) { addrc <- a }}).Run(mctx)
-	}()
-	defer func() {
-		stopMaster()
-		if err := <-mdone; err != nil {
-			t.Errorf("master: %v", err)
-		}
-	}()
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a
-	case err := <-mdone:
-		t.Fatalf("master stopped before its admin server listened: %v", err)
-	}
+	runAdminMaster(t, ctx, cfg)
+	base := "http://" + cfg.Admin.Listen
 	startSlave(t, cfg, "dash-1")
 	startSlave(t, cfg, "dash-2")
 

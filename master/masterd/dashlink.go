@@ -1,6 +1,7 @@
 package masterd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/master/internal/admin"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/frontier"
 )
 
 // DashboardURL is the URL of the dashboard that admin.listen serves: https
@@ -40,4 +42,29 @@ func DashboardLink(cfg *config.Config, ttl time.Duration) (string, error) {
 		return "", err
 	}
 	return admin.LoginLink(base, cfg.Admin.Token, ttl, time.Now())
+}
+
+// RevokeDashboardSessions ends every login session of the crawl's
+// dashboard (bin/master dashboard-link --revoke-all): a new session epoch
+// in Redis, which every master serving the dashboard reads within
+// admin.SessionRefresh. A crawl Redis does not hold is an
+// *UnknownCrawlError, and nothing is written.
+func RevokeDashboardSessions(ctx context.Context, cfg *config.Config) error {
+	rdb, err := cfg.NewRedisClient()
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	ok, err := frontier.CrawlExists(ctx, rdb, cfg.Crawl.Name)
+	if err == nil && !ok {
+		known, lerr := Crawls(ctx, rdb, nil)
+		if lerr != nil {
+			return onceErr(frontier.RedisServer(cfg), lerr)
+		}
+		return &UnknownCrawlError{Crawl: cfg.Crawl.Name, Known: known}
+	}
+	if err == nil {
+		err = frontier.NewSessions(rdb, cfg.Crawl.Name).RevokeAll(ctx)
+	}
+	return onceErr(frontier.RedisServer(cfg), err)
 }

@@ -3,17 +3,47 @@ package masterd_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/internal/admin"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
+
+// runAdminMaster runs a master of cfg until the test ends (or ctx does)
+// and sets cfg.Admin.Listen to the address its admin server listens on.
+func runAdminMaster(t *testing.T, ctx context.Context, cfg *config.Config) {
+	t.Helper()
+	addrc := make(chan string, 1)
+	mctx, stopMaster := context.WithCancel(ctx)
+	mdone := make(chan error, 1)
+	go func() {
+		mdone <- masterd.New(cfg, masterd.Options{Logger: testLogger(t), AdminReady: func(a string) { addrc <- a }}).Run(mctx)
+	}()
+	t.Cleanup(func() {
+		stopMaster()
+		if err := <-mdone; err != nil {
+			t.Errorf("master: %v", err)
+		}
+	})
+	select {
+	case a := <-addrc:
+		cfg.Admin.Listen = a
+	case err := <-mdone:
+		mdone <- nil // reported here, not again by the cleanup
+		t.Fatalf("master stopped before its admin server listened: %v", err)
+	}
+}
 
 // TestDashboardLinkAndCrawls runs a master with its admin server against
 // the real Redis and MariaDB, beside another crawl of the same Redis: a
@@ -47,24 +77,7 @@ func TestDashboardLinkAndCrawls(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addrc := make(chan string, 1)
-	mctx, stopMaster := context.WithCancel(ctx)
-	mdone := make(chan error, 1)
-	go func() {
-		mdone <- masterd.New(cfg, masterd.Options{Logger: testLogger(t), AdminReady: func(a string) { addrc <- a }}).Run(mctx)
-	}()
-	defer func() {
-		stopMaster()
-		if err := <-mdone; err != nil {
-			t.Errorf("master: %v", err)
-		}
-	}()
-	select {
-	case a := <-addrc:
-		cfg.Admin.Listen = a
-	case err := <-mdone:
-		t.Fatalf("master stopped before its admin server listened: %v", err)
-	}
+	runAdminMaster(t, ctx, cfg)
 	link, err := masterd.DashboardLink(cfg, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -112,5 +125,108 @@ func TestDashboardLinkAndCrawls(t *testing.T) {
 	}
 	if got, _ := rdb.Get(ctx, settingsKey).Result(); got != settings {
 		t.Errorf("the other crawl's settings changed:\n%s\nwas\n%s", got, settings)
+	}
+}
+
+// TestDashboardSessions runs a master with its admin server against the
+// real Redis and MariaDB, its clients on distinct loopback addresses:
+// wrong tokens from one address do not keep the admin's right token from
+// another out; a login lasts 12 hours by default; a logout revokes the
+// session, so a copy of its cookie no longer reads; and
+// RevokeDashboardSessions (bin/master dashboard-link --revoke-all, another
+// process) ends the other sessions within admin.SessionRefresh.
+func TestDashboardSessions(t *testing.T) {
+	cfg := clusterConfig(t)
+	cfg.Admin.Token = dashToken
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runAdminMaster(t, ctx, cfg)
+	base, _ := masterd.DashboardURL(cfg)
+	// a client whose connections come from the loopback address from
+	clientFrom := func(from string) *http.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		tr := &http.Transport{DialContext: d.DialContext}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr, Timeout: 10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	attacker, owner := clientFrom("127.0.0.2"), clientFrom("127.0.0.3")
+	login := func(c *http.Client, token string) (int, *http.Cookie) {
+		t.Helper()
+		resp, err := c.PostForm(base+"login", url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, ck := range resp.Cookies() {
+			return resp.StatusCode, ck
+		}
+		return resp.StatusCode, nil
+	}
+	read := func(ck *http.Cookie) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"api/v1/overview", nil)
+		req.AddCookie(ck)
+		resp, err := owner.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	var got []int
+	for range 6 {
+		code, _ := login(attacker, "wrong-token-0123456789")
+		got = append(got, code)
+	}
+	code, c1 := login(owner, dashToken)
+	got = append(got, code)
+	code, _ = login(attacker, dashToken)
+	got = append(got, code)
+	if d := cmp.Diff([]int{401, 401, 401, 401, 401, 429, 303, 429}, got); d != "" {
+		t.Fatalf("logins: attacker ×6, admin, attacker with the token (-want +got):\n%s", d)
+	}
+	if c1 == nil || c1.MaxAge != 12*3600 {
+		t.Fatalf("login cookie %v, want Max-Age 12h", c1)
+	}
+	copied := *c1
+	_, c2 := login(owner, dashToken) // another browser
+	if got := []int{read(&copied), read(c2)}; !cmp.Equal(got, []int{200, 200}) {
+		t.Fatalf("reads with the new cookies: %v", got)
+	}
+
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"logout", nil)
+	req.AddCookie(c1)
+	resp, err := owner.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	got = []int{resp.StatusCode, read(&copied), read(c2)}
+	if d := cmp.Diff([]int{303, 401, 200}, got); d != "" {
+		t.Errorf("logout, the copied cookie, the other session (-want +got):\n%s", d)
+	}
+
+	revoked := time.Now()
+	if err := masterd.RevokeDashboardSessions(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for read(c2) != http.StatusUnauthorized {
+		if time.Since(revoked) > admin.SessionRefresh+time.Second {
+			t.Fatalf("the session still reads %v after --revoke-all", time.Since(revoked))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("--revoke-all took effect after %v", time.Since(revoked).Round(time.Millisecond))
+	if code, c3 := login(owner, dashToken); code != http.StatusSeeOther || read(c3) != http.StatusOK {
+		t.Errorf("a login after --revoke-all: %d", code)
+	}
+
+	other := *cfg
+	other.Crawl.Name = testutil.CrawlName("nosuch")
+	var uc *masterd.UnknownCrawlError
+	if err := masterd.RevokeDashboardSessions(ctx, &other); !errors.As(err, &uc) {
+		t.Errorf("--revoke-all of a crawl that does not exist: %v, want an UnknownCrawlError", err)
 	}
 }

@@ -344,7 +344,8 @@ func (m *Master) adminServer(be admin.Backend, met *metrics.Master) (*adminCompo
 		return nil, fmt.Errorf("master: %w", err)
 	}
 	srv := admin.New(admin.Options{Backend: be, Token: m.cfg.Admin.Token, PublicRead: m.cfg.Admin.PublicRead,
-		Logger: m.log, Metrics: met.Handler(), SD: m.scrapeTargets, TLS: tlsCfg})
+		Logger: m.log, Metrics: met.Handler(), SD: m.scrapeTargets, TLS: tlsCfg,
+		Sessions: frontier.NewSessions(m.rdb, m.cfg.Crawl.Name), SessionTTL: m.cfg.Admin.SessionTTL})
 	addr := ln.Addr().String()
 	scheme := "http://"
 	if tlsCfg != nil {

@@ -89,6 +89,8 @@ type Admin struct {
 	// PublicRead lets reads (dashboard, GET API, /metrics) through without
 	// the token.
 	PublicRead bool `mapstructure:"public_read"`
+	// SessionTTL is how long a dashboard login lasts (1m to 720h).
+	SessionTTL time.Duration `mapstructure:"session_ttl"`
 	// TLSCert and TLSKey are PEM files of the server's certificate (chain)
 	// and key; both set = serve HTTPS (TLS 1.2 or later), neither = HTTP.
 	TLSCert string `mapstructure:"tls_cert"`

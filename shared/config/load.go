@@ -150,7 +150,7 @@ func Default() Config {
 			MemoryBytes: 256 << 20},
 		Dedup: Dedup{ExpectedURLs: 10_000_000, Mode: "exact", FalsePositiveRate: 1e-6},
 		Log:   Log{Level: "info", Format: "text"},
-		Admin: Admin{Listen: "127.0.0.1:8080", Token: "", PublicRead: false, TokenFile: "",
+		Admin: Admin{Listen: "127.0.0.1:8080", Token: "", PublicRead: false, TokenFile: "", SessionTTL: 12 * time.Hour,
 			// loopback and the private ranges: RFC 1918, IPv6 unique local
 			SDAllow: []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"}},
 		API: API{MaxInFlight: 256, Rate: 1000, MaxBody: 16 << 20, MaxLinks: 50000, EventRate: 4 << 20,

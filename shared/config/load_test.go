@@ -50,6 +50,14 @@ func TestDefaultValidates(t *testing.T) {
 	}
 }
 
+// TestDefaultSessionTTL: a dashboard login lasts 12 hours unless
+// admin.session_ttl says otherwise.
+func TestDefaultSessionTTL(t *testing.T) {
+	if got := Default().Admin.SessionTTL; got != 12*time.Hour {
+		t.Errorf("admin.session_ttl defaults to %v, want 12h", got)
+	}
+}
+
 func TestDefaultReturnsFreshSlices(t *testing.T) {
 	a := Default()
 	a.Crawl.StripParams[0] = "changed"
@@ -151,6 +159,11 @@ master:
 				c.Fetch.MaxBodyBytes = 512 << 10
 				c.Master.Quiescence = 500 * time.Millisecond
 			},
+		},
+		{
+			name: "dashboard session lifetime from env",
+			env:  []string{"CRAWLER_ADMIN_SESSION_TTL=30m"},
+			want: func(c *Config) { c.Admin.SessionTTL = 30 * time.Minute },
 		},
 		{
 			name: "integer byte size and zero duration in file",
@@ -426,6 +439,9 @@ func TestValidate(t *testing.T) {
 		{"dns server without port", func(c *Config) { c.DNS.Server = "127.0.0.53" }, "dns.server"},
 		{"dns max ttl below min", func(c *Config) { c.DNS.MaxTTL = time.Second }, "dns.max_ttl"},
 		{"tiny warc files", func(c *Config) { c.Storage.WARCMaxFileBytes = 1000 }, "storage.warc_max_file_bytes"},
+		{"no dashboard session", func(c *Config) { c.Admin.SessionTTL = 0 }, "admin.session_ttl"},
+		{"dashboard session of seconds", func(c *Config) { c.Admin.SessionTTL = 59 * time.Second }, "admin.session_ttl"},
+		{"dashboard session past 30 days", func(c *Config) { c.Admin.SessionTTL = 721 * time.Hour }, "admin.session_ttl"},
 		{"work API without TLS", func(c *Config) { c.API.Listen = "0.0.0.0:8443" }, "api.tls_cert"},
 		{"work API in clear text off loopback", func(c *Config) { c.API.Listen = "10.0.0.5:8443"; c.API.AllowInsecure = true }, "api.allow_insecure"},
 		{"work API listen without port", func(c *Config) { c.API.Listen = "127.0.0.1" }, "api.listen"},
@@ -478,6 +494,8 @@ func TestValidateAccepts(t *testing.T) {
 		{"rediss with password", func(c *Config) { c.Redis.URL = "rediss://user:pw@redis:6380/3" }},
 		{"dsn with password and params", func(c *Config) { c.MySQL.DSN = "u:p@tcp(db:3306)/crawl_01?parseTime=true&loc=UTC&tls=true" }},
 		{"tab in user agent", func(c *Config) { c.Fetch.UserAgent = "a\tb" }},
+		{"shortest dashboard session", func(c *Config) { c.Admin.SessionTTL = time.Minute }},
+		{"longest dashboard session", func(c *Config) { c.Admin.SessionTTL = 720 * time.Hour }},
 		{"every proxy scheme with credentials", func(c *Config) {
 			c.Fetch.Proxies = []string{"http://u:p@p1:3128", "https://p2:443", "socks5://u:p@p3:1080", "socks5h://p4:1080/"}
 		}},

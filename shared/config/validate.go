@@ -508,6 +508,9 @@ func (c *Config) validateRest() error {
 			return &Error{Key: key, Msg: "must be at least 16 characters (or empty: no actions, reads only with admin.public_read)"}
 		}
 	}
+	if t := c.Admin.SessionTTL; t < time.Minute || t > 720*time.Hour {
+		return errorf("admin.session_ttl", "%v must be in [1m, 720h]", t)
+	}
 	for i, p := range c.Admin.SDAllow {
 		if _, err := parseCIDR(p); err != nil {
 			return &Error{Key: fmt.Sprintf("admin.sd_allow[%d]", i), Err: err,

@@ -159,6 +159,8 @@ func TestACLSlaveLeaseIsolation(t *testing.T) {
 		{"pause the crawl", []any{"HSET", keys.Control, "paused", 1}},
 		{"end the crawl", []any{"HSET", keys.Finish, "finished", 1}},
 		{"drain s1", []any{"HSET", keys.Control, "drain:s1", 1}},
+		{"read the dashboard's session epoch", []any{"HGET", keys.Sessions, "epoch"}},
+		{"end the dashboard's sessions", []any{"DEL", keys.Sessions}},
 		{"rewrite the rules", []any{"HSET", keys.Rules, "version", "evil"}},
 		{"publish a rules version", []any{"PUBLISH", keys.RulesChannel, "evil"}},
 		{"trim the event stream", []any{"XTRIM", keys.Events, "MAXLEN", 0}},

@@ -126,6 +126,10 @@ import (
 //	crawl:{name}:control       hash   admin state (control.go): paused -> since (ms);
 //	                                  drain:<slave> -> asked at (ms); retire:<proxy> -> asked
 //	                                  at (ms), proxy being the redacted URL slaves report
+//	crawl:{name}:sessions      hash   the dashboard's login sessions (sessions.go): epoch ->
+//	                                  random, in every session cookie's MAC; r:<id> -> expiry
+//	                                  (unix ms) of a session revoked by its logout. Shard 0
+//	                                  only; the master and admin users may, a slave may not
 //	crawl:{name}:seeds         set    legacy, shard 0 only: the seed URLs (canonical) of
 //	                                  versions before the MySQL table seeds (00008_seeds.sql),
 //	                                  ~104 bytes of Redis per seed. Nothing adds to it now:
@@ -221,6 +225,9 @@ type Keys struct {
 	// LegacySlaveInfo is the crawl-wide heartbeat hash of those versions:
 	// a retired slave's field is removed.
 	LegacySlaveInfo string
+	// Sessions holds the dashboard's login sessions (sessions.go); the
+	// library's functions never touch it.
+	Sessions string
 }
 
 // fixedKeys names the fixed keys once: the name the library's functions
@@ -282,7 +289,8 @@ const (
 // NewKeys returns the keys of a crawl.
 func NewKeys(crawl string) Keys {
 	p := "crawl:{" + crawl + "}:"
-	k := Keys{Prefix: p, Robots: p + "robots", RulesChannel: p + "rules:changed", WorkChannel: p + "work"}
+	k := Keys{Prefix: p, Robots: p + "robots", RulesChannel: p + "rules:changed", WorkChannel: p + "work",
+		Sessions: p + "sessions"}
 	for _, f := range fixedKeys {
 		*f.field(&k) = p + f.suffix
 	}

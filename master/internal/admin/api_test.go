@@ -20,9 +20,10 @@ import (
 
 const testToken = "t0ken-for-tests-0123456789"
 
-// newTestServer returns a server over f with the test token and clock.
-func newTestServer(f *fakeBackend, mod func(*Options)) *Server {
-	opt := Options{Backend: f, Token: testToken}
+// newTestServer returns a server over f with the test token and clock,
+// its sessions in the test Redis.
+func newTestServer(t testing.TB, f *fakeBackend, mod func(*Options)) *Server {
+	opt := Options{Backend: f, Token: testToken, Sessions: testSessions(t)}
 	if mod != nil {
 		mod(&opt)
 	}
@@ -38,6 +39,7 @@ type request struct {
 	body    string
 	headers map[string]string
 	cookie  *http.Cookie
+	remote  string // the client's address (host:port); "" = httptest's 192.0.2.1:1234
 }
 
 // do runs req against s and returns the response.
@@ -52,6 +54,9 @@ func do(s *Server, req request) *http.Response {
 	}
 	if req.cookie != nil {
 		r.AddCookie(req.cookie)
+	}
+	if req.remote != "" {
+		r.RemoteAddr = req.remote
 	}
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, r)
@@ -378,7 +383,7 @@ func TestAPI(t *testing.T) {
 			if tt.mod != nil {
 				mod = func(o *Options) { tt.mod(f, o) }
 			}
-			s := newTestServer(f, mod)
+			s := newTestServer(t, f, mod)
 			req := tt.req
 			req.headers = jsonBearer()
 			resp := do(s, req)
@@ -414,7 +419,7 @@ func TestMetrics(t *testing.T) {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "redcrawl_pages_total 42\n")
 	})
-	s := newTestServer(newFake(), func(o *Options) { o.Metrics = metrics })
+	s := newTestServer(t, newFake(), func(o *Options) { o.Metrics = metrics })
 	resp := do(s, request{path: "/metrics", headers: bearer(testToken)})
 	body := readBody(t, resp)
 	if resp.StatusCode != http.StatusOK || body != "redcrawl_pages_total 42\n" {

@@ -2,24 +2,32 @@ package admin
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
 const (
-	// cookieName is the login cookie. Its value is an expiry and an HMAC
-	// keyed by the token, never the token itself, so changing the token
-	// logs every browser out.
+	// cookieName is the login cookie. Its value is EXP.ID.MAC: the
+	// session's expiry (unix seconds), its random id, and an HMAC of them
+	// and the shared session epoch (SessionStore) keyed by the token, never
+	// the token itself. Changing the token or the epoch
+	// (dashboard-link --revoke-all) logs every browser out; a logout
+	// revokes its session's id.
 	cookieName = "redcrawl_admin"
-	// sessionTTL is how long a login lasts.
-	sessionTTL = 7 * 24 * time.Hour
+	// DefaultSessionTTL is how long a login lasts when
+	// Options.SessionTTL is 0.
+	DefaultSessionTTL = 12 * time.Hour
+	// sessionSkew is how far past now + the session lifetime a cookie's
+	// expiry may be (the clocks of masters that share the dashboard).
+	sessionSkew = time.Minute
 	// maxFormBytes bounds the login form.
 	maxFormBytes = 16 << 10
 )
@@ -55,8 +63,10 @@ func (s *Server) authenticate(r *http.Request) credential {
 		}
 		return credNone
 	}
-	if c, err := r.Cookie(cookieName); err == nil && s.validSession(c.Value) {
-		return credCookie
+	if c, err := r.Cookie(cookieName); err == nil {
+		if _, ok := s.validSession(r, c.Value); ok {
+			return credCookie
+		}
 	}
 	return credNone
 }
@@ -67,33 +77,50 @@ func tokenEqual(got, want string) bool {
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
-// sessionValue is the cookie value for a login valid until exp.
-func (s *Server) sessionValue(exp time.Time) string {
-	e := strconv.FormatInt(exp.Unix(), 10)
-	return e + "." + base64.RawURLEncoding.EncodeToString(s.sessionMAC(e))
+// session is a login: its id and expiry.
+type session struct {
+	id  string
+	exp time.Time
 }
 
-func (s *Server) sessionMAC(exp string) []byte {
+// sessionValue is the cookie value of a login under epoch.
+func (s *Server) sessionValue(epoch string, sess session) string {
+	e := strconv.FormatInt(sess.exp.Unix(), 10)
+	return e + "." + sess.id + "." + base64.RawURLEncoding.EncodeToString(s.sessionMAC(epoch, e, sess.id))
+}
+
+func (s *Server) sessionMAC(epoch, exp, id string) []byte {
 	m := hmac.New(sha256.New, []byte(s.opt.Token))
 	m.Write([]byte("redcrawl admin session\x00"))
-	m.Write([]byte(exp))
+	m.Write([]byte(epoch + "\x00" + exp + "." + id))
 	return m.Sum(nil)
 }
 
-func (s *Server) validSession(v string) bool {
-	e, sig, ok := strings.Cut(v, ".")
-	if !ok {
-		return false
+// validSession checks a login cookie's value: not expired, not longer
+// than a session lasts, not revoked, signed under the current epoch.
+func (s *Server) validSession(r *http.Request, v string) (session, bool) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 || s.sessions == nil {
+		return session{}, false
 	}
-	exp, err := strconv.ParseInt(e, 10, 64)
-	if err != nil || s.now().Unix() >= exp {
-		return false
+	exp, err := strconv.ParseInt(parts[0], 10, 64)
+	now := s.now()
+	if err != nil || now.Unix() >= exp || exp > now.Add(s.ttl+sessionSkew).Unix() {
+		return session{}, false
 	}
-	mac, err := base64.RawURLEncoding.DecodeString(sig)
+	mac, err := base64.RawURLEncoding.DecodeString(parts[2])
 	if err != nil {
-		return false
+		return session{}, false
 	}
-	return hmac.Equal(mac, s.sessionMAC(e))
+	epoch, revoked, err := s.sessions.state(r.Context(), now, parts[1], false)
+	if err != nil {
+		s.logError(r, "admin session check failed: cookies refused", err)
+		return session{}, false
+	}
+	if revoked || !hmac.Equal(mac, s.sessionMAC(epoch, parts[0], parts[1])) {
+		return session{}, false
+	}
+	return session{id: parts[1], exp: time.Unix(exp, 0)}, true
 }
 
 // readAllowed reports whether r may read, answering the refusal if not.
@@ -170,7 +197,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.now()
-	if !s.logins.ready(now) {
+	client := clientOf(r.RemoteAddr)
+	if !s.logins.ready(client, now) {
 		s.log.Warn("admin login refused: too many failures", "remote", r.RemoteAddr)
 		s.renderLogin(w, r, http.StatusTooManyRequests, "Too many wrong tokens; wait a few seconds and try again.")
 		return
@@ -181,32 +209,53 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !tokenEqual(r.PostForm.Get("token"), s.opt.Token) {
-		s.logins.fail(now)
+		s.logins.fail(client, now)
 		s.log.Warn("admin login failed: wrong token", "remote", r.RemoteAddr)
 		s.renderLogin(w, r, http.StatusUnauthorized, "Wrong token.")
 		return
 	}
-	s.setSession(w, r, now)
+	if !s.setSession(w, r, now) {
+		return
+	}
 	s.log.Info("admin login", "remote", r.RemoteAddr)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// setSession sets the login cookie.
-func (s *Server) setSession(w http.ResponseWriter, r *http.Request, now time.Time) {
-	exp := now.Add(sessionTTL)
+// msgNoSessions is the login page's message when no session can start.
+const msgNoSessions = "The master cannot reach its session store (Redis) to start a session; try again shortly, or use the token as a Bearer header."
+
+// setSession starts a session and sets its login cookie; when the session
+// store cannot be read it answers the login page with the reason instead
+// and returns false.
+func (s *Server) setSession(w http.ResponseWriter, r *http.Request, now time.Time) bool {
+	var epoch string
+	err := errors.New("no session store")
+	if s.sessions != nil {
+		epoch, _, err = s.sessions.state(r.Context(), now, "", true)
+	}
+	if err != nil {
+		s.logError(r, "admin login failed: no session", err)
+		s.renderLogin(w, r, http.StatusServiceUnavailable, msgNoSessions)
+		return false
+	}
+	id := make([]byte, 16)
+	rand.Read(id)
+	sess := session{id: base64.RawURLEncoding.EncodeToString(id), exp: now.Add(s.ttl)}
 	http.SetCookie(w, &http.Cookie{
 		Name:     cookieName,
-		Value:    s.sessionValue(exp),
+		Value:    s.sessionValue(epoch, sess),
 		Path:     "/",
-		Expires:  exp,
-		MaxAge:   int(sessionTTL / time.Second),
+		Expires:  sess.exp,
+		MaxAge:   int(s.ttl / time.Second),
 		HttpOnly: true,
 		Secure:   r.TLS != nil,
 		SameSite: http.SameSiteStrictMode,
 	})
+	return true
 }
 
-// handleLogout clears the login cookie.
+// handleLogout revokes the login cookie's session on every master and
+// clears the cookie.
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
@@ -222,42 +271,17 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 		Secure:   r.TLS != nil,
 		SameSite: http.SameSiteStrictMode,
 	})
-	http.Redirect(w, r, "/login", http.StatusSeeOther)
-}
-
-// loginLimiter is a token bucket of failed logins: burst failures, then
-// one more every refill. It slows down guessing the token.
-type loginLimiter struct {
-	burst  int
-	refill time.Duration
-
-	mu     sync.Mutex
-	failed float64 // failures not yet refilled
-	last   time.Time
-}
-
-func (l *loginLimiter) drain(now time.Time) {
-	if !l.last.IsZero() && l.refill > 0 {
-		l.failed -= float64(now.Sub(l.last)) / float64(l.refill)
-		if l.failed < 0 {
-			l.failed = 0
+	if c, err := r.Cookie(cookieName); err == nil {
+		if sess, ok := s.validSession(r, c.Value); ok {
+			if err := s.sessions.revoke(r.Context(), sess.id, sess.exp); err != nil {
+				s.logError(r, "admin logout: session not revoked on the other masters", err)
+				s.renderLogin(w, r, http.StatusServiceUnavailable, "Logged out here, but the master could not revoke the session "+
+					"in its session store (Redis): other masters of the dashboard still take it until it expires "+
+					"(bin/master dashboard-link --revoke-all ends every session).")
+				return
+			}
+			s.log.Info("admin logout", "remote", r.RemoteAddr)
 		}
 	}
-	l.last = now
-}
-
-// ready reports whether another login attempt may be checked.
-func (l *loginLimiter) ready(now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.drain(now)
-	return l.failed < float64(l.burst)
-}
-
-// fail counts a failed attempt.
-func (l *loginLimiter) fail(now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.drain(now)
-	l.failed++
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

@@ -15,10 +15,16 @@ import (
 // loginCookie logs in to s and returns the cookie it sets.
 func loginCookie(t *testing.T, s *Server) *http.Cookie {
 	t.Helper()
+	return loginCookieWith(t, s, testToken)
+}
+
+// loginCookieWith logs in to s with token and returns the cookie it sets.
+func loginCookieWith(t *testing.T, s *Server, token string) *http.Cookie {
+	t.Helper()
 	resp := do(s, request{
 		method:  http.MethodPost,
 		path:    "/login",
-		body:    url.Values{"token": {testToken}}.Encode(),
+		body:    url.Values{"token": {token}}.Encode(),
 		headers: map[string]string{"Content-Type": "application/x-www-form-urlencoded"},
 	})
 	readBody(t, resp)
@@ -32,10 +38,15 @@ func loginCookie(t *testing.T, s *Server) *http.Cookie {
 }
 
 func TestAuth(t *testing.T) {
-	valid := loginCookie(t, newTestServer(newFake(), nil))
+	st := testSessions(t)
+	withStore := func(o *Options) { o.Sessions = st }
+	valid := loginCookie(t, newTestServer(t, newFake(), withStore))
 	forged := &http.Cookie{Name: cookieName, Value: valid.Value[:len(valid.Value)-2] + "xx"}
-	expired := &http.Cookie{Name: cookieName, Value: New(Options{Token: testToken}).sessionValue(testNow.Add(-time.Second))}
-	otherToken := &http.Cookie{Name: cookieName, Value: New(Options{Token: "another-token-0123456789"}).sessionValue(testNow.Add(time.Hour))}
+	past := newTestServer(t, newFake(), withStore)
+	past.now = func() time.Time { return testNow.Add(-DefaultSessionTTL - time.Second) }
+	expired := loginCookie(t, past)
+	other := newTestServer(t, newFake(), func(o *Options) { o.Sessions, o.Token = st, "another-token-0123456789" })
+	otherToken := loginCookieWith(t, other, "another-token-0123456789")
 	rawToken := &http.Cookie{Name: cookieName, Value: testToken}
 
 	const (
@@ -102,7 +113,8 @@ func TestAuth(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()
 			var logs bytes.Buffer
-			s := newTestServer(f, func(o *Options) {
+			s := newTestServer(t, f, func(o *Options) {
+				o.Sessions = st
 				o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 				if tt.opt != nil {
 					tt.opt(o)
@@ -143,7 +155,7 @@ func TestLogin(t *testing.T) {
 	}
 	t.Run("right token sets the cookie", func(t *testing.T) {
 		var logs bytes.Buffer
-		s := newTestServer(newFake(), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+		s := newTestServer(t, newFake(), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 		resp := do(s, form(testToken))
 		readBody(t, resp)
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
@@ -161,7 +173,7 @@ func TestLogin(t *testing.T) {
 			SameSite http.SameSite
 			MaxAge   int
 		}
-		want := attrs{Name: cookieName, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL / time.Second)}
+		want := attrs{Name: cookieName, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: int(DefaultSessionTTL / time.Second)}
 		if d := cmp.Diff(want, attrs{c.Name, c.Path, c.HttpOnly, c.SameSite, c.MaxAge}); d != "" {
 			t.Errorf("cookie (-want +got):\n%s", d)
 		}
@@ -173,7 +185,7 @@ func TestLogin(t *testing.T) {
 		}
 	})
 	t.Run("wrong token is refused", func(t *testing.T) {
-		s := newTestServer(newFake(), nil)
+		s := newTestServer(t, newFake(), nil)
 		resp := do(s, form("guess"))
 		body := readBody(t, resp)
 		if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
@@ -184,7 +196,7 @@ func TestLogin(t *testing.T) {
 		}
 	})
 	t.Run("guessing is slowed down", func(t *testing.T) {
-		s := newTestServer(newFake(), nil)
+		s := newTestServer(t, newFake(), nil)
 		var got []int
 		for range 7 {
 			resp := do(s, form("guess"))
@@ -207,7 +219,7 @@ func TestLogin(t *testing.T) {
 		}
 	})
 	t.Run("no token configured", func(t *testing.T) {
-		s := newTestServer(newFake(), func(o *Options) { o.Token = "" })
+		s := newTestServer(t, newFake(), func(o *Options) { o.Token = "" })
 		for _, req := range []request{{path: "/login"}, form("")} {
 			resp := do(s, req)
 			body := readBody(t, resp)
@@ -217,7 +229,7 @@ func TestLogin(t *testing.T) {
 		}
 	})
 	t.Run("logout clears the cookie", func(t *testing.T) {
-		s := newTestServer(newFake(), nil)
+		s := newTestServer(t, newFake(), nil)
 		resp := do(s, request{method: http.MethodPost, path: "/logout", cookie: loginCookie(t, s)})
 		readBody(t, resp)
 		cs := resp.Cookies()

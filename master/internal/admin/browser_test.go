@@ -126,9 +126,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	srv := httptest.NewServer(New(Options{
-		Backend: f,
-		Token:   testToken,
-		Logger:  slog.New(slog.NewTextHandler(&lockedWriter{mu: &logMu, w: &logs}, nil)),
+		Backend:  f,
+		Token:    testToken,
+		Sessions: testSessions(t),
+		Logger:   slog.New(slog.NewTextHandler(&lockedWriter{mu: &logMu, w: &logs}, nil)),
 	}))
 	defer srv.Close()
 

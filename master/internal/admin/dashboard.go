@@ -70,7 +70,23 @@ type dashboardData struct {
 // loginData is what the login template renders.
 type loginData struct {
 	Message  string
-	Disabled bool // no token configured: the form cannot succeed
+	Disabled bool   // no token configured: the form cannot succeed
+	Lifetime string // how long a login lasts: "12 hours"
+}
+
+// lifetime says d in words: "12 hours", "90 minutes".
+func lifetime(d time.Duration) string {
+	n, unit := int64(d/time.Second), "second"
+	switch {
+	case d%time.Hour == 0:
+		n, unit = int64(d/time.Hour), "hour"
+	case d%time.Minute == 0:
+		n, unit = int64(d/time.Minute), "minute"
+	}
+	if n != 1 {
+		unit += "s"
+	}
+	return strconv.FormatInt(n, 10) + " " + unit
 }
 
 // handleRoot serves the dashboard at / and 404 for other unknown paths.
@@ -111,7 +127,7 @@ func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	s.render(w, r, s.pages.login, status, loginData{Message: msg, Disabled: s.opt.Token == ""})
+	s.render(w, r, s.pages.login, status, loginData{Message: msg, Disabled: s.opt.Token == "", Lifetime: lifetime(s.ttl)})
 }
 
 // render executes t into a buffer first, so a template error becomes a

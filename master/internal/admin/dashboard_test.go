@@ -17,7 +17,7 @@ func TestDashboardPage(t *testing.T) {
 			Shards: []frontier.ShardStats{{Shard: 0, Queued: 5, Done: 1000000}, {Shard: 1, Queued: 7, InFlight: 2, Done: 234567}}},
 		Paused: true,
 	})
-	s := newTestServer(f, nil)
+	s := newTestServer(t, f, nil)
 	resp := do(s, request{path: "/", headers: bearer(testToken)})
 	body := readBody(t, resp)
 	if resp.StatusCode != http.StatusOK {
@@ -77,7 +77,7 @@ func TestDashboardPage(t *testing.T) {
 func TestDashboardPageOverviewFails(t *testing.T) {
 	f := newFake()
 	f.err = errors.New("redis down")
-	s := newTestServer(f, nil)
+	s := newTestServer(t, f, nil)
 	resp := do(s, request{path: "/", headers: bearer(testToken)})
 	body := readBody(t, resp)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Could not read the overview") || strings.Contains(body, "redis down") {
@@ -86,7 +86,7 @@ func TestDashboardPageOverviewFails(t *testing.T) {
 }
 
 func TestDashboardReadOnly(t *testing.T) {
-	s := newTestServer(newFake(), func(o *Options) { o.PublicRead = true })
+	s := newTestServer(t, newFake(), func(o *Options) { o.PublicRead = true })
 	body := readBody(t, do(s, request{path: "/"}))
 	for _, w := range []string{`data-can-act="false"`, `id="login-link"`, `id="btn-pause-news" data-kind="pause" data-crawl="news"  disabled`} {
 		if !strings.Contains(body, w) {
@@ -96,7 +96,7 @@ func TestDashboardReadOnly(t *testing.T) {
 }
 
 func TestStaticFiles(t *testing.T) {
-	s := newTestServer(newFake(), nil)
+	s := newTestServer(t, newFake(), nil)
 	tests := []struct{ path, ctype, contains string }{
 		{"/static/dashboard.js", "text/javascript; charset=utf-8", "textContent"},
 		{"/static/dashboard.css", "text/css; charset=utf-8", "#chart"},

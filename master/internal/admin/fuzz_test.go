@@ -72,7 +72,7 @@ func FuzzGetQuery(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, raw string) {
 		fb := newFake()
-		s := newTestServer(fb, func(o *Options) {
+		s := newTestServer(t, fb, func(o *Options) {
 			o.SD = nil
 		})
 		path := getEndpoints[int(which)%len(getEndpoints)]
@@ -151,7 +151,7 @@ func FuzzAction(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fb := newFake()
-		s := newTestServer(fb, nil)
+		s := newTestServer(t, fb, nil)
 		r := httptest.NewRequest(http.MethodPost, "/api/v1/actions", bytes.NewReader(body))
 		r.Header.Set("Authorization", "Bearer "+testToken)
 		r.Header.Set("Content-Type", "application/json")
@@ -227,7 +227,7 @@ func TestActionBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fb := newFake()
-			s := newTestServer(fb, nil)
+			s := newTestServer(t, fb, nil)
 			resp := do(s, request{method: http.MethodPost, path: "/api/v1/actions", body: tt.body, headers: jsonBearer()})
 			body := checkAPIResponse(t, tt.name, resp)
 			if resp.StatusCode != tt.wantStatus {

@@ -29,7 +29,7 @@ func TestLoginLinkInBrowser(t *testing.T) {
 	f.ov.Crawls = append(f.ov.Crawls,
 		CrawlView{Stats: frontier.Stats{Crawl: "done", Done: 10, Finished: true, FinishedAt: testNow.UnixMilli()}, Schedules: []ScheduleView{}},
 		CrawlView{Stats: frontier.Stats{Crawl: "elsewhere", Done: 5}, Other: true, Schedules: []ScheduleView{}})
-	srv := httptest.NewServer(New(Options{Backend: f, Token: testToken}))
+	srv := httptest.NewServer(New(Options{Backend: f, Token: testToken, Sessions: testSessions(t)}))
 	defer srv.Close()
 	link, err := LoginLink(srv.URL+"/", testToken, time.Minute, time.Now())
 	if err != nil {

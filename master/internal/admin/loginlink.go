@@ -90,7 +90,8 @@ func (s *Server) linkLogin(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusForbidden, "admin.token is not set: nobody can log in.")
 		return
 	}
-	if !s.logins.ready(now) {
+	client := clientOf(r.RemoteAddr)
+	if !s.logins.ready(client, now) {
 		refuse(http.StatusTooManyRequests, "Too many wrong tokens; wait a few seconds and try again.")
 		return
 	}
@@ -103,7 +104,7 @@ func (s *Server) linkLogin(w http.ResponseWriter, r *http.Request) {
 		ok = err == nil && hmac.Equal([]byte(parts[2]), []byte(linkMAC(s.opt.Token, parts[0], parts[1])))
 	}
 	if !ok {
-		s.logins.fail(now)
+		s.logins.fail(client, now)
 		s.log.Warn("admin login link refused: not made with the admin token", "remote", r.RemoteAddr)
 		refuse(http.StatusUnauthorized, "This login link is not valid: make a new one with bin/master dashboard-link.")
 		return
@@ -118,7 +119,9 @@ func (s *Server) linkLogin(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusUnauthorized, "This login link was used already: make a new one with bin/master dashboard-link.")
 		return
 	}
-	s.setSession(w, r, now)
+	if !s.setSession(w, r, now) {
+		return
+	}
 	s.log.Info("admin login by link", "remote", r.RemoteAddr)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

@@ -15,7 +15,7 @@ import (
 // cookie, a redirect to the dashboard); used again, expired, forged or made
 // with another token it is refused.
 func TestLoginLink(t *testing.T) {
-	s := newTestServer(newFake(), nil)
+	s := newTestServer(t, newFake(), nil)
 	link := func(token string, ttl time.Duration, now time.Time) string {
 		t.Helper()
 		l, err := LoginLink("http://127.0.0.1:8080/", token, ttl, now)
@@ -92,7 +92,7 @@ func TestDashboardCrawlActions(t *testing.T) {
 	f.ov.Crawls = append(f.ov.Crawls,
 		CrawlView{Stats: frontier.Stats{Crawl: "done", Done: 10, Finished: true, FinishedAt: testNow.UnixMilli()}},
 		CrawlView{Stats: frontier.Stats{Crawl: "elsewhere", Done: 5, Queued: 3}, Other: true})
-	body := readBody(t, do(newTestServer(f, nil), request{path: "/", headers: bearer(testToken)}))
+	body := readBody(t, do(newTestServer(t, f, nil), request{path: "/", headers: bearer(testToken)}))
 	for _, w := range []string{
 		`id="btn-pause-done" data-kind="pause" data-crawl="done" hidden`,
 		`<td class="name">elsewhere</td>`,

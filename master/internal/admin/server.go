@@ -25,6 +25,10 @@ const (
 	maxHeaderBytes    = 64 << 10
 )
 
+// maxLoginClients bounds the clients the login limiter tracks (about
+// 100 bytes each).
+const maxLoginClients = 4096
+
 // Options configure a Server.
 type Options struct {
 	// Backend is what the server reads and acts on. Required.
@@ -48,6 +52,13 @@ type Options struct {
 	// certificates; TLS 1.2 at least whatever it says); nil = plain HTTP.
 	// The login cookie is Secure on a TLS connection.
 	TLS *tls.Config
+	// Sessions holds the login sessions' state that the masters serving
+	// the dashboard share (frontier.Sessions); nil = no login (the
+	// Bearer token still works).
+	Sessions SessionStore
+	// SessionTTL is how long a login lasts (admin.session_ttl); 0 =
+	// DefaultSessionTTL.
+	SessionTTL time.Duration
 }
 
 // SDTarget is one target group in Prometheus HTTP service discovery
@@ -67,6 +78,9 @@ type Server struct {
 	errLog logLimiter
 	logins loginLimiter
 	links  usedLinks
+	// sessions is nil without Options.Sessions
+	sessions *sessionCache
+	ttl      time.Duration
 }
 
 // New returns a Server for opt.
@@ -82,7 +96,14 @@ func New(opt Options) *Server {
 		pages:  mustPages(),
 		now:    time.Now,
 		errLog: logLimiter{max: 10, window: time.Minute},
-		logins: loginLimiter{burst: 5, refill: 5 * time.Second},
+		logins: loginLimiter{burst: 5, refill: 5 * time.Second, max: maxLoginClients},
+		ttl:    opt.SessionTTL,
+	}
+	if opt.Sessions != nil {
+		s.sessions = &sessionCache{store: opt.Sessions}
+	}
+	if s.ttl <= 0 {
+		s.ttl = DefaultSessionTTL
 	}
 	s.routes()
 	return s

@@ -72,7 +72,7 @@ func TestServeClosedListener(t *testing.T) {
 }
 
 func TestSecurityHeaders(t *testing.T) {
-	s := newTestServer(newFake(), nil)
+	s := newTestServer(t, newFake(), nil)
 	for _, path := range []string{"/", "/login", "/api/v1/overview", "/static/dashboard.css"} {
 		resp := do(s, request{path: path, headers: bearer(testToken)})
 		readBody(t, resp)
@@ -94,7 +94,7 @@ func TestErrorLogIsRateLimited(t *testing.T) {
 	var logs bytes.Buffer
 	f := newFake()
 	f.err = errors.New("mysql: too many connections")
-	s := newTestServer(f, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	s := newTestServer(t, f, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	for range 25 {
 		readBody(t, do(s, request{path: "/api/v1/overview", headers: bearer(testToken)}))
 	}

@@ -116,7 +116,7 @@ func serveOn(t *testing.T, tlsCfg *tls.Config) (string, *http.Transport, func())
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := New(Options{Backend: newFake(), Token: testToken, TLS: tlsCfg})
+	s := New(Options{Backend: newFake(), Token: testToken, TLS: tlsCfg, Sessions: testSessions(t)})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
 	base := "http://" + ln.Addr().String()

@@ -69,7 +69,7 @@ func TestDashboardShowsHostileDataAsText(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	f := hostileFake()
-	srv := httptest.NewServer(New(Options{Backend: f, Token: testToken}))
+	srv := httptest.NewServer(New(Options{Backend: f, Token: testToken, Sessions: testSessions(t)}))
 	defer srv.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
