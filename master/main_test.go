@@ -57,7 +57,8 @@ func TestAdminCommands(t *testing.T) {
 	}
 	rdb := redis.NewClient(ropt)
 	defer rdb.Close()
-	f, err := frontier.NewRedis(ctx, rdb, frontier.Options{Crawl: crawl, HostConcurrency: 1, LeaseDuration: time.Minute, MaxAttempts: 3, ExpectedURLs: 10000})
+	f, err := frontier.NewRedis(ctx, rdb, frontier.Options{Crawl: crawl, HostConcurrency: 1, LeaseDuration: time.Minute, MaxAttempts: 3,
+		ExpectedURLs: 10000, ScopeBySeeds: true}) // as the master opens it: no crawl.allow_hosts
 	if err != nil {
 		t.Fatal(err)
 	}
