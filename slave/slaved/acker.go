@@ -53,10 +53,19 @@ func newAcker(s *Slave) *batcher[frontier.Completion] {
 	return b
 }
 
-// acksDone forgets acknowledged leases and counts the lost ones.
+// acksDone forgets acknowledged leases and counts the lost ones; the
+// bodies of the pages acked count for the duplicate cache, those of the
+// lost ones do not (dupcache.go).
 func (s *Slave) acksDone(batch []frontier.Completion, acked []bool) {
 	for i, c := range batch {
 		s.track(c.Lease, false)
+		if c.ContentHash != 0 && c.Outcome == frontier.Done {
+			if acked[i] {
+				s.dups.acked(c.ContentHash)
+			} else {
+				s.dups.lost(c.ContentHash)
+			}
+		}
 		if !acked[i] {
 			s.lostAcks.Add(1)
 			s.met.LeasesLost(1)

@@ -252,9 +252,10 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	var meta robots.Directives // the robots meta tags' directives
 	if s.cfg.Crawl.ContentDedup && res.Body.Size() > 0 {
 		c.ContentHash = res.Body.Checksum()
-		// a body this slave saw before: the frontier records the duplicate
-		// when it acks; its links are not extracted again, and its robots
-		// meta tags are those noted when it was
+		// a body of a page this slave fetched and the frontier acked: the
+		// frontier records the duplicate when it acks; its links are not
+		// extracted again, and its robots meta tags are those noted when
+		// it was (dupcache.go)
 		meta, dup = s.dups.seen(c.ContentHash)
 	}
 	if !dup {
@@ -278,7 +279,7 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 			}
 		}
 		if c.ContentHash != 0 {
-			s.dups.note(c.ContentHash, meta)
+			s.dups.parsed(c.ContentHash, meta)
 		}
 	}
 	directives := robotsHdr
