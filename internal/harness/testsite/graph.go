@@ -18,6 +18,7 @@ const (
 	kindShop                   // the catalogue /shop/ on host 1, not part of Expected
 	kindMeta                   // the hub /meta/ on host 0, not part of Expected
 	kindFailing                // /status/503 on a failing host, not part of Expected
+	kindLeaf                   // /leaf/n: linked from one page only (Options.Leaves)
 )
 
 // redirectHops is the length of the redirect chain.
@@ -55,8 +56,34 @@ func (t target) path() string {
 		return metaPrefix
 	case kindFailing:
 		return FailingPath
+	case kindLeaf:
+		return "/leaf/" + strconv.Itoa(t.n)
 	}
 	return ""
+}
+
+// leafOf is the leaf page n of host links to (Options.Leaves), and
+// whether it has one.
+func (s *Site) leafOf(host, n int) (target, bool) {
+	o := &s.opts
+	if !o.Leaves || n == 0 || n%3 != 0 {
+		return target{}, false
+	}
+	to := (host + 1) % o.Hosts
+	if n%6 == 0 {
+		to = host
+	}
+	return target{kind: kindLeaf, host: to, n: host*o.PagesPerHost + n}, true
+}
+
+// leafRoute reports whether /leaf/<n> of host is a leaf.
+func (s *Site) leafRoute(host, n int) bool {
+	o := &s.opts
+	if n < 0 || n >= o.Hosts*o.PagesPerHost {
+		return false
+	}
+	t, ok := s.leafOf(n/o.PagesPerHost, n%o.PagesPerHost)
+	return ok && t.host == host
 }
 
 // pagePath is the canonical path of page n.
@@ -171,6 +198,9 @@ func (s *Site) build(pi *pageInfo, host, n int) {
 		add(pageT(h, r.intn(o.PagesPerHost)), formPlain)
 	}
 	pages := len(pi.links) // the plain links written so far, duplicated below
+	if t, ok := s.leafOf(host, n); ok {
+		add(t, formPlain)
+	}
 
 	if o.Robots {
 		if n%5 == 2 {
@@ -240,7 +270,7 @@ func (s *Site) build(pi *pageInfo, host, n int) {
 // aside (a crawler requests them, but Expected leaves them out).
 func (s *Site) crawlable(t target) bool {
 	switch t.kind {
-	case kindPage, kindRedirect, kindFlaky, kindMissing, kindRetryAfter:
+	case kindPage, kindRedirect, kindFlaky, kindMissing, kindRetryAfter, kindLeaf:
 		return true
 	}
 	return false // private pages (robots.txt), hostile, dynamic and failing pages, non-HTTP links

@@ -27,6 +27,7 @@ const (
 	routeMeta
 	routeSitemap
 	routeFailing
+	routeLeaf
 )
 
 // route is a parsed request.
@@ -85,6 +86,12 @@ func (s *Site) route(host int, method, path, query string) route {
 		if rest, ok := strings.CutPrefix(path, shopPrefix); ok {
 			return route{kind: routeShop, sp: s.shopRoute(rest, query)}
 		}
+	}
+	if rest, ok := strings.CutPrefix(path, "/leaf/"); ok && o.Leaves {
+		if n, ok := parseIndex(rest); ok && s.leafRoute(host, n) {
+			return route{kind: routeLeaf, n: n}
+		}
+		return route{}
 	}
 	if host < o.FailingHosts && path == FailingPath {
 		return route{kind: routeFailing}
@@ -274,6 +281,8 @@ func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hdr.Set("Retry-After", strconv.Itoa(int(FailingRetryAfter/time.Second)))
 		ctype = text
 		b.WriteString("service unavailable, retry after 2 seconds (always)\n")
+	case rt.kind == routeLeaf:
+		renderLeaf(b, "Leaf "+strconv.Itoa(rt.n), "One page links here, and this page links nowhere.")
 	case rt.kind == routeFlaky:
 		renderLeaf(b, "Flaky", "This page failed once and works now.")
 	case rt.kind == routeRetryAfter:

@@ -150,6 +150,13 @@ type Options struct {
 	// URL on an otherwise healthy host. It is not part of Expected: a
 	// crawler's outcome on it is checked through Hits.
 	FailingHosts int
+	// Leaves adds a page of one in-link to every third ordinary page but
+	// the roots: page n of host h links to /leaf/<h*PagesPerHost+n> of
+	// host h+1 (of host h itself when n is a multiple of 6), a page
+	// linking nowhere that no other page links to. A crawl that loses a
+	// link it was told about (a write lost in a failover) misses its
+	// leaf for good. They are part of Expected.
+	Leaves bool
 	// Validators makes ordinary pages carry an ETag and a Last-Modified
 	// and answer a conditional request that matches them with 304 Not
 	// Modified (revisions.go). Without it the site ignores conditional

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -187,9 +186,9 @@ func TestCrawlKeyPattern(t *testing.T) {
 }
 
 // TestClusterAckedWriteLoss shows the write loss asynchronous replication
-// allows: with the replica of a master paused (SIGSTOP), the master
-// acknowledges writes the replica never gets; the master is killed, the
-// replica resumed and promoted, and the acknowledged writes are gone.
+// allows, as KillBehind makes it: the master acknowledges writes its
+// replica never gets; the master is killed, the replica promoted, and the
+// acknowledged writes are gone.
 func TestClusterAckedWriteLoss(t *testing.T) {
 	c := StartCluster(t, 3, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -202,8 +201,7 @@ func TestClusterAckedWriteLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replicas := c.ReplicasOf(victim)
-	if len(replicas) != 1 {
+	if replicas := c.ReplicasOf(victim); len(replicas) != 1 {
 		t.Fatalf("replicas of %s: %v", victim, replicas)
 	}
 	m := c.Node(victim).Client
@@ -213,40 +211,16 @@ func TestClusterAckedWriteLoss(t *testing.T) {
 	if err := m.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
 		t.Fatal(err)
 	}
-
-	if err := c.Pause(replicas[0]); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			c.Resume(replicas[0])
-		}
-	}()
-	// 48 MB of replication stream: more than the loopback socket buffers
-	// take (tcp_rmem and tcp_wmem maxima), less than the replica output
-	// buffer's soft limit (64 MB)
-	big := strings.Repeat("x", 64<<10)
-	pipe := m.Pipeline()
-	for range 768 {
-		pipe.Set(ctx, "{loss}:big", big, 0)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
 	var acked int64
-	for range 50 {
-		if acked, err = m.Incr(ctx, "{loss}:n").Result(); err != nil {
-			t.Fatal(err)
+	if err := c.KillBehind(ctx, victim, func() {
+		for range 50 {
+			if acked, err = m.Incr(ctx, "{loss}:n").Result(); err != nil {
+				t.Error(err)
+			}
 		}
-	}
-	if err := c.Kill(victim); err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Resume(replicas[0]); err != nil {
-		t.Fatal(err)
-	}
-	resumed = true
 	promoted, err := c.WaitFailover(ctx, victim)
 	if err != nil {
 		t.Fatal(err)
