@@ -145,6 +145,13 @@ type Redis struct {
 	// Redis refuses end it at once). An outage after a successful start is
 	// a pause, however long. 0 = wait forever.
 	StartupTimeout time.Duration `mapstructure:"startup_timeout"`
+	// WaitReplicas is how many replicas must acknowledge a completion's,
+	// a remote shard's links' and seeds' writes before the call returns,
+	// when the node has replicas: a failover then loses no page. 0 = none.
+	WaitReplicas int `mapstructure:"wait_replicas"`
+	// WaitTimeout bounds one wait for replicas; one that times out is
+	// counted and the crawl goes on.
+	WaitTimeout time.Duration `mapstructure:"wait_timeout"`
 }
 
 // MySQL is where the master writes its logs.

@@ -34,7 +34,8 @@ const EnvConfigFile = EnvPrefix + "CONFIG"
 // nor the environment sets. Each call returns fresh slices.
 func Default() Config {
 	return Config{
-		Redis: Redis{URL: "redis://127.0.0.1:6379/0", Cluster: false, PasswordFile: "", StartupTimeout: 30 * time.Second},
+		Redis: Redis{URL: "redis://127.0.0.1:6379/0", Cluster: false, PasswordFile: "", StartupTimeout: 30 * time.Second,
+			WaitReplicas: 1, WaitTimeout: time.Second},
 		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/crawler?parseTime=true", PasswordFile: "",
 			MigrateDSN: "", MigratePasswordFile: "", StartupTimeout: 30 * time.Second},
 		Crawl: Crawl{

@@ -48,6 +48,12 @@ func (c *Config) validateStores() error {
 	if c.Redis.StartupTimeout < 0 {
 		return errorf("redis.startup_timeout", "%v must be >= 0 (0 = wait forever)", c.Redis.StartupTimeout)
 	}
+	if c.Redis.WaitReplicas < 0 || c.Redis.WaitReplicas > 16 {
+		return errorf("redis.wait_replicas", "%d must be 0 to 16 (0 = do not wait for replicas)", c.Redis.WaitReplicas)
+	}
+	if c.Redis.WaitTimeout < time.Millisecond || c.Redis.WaitTimeout > time.Minute {
+		return errorf("redis.wait_timeout", "%v must be 1ms to 1m", c.Redis.WaitTimeout)
+	}
 	if c.MySQL.StartupTimeout < 0 {
 		return errorf("mysql.startup_timeout", "%v must be >= 0 (0 = wait forever)", c.MySQL.StartupTimeout)
 	}

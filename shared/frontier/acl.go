@@ -76,10 +76,12 @@ func ValidName(s string) bool { return aclNameRE.MatchString(s) }
 
 // connCommands are what a client runs to connect and route (go-redis:
 // HELLO with AUTH and SETNAME, SELECT; a cluster client's
-// slot map and replica reads) and the clock.
+// slot map and replica reads), the clock, and what a durable call runs
+// (durable.go: ROLE, to count a node's replicas, and WAIT for them).
 var connCommands = []string{"+hello", "+auth", "+ping", "+select", "+client|setname",
 	"+client|getname", "+client|id", "+cluster|slots", "+cluster|shards",
-	"+cluster|nodes", "+cluster|info", "+readonly", "+readwrite", "+quit", "+reset", "+time"}
+	"+cluster|nodes", "+cluster|info", "+readonly", "+readwrite", "+quit", "+reset", "+time",
+	"+role", "+wait"}
 
 // slaveGroups are the slave's shared frontier keys, in groups, with the
 // commands the library runs on them for a slave (the functions' files say

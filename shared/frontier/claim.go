@@ -140,8 +140,12 @@ func (f *shard) claimResult(slave string, arr []any) (ClaimResult, error) {
 		}
 		// a leased URL went through the seen set when it was queued: a
 		// link to it found later is one the function would only find
-		// seen (linkCache); no hash without a cache
-		if f.links != nil {
+		// seen (linkCache); no hash without a cache. Not on a node with
+		// replicas: a claim is not waited for (durable.go), so a URL
+		// queued by a call still waiting for its replica may be leased
+		// here, and both lost in a failover; the cache would then keep
+		// the call's retry from queuing it again.
+		if f.links != nil && !f.replicated() {
 			f.links.add(Fingerprint(l.URL))
 		}
 		leases = append(leases, l)

@@ -27,7 +27,7 @@ func (f *shard) Complete(ctx context.Context, slave string, cs []Completion) ([]
 		if err != nil {
 			return acked, err
 		}
-		arr, err := f.callSlice(ctx, "complete", args...)
+		arr, err := f.callSliceDurable(ctx, "complete", args...)
 		if err != nil {
 			return acked, wrap("complete", err)
 		}
@@ -164,7 +164,7 @@ func (f *shard) CompleteClaim(ctx context.Context, slave string, cs []Completion
 		return head, ClaimResult{}, err
 	}
 	args = append(args, min(max, maxClaim), boolArg(opts.Render), opts.maxHeld())
-	arr, err := f.callSlice(ctx, "complete_claim", args...)
+	arr, err := f.callSliceDurable(ctx, "complete_claim", args...)
 	if err != nil {
 		return head, ClaimResult{}, wrap("complete and claim", err)
 	}

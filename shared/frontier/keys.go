@@ -25,7 +25,8 @@ import (
 //	                                  crawls created before, whose seen_bits it is);
 //	                                  seen_level, seen_split, seen_count: the growing seen
 //	                                  buckets' state (seen_bits 0; dedup.lua: LH), written
-//	                                  by the functions that add URLs
+//	                                  by the functions that add URLs; wseq, the
+//	                                  durable calls' write before WAIT (durable.go)
 //	crawl:{name}:cfg           string the crawl's settings (settings.go): written by the
 //	                                  master when it opens the crawl, read by the functions
 //	crawl:{name}:stats         hash   queued, done, failed, seen, lost, retried, refused, ...

@@ -117,6 +117,15 @@ type Options struct {
 	// ExpectedURLs URLs, in (0, 0.5); 0 means 1e-6. Only with "bloom", and
 	// only when the crawl is created.
 	FalsePositiveRate float64
+	// WaitReplicas is how many replicas must acknowledge the writes of a
+	// completion, of links for another shard and of seeds before the call
+	// returns (Redis WAIT), when the node has replicas (durable.go): what
+	// a slave was told is done, and what its link cache remembers, then
+	// survives a failover. 0 = none: writes are replicated asynchronously.
+	WaitReplicas int
+	// WaitTimeout bounds one wait for replicas; 0 = 1 s. A wait that
+	// times out is counted (Redis.ReplicaLag) and the call goes on.
+	WaitTimeout time.Duration
 	// LinkCache is the number of slots (8 bytes each) of this process's
 	// cache of links already put through the seen set, which Complete
 	// then leaves out of its script call (bfs and dfs only: with priority
@@ -181,6 +190,8 @@ func OptionsFromConfig(c *config.Config) Options {
 		DedupMode:         c.Dedup.Mode,
 		FalsePositiveRate: c.Dedup.FalsePositiveRate,
 		LinkCache:         c.Slave.LinkCache,
+		WaitReplicas:      c.Redis.WaitReplicas,
+		WaitTimeout:       c.Redis.WaitTimeout,
 	}
 }
 
@@ -228,6 +239,8 @@ type shard struct {
 	// shard 0, "~k" for shard k of a sharded crawl: stream.go)
 	index int
 	tag   string
+	// wait is the crawl's waiting for replicas (durable.go); nil: none
+	wait *replicaWait
 	// contentKey keys the slots of scoped content hashes
 	// (Completion.ContentScope: scopedContent), random per process
 	contentKey [32]byte

@@ -51,7 +51,11 @@ func (f *shard) withPolicies(ctx context.Context, fn string, tasks []Task, polic
 		if tail != nil {
 			args = tail(args, tasks[:n])
 		}
-		added, err := f.callInt(ctx, fn, args...)
+		res, err := f.callDurable(ctx, fn, args...)
+		if err != nil {
+			return total, err
+		}
+		added, err := toInt(res)
 		if err != nil {
 			return total, err
 		}

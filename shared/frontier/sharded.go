@@ -117,6 +117,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 		}
 	}
 	f := &Redis{shards: make([]*shard, n)}
+	wait := newReplicaWait(opt)
 	f.quiet[0], f.quiet[1] = make([]quietMark, n), make([]quietMark, n)
 	for k := range n {
 		keys := NewKeys(opt.Crawl)
@@ -130,13 +131,23 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 			}
 			return nil, err
 		}
-		s.index = k
+		s.index, s.wait = k, wait
 		if k > 0 {
 			s.tag = "~" + strconv.Itoa(k)
 		}
 		f.shards[k] = s
 	}
 	f.shard = f.shards[0]
+	if wait != nil {
+		// each shard's node's replicas, counted now: a process whose
+		// first look at a node came while its replica was cut off would
+		// take it for one without any, and not wait (durable.go)
+		for _, s := range f.shards {
+			if _, _, err := s.node(ctx); err != nil {
+				return nil, fmt.Errorf("new frontier: %w", wrap("count replicas", err))
+			}
+		}
+	}
 	if opt.Slave != "" {
 		f.home = JumpHash(hashString(opt.Slave), n)
 	}

@@ -290,7 +290,7 @@ func (f *shard) enqueueLinks(ctx context.Context, slave string, links []Task, po
 			batchFPs = fps[from:to]
 		}
 		args = f.appendTuplesFP(args, links[from:to], batchFPs)
-		if _, err := f.call(ctx, "links", args...); err != nil {
+		if _, err := f.callDurable(ctx, "links", args...); err != nil {
 			return wrap("enqueue links", err)
 		}
 		for _, fp := range batchFPs {
