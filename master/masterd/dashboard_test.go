@@ -21,6 +21,7 @@ import (
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 )
 
 const (
@@ -309,7 +310,7 @@ func TestDashboardLiveCrawl(t *testing.T) {
 // openFrontier opens the crawl's frontier on its own Redis client.
 func openFrontier(t *testing.T, cfg *config.Config) *frontier.Redis {
 	t.Helper()
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/metrics"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/secret"
@@ -389,7 +390,7 @@ func (m *Master) connect(ctx context.Context) error {
 	if m.opt.Redis != nil {
 		m.rdb = m.opt.Redis
 	} else {
-		rdb, err := m.cfg.NewRedisClient()
+		rdb, err := redisconn.New(m.cfg)
 		if err != nil {
 			return fmt.Errorf("master: %w", err)
 		}

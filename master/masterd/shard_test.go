@@ -12,6 +12,7 @@ import (
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 )
 
 // TestShardedCrawl crawls the test site as a crawl of 4 shards on one
@@ -114,7 +115,7 @@ func TestShardedTwoMasters(t *testing.T) {
 // redisClient is a client for the test config's Redis, closed at the end.
 func redisClient(t *testing.T, cfg *config.Config) redis.UniversalClient {
 	t.Helper()
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 )
 
 // Options say what to crawl and where the output goes.
@@ -140,7 +141,7 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 		return res, err
 	}
 
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(&cfg)
 	if err != nil {
 		return res, err
 	}

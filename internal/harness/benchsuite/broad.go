@@ -27,6 +27,7 @@ import (
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 	"github.com/redcrawl/redcrawl/shared/secret"
 )
 
@@ -194,7 +195,7 @@ func RunBroad(ctx context.Context, opt BroadOptions) (*BroadReport, error) {
 	if opt.SlaveBinary == "" && opt.InProcess == nil {
 		return nil, fmt.Errorf("benchsuite: no slaves: give a slave binary")
 	}
-	ropt, err := opt.Config.RedisOptions()
+	ropt, err := redisconn.Options(opt.Config)
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: %w", err)
 	}
@@ -381,7 +382,7 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 	defer cancelRun()
 	mctx, cancelMaster := context.WithCancelCause(runCtx)
 	defer cancelMaster(nil)
-	ropt, err := cfg.RedisOptions()
+	ropt, err := redisconn.Options(&cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 	api "github.com/redcrawl/redcrawl/shared/workapi"
 )
 
@@ -229,7 +230,7 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 		}
 	}
 
-	ropt, err := cfg.RedisOptions()
+	ropt, err := redisconn.Options(&cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 )
 
 // Options size the demo crawl.
@@ -330,7 +331,7 @@ func doneBreakdown(done, pages, robotsDenied int64) string {
 // cleanUp removes what the demo created: its crawl's Redis keys and
 // MySQL rows and its own WARC directory (warcDir, "" = none).
 func cleanUp(ctx context.Context, cfg *config.Config, warcDir string, out io.Writer) error {
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(cfg)
 	if err != nil {
 		return err
 	}
