@@ -20,6 +20,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/sitecrawl"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
@@ -128,41 +129,26 @@ func Run(ctx context.Context, base *config.Config, opt Options) error {
 		fmt.Fprintf(opt.Out, "demo: %s\n", rendering)
 	}
 
-	tmp, err := os.MkdirTemp("", "redcrawl-demo-")
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	cfgPath, err := slaveproc.WriteConfig(tmp, &cfg)
-	if err != nil {
-		return err
-	}
-
-	if _, err := masterd.Seed(ctx, &cfg, site.Seeds()); err != nil {
-		return fmt.Errorf("seed: %w", err)
-	}
-	start := time.Now()
-	mctx, stopMaster := context.WithCancelCause(ctx)
-	defer stopMaster(nil)
 	ids := make([]string, opt.Slaves)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("demo-slave-%d", i+1)
 	}
-	slaves, err := slaveproc.Start(slaveproc.Options{Binary: opt.SlaveBinary, Config: cfgPath, Output: opt.SlaveOutput,
-		StopTimeout: cfg.Slave.ShutdownTimeout + 5*time.Second, Died: func(err error) { stopMaster(err) }}, ids...)
+	var start time.Time
+	run, err := sitecrawl.StartLocal(ctx, sitecrawl.LocalOptions{Config: &cfg, Seeds: site.Seeds(),
+		Seeded:   func(masterd.SeedResult) error { start = time.Now(); return nil },
+		Master:   masterd.Options{Logger: opt.Logger, ProgressEvery: 2 * time.Second},
+		SlaveIDs: ids,
+		Slaves: slaveproc.Options{Binary: opt.SlaveBinary, Output: opt.SlaveOutput,
+			StopTimeout: cfg.Slave.ShutdownTimeout + 5*time.Second}})
 	if err != nil {
 		return err
 	}
-	defer slaves.Stop()
-	m := masterd.New(&cfg, masterd.Options{ExitWhenDone: true, Logger: opt.Logger, ProgressEvery: 2 * time.Second})
-	runErr := m.Run(mctx)
+	defer run.Stop()
+	<-run.Done()
 	elapsed := time.Since(start)
-	slaves.Stop()
-	if cause := context.Cause(mctx); cause != nil && ctx.Err() == nil {
-		return cause // a slave died
-	}
-	if runErr != nil {
-		return runErr
+	run.StopSlaves()
+	if err := run.Wait(); err != nil {
+		return err
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
