@@ -10,7 +10,7 @@
 // the live heap passed 22 MB, and under a fixed 28 MiB limit the garbage
 // collector ran nearly without pause and the runtime returned memory to the
 // OS after almost every allocation: the slave spent 2.2 ms of CPU a page
-// instead of 0.47 (master bench --broad). Follow keeps the limit a margin
+// instead of 0.47 (bin/bench --broad). Follow keeps the limit a margin
 // above what is live (Want), so that it trims the overshoot without
 // starving the collector, and lowers it again to the base when the live
 // heap shrinks.
@@ -32,7 +32,7 @@ import (
 // RSS stays under 40 MB as with GOGC 100); a broad crawl keeps 30 MB and
 // more live (its hosts' DNS entries, sessions, connections) and allocates
 // some 70 KB a page, and at GOGC 100 its collector marked that live heap
-// ten times a second: a fifth of the slave's CPU (master bench --broad,
+// ten times a second: a fifth of the slave's CPU (bin/bench --broad,
 // docs/benchmarks.md). At 200 it collects half as often.
 const GCPercent = 200
 

@@ -1,6 +1,6 @@
 package benchsuite
 
-// The broad-crawl benchmark (master bench --broad): many named hosts with
+// The broad-crawl benchmark (bin/bench --broad): many named hosts with
 // a few pages each (internal/harness/broadsite, its DNS server the
 // slaves' dns.server), crawled with 1, 4 and 16 slaves of the same total
 // concurrency, once with many slaves of low concurrency, and once on 20

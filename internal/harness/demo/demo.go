@@ -1,8 +1,9 @@
-// Package demo is the crawl of `make demo` (master demo): it serves the
-// synthetic site of internal/harness/testsite on loopback addresses, crawls
-// it with a master in this process and slaves as processes of the slave
-// binary, against the configured Redis and MySQL, and prints what the site
-// saw and what landed in MySQL.
+// Package demo is the crawl of `make demo` (bin/demo,
+// internal/harness/cmd/demo): it serves the synthetic site of
+// internal/harness/testsite on loopback addresses, crawls it with a
+// master in this process and slaves as processes of the slave binary,
+// against the configured Redis and MySQL, and prints what the site saw
+// and what landed in MySQL.
 package demo
 
 import (
@@ -288,7 +289,7 @@ func summary(ctx context.Context, cfg *config.Config, site *testsite.Site, elaps
 				found++
 			}
 		}
-		fmt.Fprintf(tw, "rendered shop\t%d of %d products found behind JavaScript; %d items in MySQL (master demo --keep, then master export --crawl %s)\n",
+		fmt.Fprintf(tw, "rendered shop\t%d of %d products found behind JavaScript; %d items in MySQL (bin/demo --keep, then master export --crawl %s)\n",
 			found, len(shop.Products), counts.Items, cfg.Crawl.Name)
 	}
 	fmt.Fprintf(tw, "mysql rows\tpages %d (one a fetch stored), exceptions %d, slave events %d, lost tasks %d, duplicates %d\n",
@@ -339,6 +340,6 @@ func cleanUp(ctx context.Context, cfg *config.Config, warcDir string, out io.Wri
 			return fmt.Errorf("remove %s: %w", warcDir, err)
 		}
 	}
-	fmt.Fprintf(out, "demo: removed crawl %s: its Redis keys, %d MySQL rows and its WARC files (master demo --keep keeps them)\n", cfg.Crawl.Name, rows)
+	fmt.Fprintf(out, "demo: removed crawl %s: its Redis keys, %d MySQL rows and its WARC files (bin/demo --keep keeps them)\n", cfg.Crawl.Name, rows)
 	return nil
 }
