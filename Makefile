@@ -58,7 +58,7 @@ bench: services build harness
 	$(BIN)/bench --config config.yaml --slave-binary $(BIN)/slave --out results/failing --hosts 10 --pages 300 --latency 20ms --failing-hosts 2 --slave-counts 1,2 --rounds 2
 	$(BIN)/bench --config config.yaml --slave-binary $(BIN)/slave --out results/latency --latency 20ms --slave-counts 1,2,4 --rounds 2
 	$(BIN)/bench --config config.yaml --slave-binary $(BIN)/slave --out results/api --slave-counts 1,4 --rounds 3 --api
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./shared/frontier/
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./internal/e2e/ ./shared/frontier/
 	$(GO) test -run '^$$' -bench CalendarTrap -benchtime 1x ./slave/slaved/
 	$(GO) test -run '^$$' -bench . -benchmem ./shared/robots/ ./shared/urlx/ ./slave/content/ ./slave/dnscache/ ./slave/warc/ ./slave/session/ ./slave/banker/ ./shared/rules/ ./shared/extract/ ./slave/render/
 	$(BIN)/bench --config config.yaml --slave-binary $(BIN)/slave --out results/broad --broad --broad-many 100 --broad-colly
