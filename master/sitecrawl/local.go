@@ -211,12 +211,15 @@ func (l *Local) slavesNever() {
 // the run was stopped (a slave died, ctx ended).
 func (l *Local) Done() <-chan struct{} { return l.done }
 
+// errStopped is the cause with which Stop ends the master.
+var errStopped = errors.New("local crawl stopped")
+
 // Wait waits for the master's exit and says why the run ended early: a
-// slave that died (unless ctx ended first), or the master's error; nil
-// when the master exited as it should.
+// slave that died (unless ctx ended or Stop was called first), or the
+// master's error; nil when the master exited as it should.
 func (l *Local) Wait() error {
 	<-l.done
-	if cause := context.Cause(l.mctx); cause != nil && l.parent.Err() == nil {
+	if cause := context.Cause(l.mctx); cause != nil && cause != errStopped && l.parent.Err() == nil {
 		return cause
 	}
 	return l.doneErr
@@ -273,10 +276,10 @@ func (l *Local) Stop() {
 	select {
 	case <-l.slavesUp:
 	default:
-		l.stopMaster(nil)
+		l.stopMaster(errStopped)
 	}
 	l.StopSlaves()
-	l.stopMaster(nil)
+	l.stopMaster(errStopped)
 	<-l.done
 	l.removeDir()
 }
