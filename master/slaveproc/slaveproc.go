@@ -108,6 +108,10 @@ func Start(opt Options, ids ...string) (*Set, error) {
 	if opt.StopTimeout <= 0 {
 		opt.StopTimeout = 20 * time.Second
 	}
+	if _, ok := opt.Output.(*os.File); !ok && opt.Output != nil {
+		// every slave's output is copied to it by a goroutine of its own
+		opt.Output = &lockedWriter{w: opt.Output}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Set{ctx: ctx, cancel: cancel}
 	for _, id := range ids {
@@ -195,6 +199,18 @@ func (s *Set) Pids() []int {
 		out[i] = c.Process.Pid
 	}
 	return out
+}
+
+// lockedWriter serializes the writes of several slaves' output copiers.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // tail returns the end of a log file.
