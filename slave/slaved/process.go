@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -129,18 +130,43 @@ func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL,
 	if rr != nil {
 		return s.renderFetch(ctx, l, rs, rr)
 	}
-	header := conditionalHeaders(l.Revisit)
-	for k, v := range hdr { // a hook's headers win
-		if header == nil {
-			header = http.Header{}
+	fr := fetchRequest(l.URL, rs)
+	// a revisit's conditional headers over the rule set's, a hook's over
+	// them all
+	for _, h := range []http.Header{conditionalHeaders(l.Revisit), hdr} {
+		for k, v := range h {
+			if fr.Header == nil {
+				fr.Header = http.Header{}
+			}
+			fr.Header[k] = v
 		}
-		header[k] = v
-	}
-	fr := FetchRequest{URL: l.URL, Header: header}
-	if rs != nil {
-		fr.Session = rs.Session
 	}
 	return s.fetcher.Fetch(ctx, fr)
+}
+
+// fetchRequest is the request of a URL of a rule set (nil: none): its
+// session options and fetch settings (user agents, headers, timeout).
+// Its Header is a copy, the caller's to add to.
+func fetchRequest(rawURL string, rs *rules.RuleSet) FetchRequest {
+	fr := FetchRequest{URL: rawURL}
+	if rs == nil {
+		return fr
+	}
+	fr.Session, fr.UserAgents, fr.Timeout = rs.Session, rs.Fetch.UserAgents, rs.Fetch.Timeout
+	if len(rs.Fetch.Headers) > 0 {
+		fr.Header = rs.Fetch.Headers.Clone()
+	}
+	return fr
+}
+
+// retried reports whether a page of a rule set (nil: none) that answered
+// status st is fetched again later: the rule set's fetch.retry_statuses,
+// else 408, 429 and 5xx.
+func retried(rs *rules.RuleSet, st int) bool {
+	if rs != nil && rs.Fetch.RetryStatuses != nil {
+		return slices.Contains(rs.Fetch.RetryStatuses, st)
+	}
+	return st == http.StatusRequestTimeout || st == http.StatusTooManyRequests || st >= 500
 }
 
 // handle turns a response into a completion: it stores the response in
@@ -190,7 +216,7 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	}
 	overloaded := s.overload.observe(l.Host, st == http.StatusServiceUnavailable)
 	switch {
-	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable || st >= 500 || st == http.StatusRequestTimeout:
+	case retried(rs, st):
 		wait := s.backoff(l.Attempt, retryAfter(res.Header, s.cfg.Lease.RetryMax))
 		s.exception(&c, events.KindHTTPStatus, st, "HTTP "+strconv.Itoa(st))
 		c.Outcome, c.Reason, c.RetryIn = frontier.Retry, "http "+strconv.Itoa(st), wait
@@ -490,11 +516,8 @@ func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completio
 // fetchRobots fetches robots.txt, following up to five redirects
 // (RFC 9309 §2.3.1.2) and stores the result for every slave.
 func (s *Slave) fetchRobots(ctx context.Context, u *url.URL, host string, rs *rules.RuleSet) (*robots.Robots, error) {
-	fr := FetchRequest{}
-	if rs != nil {
-		fr.Session = rs.Session
-	}
 	target := robotsURL(u)
+	fr := fetchRequest(target, rs) // the site's session, user agents and headers
 	rec := frontier.RobotsRecord{FetchedAt: time.Now()}
 	var fetchErr error // why rec.Status is 0
 	for hop := 0; ; hop++ {

@@ -131,13 +131,13 @@ func (s *Slave) renderFetch(ctx context.Context, l frontier.Lease, rs *rules.Rul
 		return nil, &FetchError{Kind: events.KindParse, Err: err}
 	}
 	req := render.Request{URL: l.URL, Timeout: rr.Timeout, WaitSelector: rr.WaitSelector,
-		WaitNetworkIdle: rr.WaitNetworkIdle, Scroll: rr.Scroll, Block: rr.Block}
+		WaitNetworkIdle: rr.WaitNetworkIdle, Scroll: rr.Scroll, Block: rr.Block, Header: rs.Fetch.Headers}
 	if rr.Click != nil {
 		req.ClickSelector, req.ClickTimes = rr.Click.Selector, rr.Click.Times
 	}
 	proxyLabel := events.ProxyDirect
 	if hf, ok := s.fetcher.(*httpFetcher); ok {
-		_, sess, err := hf.session(ctx, u.Host, rs.Session)
+		_, sess, err := hf.session(ctx, u.Host, rs.Session, rs.Fetch.UserAgents)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
@@ -184,6 +184,6 @@ func (s *Slave) renderFetch(ctx context.Context, l frontier.Lease, rs *rules.Rul
 		status = 200
 	}
 	return &Response{Status: status, Proto: "HTTP/1.1", Header: h, Body: body, Duration: res.Duration,
-		Proxy: proxyLabel, Request: requestBlock(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}, req.UserAgent),
+		Proxy: proxyLabel, Request: requestBlock(&http.Request{Method: http.MethodGet, URL: u, Header: mergeHeader(http.Header{}, req.Header)}, req.UserAgent),
 		Rendered: true, FinalURL: res.FinalURL}, nil
 }
