@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/robots"
 	"github.com/redcrawl/redcrawl/shared/rules"
-	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
 // errShutdown marks a fetch cut short by a hard stop: its lease is given
@@ -37,13 +35,16 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	}
 	rs := s.ruleFor(u)
 	s.seedSitemap(&c, u)
-	if s.cfg.Politeness.ObeyRobots && s.robots != nil { // FetchOne has no robots cache
+	if s.cfg.Politeness.ObeyRobots && s.robots != nil { // FetchOne has no robots cache, Parse may not
 		rules, err := s.robotsFor(ctx, u, &c, rs)
 		if errors.Is(err, errShutdown) {
 			c.Outcome = frontier.Release
 			return c
 		}
 		var re *robotsError
+		if err != nil {
+			s.noteRobots("unavailable: " + err.Error())
+		}
 		if errors.As(err, &re) && re.status == 0 && re.cause.kind == events.KindBlocked {
 			// a non-public address: no retry mends it (the fetch's own
 			// refusal, without robots, fails the same way)
@@ -61,9 +62,11 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 			return c
 		}
 		if !rules.Allowed(s.cfg.Fetch.UserAgent, u) {
+			s.noteRobots("disallowed for " + s.token)
 			s.exception(&c, events.KindRobotsDenied, 0, "disallowed by robots.txt")
 			return c
 		}
+		s.noteRobots("allowed")
 	}
 	rr := s.renderRule(l, u, rs)
 	r, ended := s.requestHooks(ctx, &c, u, rr != nil)
@@ -112,8 +115,16 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 // fetched: a render task whose rule still says so (a rule edited since the
 // URL was queued falls back to a static fetch), on a slave that can render.
 func (s *Slave) renderRule(l frontier.Lease, u *url.URL, rs *rules.RuleSet) *rules.Render {
-	if l.Render && rs != nil && s.canRender.Load() {
-		return rs.RenderFor(u)
+	if !l.Render || !s.canRender.Load() {
+		return nil
+	}
+	if rs != nil {
+		if rr := rs.RenderFor(u); rr != nil {
+			return rr
+		}
+	}
+	if tr := s.trace.Load(); tr != nil && tr.render {
+		return &DefaultRender // Parse asked for it
 	}
 	return nil
 }
@@ -245,10 +256,15 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 		}
 		if target != nil {
 			page.FinalURL = target.String()
-			if t, ok := s.linkTask(&c, target, l.Depth, l.Hops+1); ok {
-				carrySitemap(&t, l)
-				c.Links = append(c.Links, t)
+			pl, v, ok := s.planLink(target, l.Depth, l.Hops+1)
+			if ok {
+				carrySitemap(&pl.task, l)
+				s.addTask(&c, pl)
+				v.Reason = "redirect"
+			} else {
+				v.Reason = "redirect target " + v.Reason
 			}
+			s.noteLinks(v)
 		}
 		s.addEvent(&c, page)
 		if problem != "" {
@@ -323,8 +339,13 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	if p != nil {
 		p.nofollow = nofollow
 	}
-	if !nofollow && handlerLinks {
-		s.addLinks(&c, doc.Links, l.Depth+1)
+	switch {
+	case !nofollow && handlerLinks:
+		s.addLinks(&c, doc.Links, l.Depth+1, "")
+	case nofollow:
+		s.noteDropped(s.nofollowLinks(doc), LinkNoFollow, "the page says nofollow")
+	default:
+		s.noteDropped(doc.Links, LinkSkipped, "an OnResponse hook called SkipLinks")
 	}
 	s.followCanonical(&c, page, u, nofollow || !handlerLinks)
 	page.Links = len(c.Links)
@@ -339,89 +360,6 @@ func (s *Slave) storeWARCUnless(c *frontier.Completion, u *url.URL, res *Respons
 		return ""
 	}
 	return s.storeWARC(c, u, res)
-}
-
-// addLinks scopes, trap-checks and adds the links of a page (and, with
-// crawl.upward_paths, their ancestor directories); the URLs dropped as
-// traps are reported in one exception per page.
-func (s *Slave) addLinks(c *frontier.Completion, links []*url.URL, depth int) {
-	var trapped map[string]int
-	var hosts []string
-	// the links' hosts, for the look-ahead resolution (off by default)
-	lookAhead := s.dns != nil && s.cfg.DNS.PrefetchLinks
-	add := func(lu *url.URL) {
-		if ok, why := s.traps.Check(lu); !ok {
-			if trapped == nil {
-				trapped = map[string]int{}
-			}
-			trapped[why]++
-			return
-		}
-		t, ok := s.linkTask(c, lu, depth, 0)
-		if !ok {
-			return
-		}
-		c.Links = append(c.Links, t)
-		if lookAhead && (len(hosts) == 0 || hosts[len(hosts)-1] != lu.Hostname()) {
-			hosts = append(hosts, lu.Hostname())
-		}
-	}
-	var seen map[string]struct{}
-	for _, lu := range links {
-		add(lu)
-		if !s.cfg.Crawl.UpwardPaths {
-			continue
-		}
-		if seen == nil {
-			seen = make(map[string]struct{}, len(links))
-			for _, x := range links {
-				seen[x.String()] = struct{}{}
-			}
-		}
-		for _, up := range urlx.UpwardPaths(lu) {
-			if _, dup := seen[up.String()]; !dup {
-				seen[up.String()] = struct{}{}
-				add(up)
-			}
-		}
-	}
-	if len(hosts) > 0 {
-		// a link's host may be crawled by another slave (with N slaves this
-		// one fetches ~1/N of them), or already: its resolution must not
-		// evict the hosts this slave fetches. Off by default: the claim-time
-		// pre-resolution (claim.go) covers every fetch.
-		s.dns.PrefetchIfRoom(hosts)
-	}
-	if len(trapped) > 0 {
-		reasons := make([]string, 0, len(trapped))
-		n := 0
-		for why, k := range trapped {
-			reasons = append(reasons, fmt.Sprintf("%s %d", why, k))
-			n += k
-		}
-		sort.Strings(reasons)
-		s.exception(c, events.KindTrap, 0, fmt.Sprintf("%d links dropped as traps: %s", n, strings.Join(reasons, ", ")))
-	}
-}
-
-// maxLinksPerPage bounds what one page can add to the frontier.
-const maxLinksPerPage = 5000
-
-// linkTask scopes and builds a task for a discovered URL (plan.Planner:
-// the crawl's scope, the rule set's scope, render and politeness, the
-// strategy's priority), adding its host's policy to the completion.
-func (s *Slave) linkTask(c *frontier.Completion, u *url.URL, depth, hops int) (frontier.Task, bool) {
-	t, policy, _, ok := s.plan.Task(u, depth, hops, s.ruleFor(u))
-	if !ok {
-		return frontier.Task{}, false
-	}
-	if policy != nil {
-		if c.Policies == nil {
-			c.Policies = map[string]frontier.HostPolicy{}
-		}
-		c.Policies[t.Host] = *policy
-	}
-	return t, true
 }
 
 // retryAfter reads a Retry-After header (seconds or an HTTP date), capped.

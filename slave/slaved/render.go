@@ -122,7 +122,8 @@ func (s *Slave) closeRenderer() {
 }
 
 // renderFetch renders a dynamic page in headless Chromium through the
-// session of its rule set (proxy, user agent) and returns the rendered DOM
+// session of its rule set (proxy, user agent; nil: none), with its
+// headers, and returns the rendered DOM
 // as a Response, so the rest of the pipeline (WARC, handlers, items,
 // dedup, links) treats it like a static page.
 func (s *Slave) renderFetch(ctx context.Context, l frontier.Lease, rs *rules.RuleSet, rr *rules.Render) (*Response, error) {
@@ -131,13 +132,15 @@ func (s *Slave) renderFetch(ctx context.Context, l frontier.Lease, rs *rules.Rul
 		return nil, &FetchError{Kind: events.KindParse, Err: err}
 	}
 	req := render.Request{URL: l.URL, Timeout: rr.Timeout, WaitSelector: rr.WaitSelector,
-		WaitNetworkIdle: rr.WaitNetworkIdle, Scroll: rr.Scroll, Block: rr.Block, Header: rs.Fetch.Headers}
+		WaitNetworkIdle: rr.WaitNetworkIdle, Scroll: rr.Scroll, Block: rr.Block}
+	fr := fetchRequest(l.URL, rs) // rs may be nil (Parse's DefaultRender)
+	req.Header = fr.Header
 	if rr.Click != nil {
 		req.ClickSelector, req.ClickTimes = rr.Click.Selector, rr.Click.Times
 	}
 	proxyLabel := events.ProxyDirect
 	if hf, ok := s.fetcher.(*httpFetcher); ok {
-		_, sess, err := hf.session(ctx, u.Host, rs.Session, rs.Fetch.UserAgents)
+		_, sess, err := hf.session(ctx, u.Host, fr.Session, fr.UserAgents)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
