@@ -424,6 +424,31 @@ func TestParse(t *testing.T) {
 		}
 	})
 
+	t.Run("the rule set's user agent and header", func(t *testing.T) {
+		dir := t.TempDir()
+		base, err := os.ReadFile(filepath.Join(shopRules, "shop.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rule := string(base) + "fetch:\n  user_agents: [ParseBot/1]\n  headers: {X-Site-Key: k1}\n"
+		if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(rule), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		u := shop.Products[1].URL
+		hits := len(site.Hits())
+		if code, _, errOut := slaveParse(t, "--config", cfgPath, "--rules", dir, u); code != 0 {
+			t.Fatalf("exit %d, stderr %q", code, errOut)
+		}
+		var got []string
+		for _, h := range site.Hits()[hits:] {
+			got = append(got, h.URL()+" "+h.UserAgent+" "+h.Header.Get("X-Site-Key"))
+		}
+		want := []string{strings.TrimSuffix(shop.Catalogue, "/shop/") + "/robots.txt ParseBot/1 k1", u + " ParseBot/1 k1"}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("requests (-want +got):\n%s", d)
+		}
+	})
+
 	t.Run("links of a root", func(t *testing.T) {
 		// the other host out of the crawl's scope, two path segments a trap
 		t.Setenv("CRAWLER_CRAWL_ALLOW_HOSTS", "127.0.0.2")
