@@ -4,7 +4,7 @@ BIN     := bin
 PKGS    := ./...
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test test-race bench demo docs services test-services vet fmt clean release test-pi
+.PHONY: all build harness test test-race bench demo docs services test-services vet fmt clean release test-pi
 
 all: build
 
@@ -12,6 +12,13 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/master ./master
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/slave ./slave
+
+## harness: the programs of make demo and make bench, bin/demo and bin/bench (internal/harness/cmd), and the bench's
+## colly slave bin/collybench; bin/master links none of the harness
+harness:
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/demo ./internal/harness/cmd/demo
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/bench ./internal/harness/cmd/bench
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/collybench ./internal/harness/benchsuite/collybench
 
 ## services: make sure Redis and MariaDB are reachable (installs/starts them if not)
 services:
@@ -30,7 +37,7 @@ test: test-services
 test-race: test-services
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
-## bench: the crawl benchmark against plain colly (1, 2 and 4 slave processes, 4 rounds alternating their order, medians; results/;
+## bench: bin/bench (internal/harness/cmd/bench), the crawl benchmark against plain colly (1, 2 and 4 slave processes, 4 rounds alternating their order, medians; results/;
 ## beside them one slave running colly callbacks, slave/collyslave, with its pages/s and CPU per page against the stock slave's, and the
 ## sizes of the arm64 builds of the slave and of the colly example), the same with a 20 ms server latency (results/latency/) and a small
 ## 3,000-page site at 20 ms (results/small/: the start-up regime;
@@ -41,26 +48,26 @@ test-race: test-services
 ## last the broad crawl (results/broad/: 50,000 named hosts × 4 pages through a DNS server on loopback, 1, 4 and 16 slaves of 64
 ## fetches in total and 100 slaves of one, against 20 hosts with as many pages: pages/s, Redis CPU and bytes a host, claim p50/p99,
 ## idle commands/s, all-in CPU a page; and plain colly on both sites, the peer's broad / 20-host ratio; ~20-35 min)
-bench: services build
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/collybench ./internal/harness/benchsuite/collybench
+bench: services build harness
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(RELEASE_FLAGS) -o $(BIN)/arm64/slave ./slave
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(RELEASE_FLAGS) -o $(BIN)/arm64/collyshop ./slave/examples/collyshop
-	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results --rounds 4 \
+	$(BIN)/bench --config config.yaml --slave-binary $(BIN)/slave --out results --rounds 4 \
 		--colly-slave-binary $(BIN)/collybench --size "slave, linux/arm64=$(BIN)/arm64/slave" \
 		--size "collyshop (a colly slave: slave/examples/collyshop), linux/arm64=$(BIN)/arm64/collyshop"
-	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/small --hosts 10 --pages 300 --latency 20ms --slave-counts 1,2 --rounds 4
-	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/failing --hosts 10 --pages 300 --latency 20ms --failing-hosts 2 --slave-counts 1,2 --rounds 2
-	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/latency --latency 20ms --slave-counts 1,2,4 --rounds 2
-	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/api --slave-counts 1,4 --rounds 3 --api
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./shared/frontier/
+	$(BIN)/bench --config config.yaml --slave-binary $(BIN)/slave --out results/small --hosts 10 --pages 300 --latency 20ms --slave-counts 1,2 --rounds 4
+	$(BIN)/bench --config config.yaml --slave-binary $(BIN)/slave --out results/failing --hosts 10 --pages 300 --latency 20ms --failing-hosts 2 --slave-counts 1,2 --rounds 2
+	$(BIN)/bench --config config.yaml --slave-binary $(BIN)/slave --out results/latency --latency 20ms --slave-counts 1,2,4 --rounds 2
+	$(BIN)/bench --config config.yaml --slave-binary $(BIN)/slave --out results/api --slave-counts 1,4 --rounds 3 --api
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./master/masterd/ ./internal/e2e/ ./shared/frontier/
 	$(GO) test -run '^$$' -bench CalendarTrap -benchtime 1x ./slave/slaved/
 	$(GO) test -run '^$$' -bench . -benchmem ./shared/robots/ ./shared/urlx/ ./slave/content/ ./slave/dnscache/ ./slave/warc/ ./slave/session/ ./slave/banker/ ./shared/rules/ ./shared/extract/ ./slave/render/
-	$(BIN)/master bench --config config.yaml --slave-binary $(BIN)/slave --out results/broad --broad --broad-many 100 --broad-colly
+	$(BIN)/bench --config config.yaml --slave-binary $(BIN)/slave --out results/broad --broad --broad-many 100 --broad-colly
 
-## demo: crawl a built-in demo site on loopback with a master and two slaves, then remove its crawl (needs only Redis and MariaDB;
+## demo: bin/demo (internal/harness/cmd/demo) crawls a built-in demo site on loopback with a master and two slaves, then removes its crawl (needs only Redis and MariaDB;
 ## Chromium, when installed, renders the demo shop)
 demo: services build
-	$(BIN)/master demo --config config.yaml --slaves 2
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/demo ./internal/harness/cmd/demo
+	$(BIN)/demo --config config.yaml --slaves 2
 
 ## docs: regenerate the references made from the code, docs/cli.md (the commands' -h) and docs/configuration.md
 ## (the config's keys); the tests that compare them with the code fail, naming this target, when they drift

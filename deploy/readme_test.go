@@ -1,11 +1,9 @@
 package deploy_test
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -41,9 +39,6 @@ func TestReadmeDeployFiles(t *testing.T) {
 	}
 }
 
-// agreedFileKeys are config keys issue 12's TLS and secrets branches add.
-var agreedFileKeys = []string{"redis.tls_ca_file", "mysql.tls_ca_file"}
-
 // TestReadmeDeployConfig loads the config.yaml lines docs/deploy.md step 2
 // sets, through shared/config, and checks that they name the directories
 // the slave unit makes writable (TestSlaveWritablePaths).
@@ -67,10 +62,6 @@ func TestReadmeDeployConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(f)
-	var ce *config.Error
-	if errors.As(err, &ce) && slices.Contains(agreedFileKeys, ce.Key) && strings.Contains(ce.Msg, "unknown") {
-		t.Skipf("shared/config does not know %s yet (issue 12's TLS branch adds it): %v", ce.Key, err)
-	}
 	if err != nil {
 		t.Fatalf("docs/deploy.md's config.yaml:\n%s\n%v", block, err)
 	}

@@ -53,7 +53,7 @@ func TestCommandHelp(t *testing.T) {
 	for name := range adminCommands {
 		readsCrawl[name] = true
 	}
-	cmds := [][]string{{"demo"}, {"bench"}, {"migrate"}, {"rules", "check"}, {"acl", "--mysql"}}
+	cmds := [][]string{{"migrate"}, {"rules", "check"}, {"acl", "--mysql"}}
 	for name := range readsCrawl {
 		cmds = append(cmds, []string{name})
 	}
@@ -65,7 +65,7 @@ func TestCommandHelp(t *testing.T) {
 		if readsCrawl[strings.Join(cmd, " ")] && !flagsIn(out)["crawl"] {
 			t.Errorf("master %s reads a crawl but has no --crawl:\n%s", strings.Join(cmd, " "), out)
 		}
-		if c := cmd[0]; c != "bench" && flagsIn(out)["rounds"] {
+		if flagsIn(out)["rounds"] {
 			t.Errorf("master %s --help lists bench's -rounds", strings.Join(cmd, " "))
 		}
 	}

@@ -4,8 +4,6 @@
 //	master run    [--config config.yaml] [--crawl NAME] [--exit-when-done]
 //	master seed   [--config config.yaml] [--crawl NAME] URL... | --file FILE | --recrawl
 //	master status [--config config.yaml] [--crawl NAME] [--json]
-//	master demo   [--config config.yaml] [--hosts N] [--pages N] [--slaves N] [--slave-binary bin/slave] [--keep]
-//	master bench  [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results]
 //	master rules check [--config config.yaml] [DIR]
 //	master migrate [--config config.yaml]
 //	master export [--config config.yaml] [--crawl NAME] [--rule R] [--item I] --format jsonl|csv [--out FILE]
@@ -51,10 +49,6 @@ commands:
           recorded in MySQL, then enqueued;
           --recrawl: fetch every recorded page again now, conditionally (docs/operations.md)
   status  show the crawl's counters and stats (--json for machine-readable output)
-  demo    crawl a built-in demo site on loopback with a master and slaves (processes of
-          the slave binary beside this master), then summarize
-  bench   crawl a synthetic site with 1, 2 and 4 slaves and with plain colly; write a
-          Markdown table and an SVG chart under results/
   rules check [DIR]
           validate the rule files (default rules.dir) without running anything;
           exit 2 with file:line errors
@@ -98,8 +92,6 @@ var commands = map[string]func(ctx context.Context, args []string, stdin io.Read
 	"export":  exportCmd,
 	"migrate": migrateCmd,
 	"rules":   rulesCmd,
-	"demo":    demoCmd,
-	"bench":   benchCmd,
 	"token":   tokenCmd,
 	// dashboard-link prints a one-time login link to the dashboard
 	"dashboard-link": dashboardLinkCmd,

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/redcrawl/redcrawl/master/sitecrawl"
+	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/shared/cli"
 )
 
@@ -41,7 +42,7 @@ func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	slaves := f.Int("slaves", 2, "slave processes")
 	out := f.String("o", "", "write the crawl's items to FILE (replaced): .jsonl, .json or .csv")
 	fields := f.String("item-fields", "", "with -o: flat rows of these item fields (comma-separated; url and the other envelope names allowed), no envelope")
-	slaveBinary := slaveBinaryFlag(f)
+	slaveBinary := f.String("slave-binary", "", "the slave binary the slaves are processes of (default: the slave beside this master)")
 	verbose := f.Bool("verbose", false, "log the master's and the slaves' info lines too (default: warnings and errors)")
 	// flags may follow the URLs
 	var urls []string
@@ -80,7 +81,7 @@ func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	log := cfg.NewLogger(stderr)
 	slog.SetDefault(log)
 	opt.Logger = log
-	bin, err := slaveBinaryOf(*slaveBinary)
+	bin, err := slaveproc.Find(*slaveBinary, "slave")
 	if err != nil {
 		fmt.Fprintf(stderr, "master crawl: %v\n", err)
 		return 2

@@ -1,6 +1,8 @@
-// Command slave joins a redcrawl crawl and fetches its pages.
+// Command slave joins a redcrawl crawl and fetches its pages, or tries
+// the rules on one page.
 //
 //	slave run [--config config.yaml] [--crawl NAME] [--id ID] [--concurrency N] [--exit-when-done]
+//	slave parse [--config config.yaml] [--rules DIR] [--render] [--ignore-robots] [--json] URL
 //
 // SIGINT or SIGTERM is a graceful leave: the slave stops claiming,
 // finishes its fetches within slave.shutdown_timeout, gives back the rest
@@ -35,8 +37,8 @@ rest), the admin's drain or, with --exit-when-done, the crawl's end
 (exit 0 once the master declared it finished).
 `
 
-const usage = runUsage + `
-Run "slave run -h" for its flags.
+const usage = runUsage + "\n" + parseUsage + `
+Run "slave run -h" or "slave parse -h" for their flags.
 `
 
 func main() {
@@ -44,6 +46,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "parse" {
+		return runParse(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "run" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
 			fmt.Fprint(stdout, usage)

@@ -155,7 +155,7 @@ func TestHostileAPIMemory(t *testing.T) {
 	close(stopSample)
 	sampler.Wait()
 	for _, h := range honest {
-		h.stop()
+		h.Stop()
 	}
 	hwm := peak.Load()
 	t.Logf("master RSS peak: %d MiB (bound %d MiB)", hwm>>20, maxMasterRSS>>20)

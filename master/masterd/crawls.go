@@ -11,6 +11,7 @@ import (
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 	"github.com/redcrawl/redcrawl/shared/suggest"
 )
 
@@ -67,7 +68,7 @@ func Crawls(ctx context.Context, rdb redis.UniversalClient, st *store.Store) ([]
 // crawl Redis does not hold (nor MySQL, with st) is an
 // *UnknownCrawlError, and nothing is created.
 func openExisting(ctx context.Context, cfg *config.Config, st *store.Store) (*frontier.Redis, func(), error) {
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 )
 
 const (
@@ -46,6 +47,7 @@ func TestDashboardLiveCrawl(t *testing.T) {
 	t.Cleanup(site.Close)
 	cfg := clusterConfig(t)
 	cfg.Admin.Token = dashToken
+	cfg.Admin.SDAllow = []string{"127.0.0.0/8"} // the slaves' /metrics, on loopback
 	cfg.Politeness.Delay = 40 * time.Millisecond
 	cfg.Fetch.Timeout = 2 * time.Second
 	cfg.Crawl.MaxQueryVariants = 10
@@ -292,7 +294,7 @@ func TestDashboardLiveCrawl(t *testing.T) {
 // openFrontier opens the crawl's frontier on its own Redis client.
 func openFrontier(t *testing.T, cfg *config.Config) *frontier.Redis {
 	t.Helper()
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

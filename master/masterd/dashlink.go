@@ -10,6 +10,7 @@ import (
 	"github.com/redcrawl/redcrawl/master/internal/admin"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 )
 
 // DashboardURL is the URL of the dashboard that admin.listen serves: https
@@ -50,7 +51,7 @@ func DashboardLink(cfg *config.Config, ttl time.Duration) (string, error) {
 // admin.SessionRefresh. A crawl Redis does not hold is an
 // *UnknownCrawlError, and nothing is written.
 func RevokeDashboardSessions(ctx context.Context, cfg *config.Config) error {
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(cfg)
 	if err != nil {
 		return err
 	}

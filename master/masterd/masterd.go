@@ -34,6 +34,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/metrics"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/shared/secret"
@@ -55,11 +56,11 @@ type Options struct {
 	// listens.
 	APIReady func(addr string)
 	// APIServed, when set, is told of every work API request answered
-	// (but the watches): its path and the time taken (master bench).
+	// (but the watches): its path and the time taken (the bench, bin/bench).
 	APIServed func(path string, d time.Duration)
 	// Finished, when set, is called once the crawl is declared finished,
 	// before a master that exits when done keeps its work API up for the
-	// slaves (master bench reads its CPU figures there and stops its
+	// slaves (the bench reads its CPU figures there and stops its
 	// slaves).
 	Finished func()
 	// AdminReady, when set, is called with the admin server's address once
@@ -390,7 +391,7 @@ func (m *Master) connect(ctx context.Context) error {
 	if m.opt.Redis != nil {
 		m.rdb = m.opt.Redis
 	} else {
-		rdb, err := m.cfg.NewRedisClient()
+		rdb, err := redisconn.New(m.cfg)
 		if err != nil {
 			return fmt.Errorf("master: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/plan"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 	"github.com/redcrawl/redcrawl/shared/rules"
 )
 
@@ -237,7 +238,7 @@ func Status(ctx context.Context, cfg *config.Config) (StatusReport, error) {
 }
 
 func open(ctx context.Context, cfg *config.Config) (*frontier.Redis, func(), error) {
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

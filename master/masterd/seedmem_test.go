@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/store"
@@ -47,7 +48,7 @@ func BenchmarkSeedMemory(b *testing.B) {
 
 func seedMemory(b *testing.B, n int) {
 	ctx := context.Background()
-	cfg := clusterConfigB(b)
+	cfg := crawltest.Config(b)
 	cfg.Dedup.ExpectedURLs = config.Default().Dedup.ExpectedURLs
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
@@ -69,7 +70,7 @@ func seedMemory(b *testing.B, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		v, _ := strconv.ParseInt(infoValue(info, "used_memory"), 10, 64)
+		v, _ := strconv.ParseInt(testutil.InfoField(info, "used_memory"), 10, 64)
 		return v
 	}
 

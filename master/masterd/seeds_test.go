@@ -20,6 +20,7 @@ import (
 	"github.com/redcrawl/redcrawl/master/store/storetest"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 )
 
 // seedsConfig is a config for a test crawl of shards shards with its own
@@ -40,7 +41,7 @@ func seedsConfig(t testing.TB, shards int) *config.Config {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if rdb, err := cfg.NewRedisClient(); err == nil {
+		if rdb, err := redisconn.New(&cfg); err == nil {
 			testutil.DeleteCrawl(context.Background(), rdb, cfg.Crawl.Name)
 			rdb.Close()
 		}
@@ -60,7 +61,7 @@ type proc struct {
 // are added to its Redis client.
 func openProc(t testing.TB, cfg *config.Config, hooks ...redis.Hook) proc {
 	t.Helper()
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 package masterd
 
 // The end-of-crawl summary: what master run --exit-when-done, master
-// status, master crawl and master demo print.
+// status, master crawl and the demo (bin/demo) print.
 
 import (
 	"context"

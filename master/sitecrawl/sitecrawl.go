@@ -5,6 +5,10 @@
 // items to a file, and prints the crawl's stats. It uses the configured
 // Redis, MySQL and rule files as a distributed crawl does, so a crawl
 // that outgrows one machine continues with master run and slave run.
+//
+// StartLocal is that sequence on its own (seed, write the slaves'
+// config, run the master with exit-when-done, start the slaves), which
+// the demo and the bench run their crawls through too.
 package sitecrawl
 
 import (
@@ -22,6 +26,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 )
 
 // Options say what to crawl and where the output goes.
@@ -116,69 +121,52 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 	if err != nil {
 		return res, err
 	}
-	res.Seed, err = masterd.Seed(ctx, &cfg, opt.Seeds)
-	if err != nil {
-		return res, err
-	}
-	fmt.Fprintf(opt.Stdout, "crawl %s: %d seeds added, %d already seen, %d rejected; %d slaves\n",
-		cfg.Crawl.Name, res.Seed.Added, res.Seed.Seen, len(res.Seed.Rejected), opt.Slaves)
-	for _, r := range res.Seed.Rejected {
-		fmt.Fprintf(opt.Stdout, "  rejected %s\n", r)
-	}
-	if res.Seed.Added+res.Seed.Seen == 0 {
-		return res, errors.New("no start URL was accepted")
-	}
-
-	tmp, err := os.MkdirTemp("", "redcrawl-crawl-")
-	if err != nil {
-		return res, fmt.Errorf("crawl: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	slaveCfg := slaveConfig(cfg)
-	cfgPath, err := slaveproc.WriteConfig(tmp, &slaveCfg)
-	if err != nil {
-		return res, err
-	}
-
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(&cfg)
 	if err != nil {
 		return res, err
 	}
 	defer rdb.Close()
-	front, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(&cfg))
-	if err != nil {
-		return res, fmt.Errorf("crawl: %w", err)
+	var front *frontier.Redis
+	var st0 frontier.Stats
+	var start time.Time
+	seeded := func(seed masterd.SeedResult) error {
+		res.Seed = seed
+		fmt.Fprintf(opt.Stdout, "crawl %s: %d seeds added, %d already seen, %d rejected; %d slaves\n",
+			cfg.Crawl.Name, seed.Added, seed.Seen, len(seed.Rejected), opt.Slaves)
+		for _, r := range seed.Rejected {
+			fmt.Fprintf(opt.Stdout, "  rejected %s\n", r)
+		}
+		if seed.Added+seed.Seen == 0 {
+			return errors.New("no start URL was accepted")
+		}
+		var err error
+		if front, err = frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(&cfg)); err != nil {
+			return fmt.Errorf("crawl: %w", err)
+		}
+		// the rules before any slave runs: its first pages get their items
+		if _, err := masterd.PublishRules(ctx, &cfg, front); err != nil {
+			return err
+		}
+		if st0, err = front.Stats(ctx); err != nil {
+			return fmt.Errorf("crawl: %w", err)
+		}
+		start = time.Now()
+		return nil
 	}
-
-	// the rules before any slave runs: its first pages get their items
-	if _, err := masterd.PublishRules(ctx, &cfg, front); err != nil {
-		return res, err
-	}
-	st0, err := front.Stats(ctx)
-	if err != nil {
-		return res, fmt.Errorf("crawl: %w", err)
-	}
-	start := time.Now()
-	mctx, stopMaster := context.WithCancelCause(ctx)
-	defer stopMaster(nil)
-	masterDone := make(chan error, 1)
-	go func() {
-		masterDone <- masterd.New(&cfg, masterd.Options{ExitWhenDone: true, Logger: opt.Logger,
-			ProgressEvery: time.Hour}).Run(mctx)
-	}()
 	ids := make([]string, opt.Slaves)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("local-%d-%d", os.Getpid(), i+1)
 	}
-	slaves, err := slaveproc.Start(slaveproc.Options{Binary: opt.SlaveBinary, Config: cfgPath, Output: opt.SlaveOutput,
-		StopTimeout: cfg.Slave.ShutdownTimeout + 5*time.Second, ExitWhenDone: true,
-		Died: func(err error) { stopMaster(err) }}, ids...)
+	slaveCfg := slaveConfig(cfg)
+	run, err := StartLocal(ctx, LocalOptions{Config: &cfg, Seeds: opt.Seeds, Seeded: seeded,
+		Master:   masterd.Options{Logger: opt.Logger, ProgressEvery: time.Hour},
+		SlaveIDs: ids, SlaveConfig: &slaveCfg,
+		Slaves: slaveproc.Options{Binary: opt.SlaveBinary, Output: opt.SlaveOutput,
+			StopTimeout: cfg.Slave.ShutdownTimeout + 5*time.Second, ExitWhenDone: true}})
 	if err != nil {
-		stopMaster(err)
-		<-masterDone
 		return res, err
 	}
-	defer slaves.Stop()
+	defer run.Stop()
 
 	bar := &progress{w: opt.Stdout, terminal: opt.Terminal, start: start, done0: st0.Done}
 	every := opt.ProgressEvery
@@ -186,11 +174,10 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 		every = 250 * time.Millisecond
 	}
 	tick := time.NewTicker(every)
-	var runErr error
 loop:
 	for {
 		select {
-		case runErr = <-masterDone:
+		case <-run.Done():
 			break loop
 		case <-tick.C:
 			if st, err := front.Stats(ctx); err == nil {
@@ -203,18 +190,15 @@ loop:
 		bar.show(st)
 	}
 	bar.end()
-	if cause := context.Cause(mctx); cause != nil && ctx.Err() == nil {
-		return res, cause // a slave died
-	}
-	if runErr != nil {
-		return res, runErr
+	if err := run.Wait(); err != nil {
+		return res, err // a slave died, or the master failed
 	}
 	res.Interrupted = ctx.Err() != nil
 	if !res.Interrupted {
 		// the slaves see the finish with their next heartbeat and leave
-		slaves.Wait(3*cfg.Slave.HeartbeatInterval + cfg.Slave.ShutdownTimeout + 10*time.Second)
+		run.WaitSlaves(3*cfg.Slave.HeartbeatInterval + cfg.Slave.ShutdownTimeout + 10*time.Second)
 	}
-	slaves.Stop()
+	run.Stop()
 	elapsed := time.Since(start)
 
 	// what remains runs even after an interrupt: the output and the stats

@@ -1,6 +1,6 @@
 // Package slaveproc runs slaves as processes of the slave binary, for the
-// commands of bin/master that crawl with their own slaves (master crawl,
-// master demo, master bench): so the master binary never links the slave. It writes the
+// programs that crawl with their own slaves (master crawl, the demo, the
+// bench): so the master binary never links the slave. It writes the
 // master's config to a file the slaves load, starts one process per slave
 // id, and stops them with SIGTERM, a slave's graceful leave.
 package slaveproc
@@ -20,24 +20,44 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
-// Binary returns the slave binary beside the running master: its own name
-// with "master" replaced by "slave" (bin/master → bin/slave, the release's
-// redcrawl-master → redcrawl-slave, master-linux-arm64 →
-// slave-linux-arm64). The error says how to get one.
+// Binary returns the slave binary beside the running program: its own
+// name with "master" replaced by "slave" (bin/master → bin/slave, the
+// release's redcrawl-master → redcrawl-slave, master-linux-arm64 →
+// slave-linux-arm64), or "slave" in its directory for a program not named
+// like a master (bin/demo, bin/bench). The error says how to get one.
 func Binary() (string, error) {
+	return Beside("master", "slave")
+}
+
+// Beside returns the program named like the running one with from
+// replaced by to, or named to when its name has no from, in its
+// directory; the error names --<to>-binary.
+func Beside(from, to string) (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return "", fmt.Errorf("slaveproc: find the slave binary: %w", err)
+		return "", fmt.Errorf("slaveproc: find the %s binary: %w", to, err)
 	}
 	dir, name := filepath.Split(exe)
-	if !strings.Contains(name, "master") {
-		return "", fmt.Errorf("slaveproc: %s is not named like a master: give the slave binary (--slave-binary)", exe)
+	p := filepath.Join(dir, to)
+	if strings.Contains(name, from) {
+		p = filepath.Join(dir, strings.Replace(name, from, to, 1))
 	}
-	p := filepath.Join(dir, strings.Replace(name, "master", "slave", 1))
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("slaveproc: no slave binary beside %s (make build, or --slave-binary): %w", exe, err)
+		return "", fmt.Errorf("slaveproc: no %s binary beside %s (make build, or --%s-binary): %w", to, exe, to, err)
 	}
 	return p, nil
+}
+
+// Find is the binary a --<name>-binary flag names (flagValue), by
+// default the one beside this program (Beside("master", name)).
+func Find(flagValue, name string) (string, error) {
+	if flagValue == "" {
+		return Beside("master", name)
+	}
+	if _, err := os.Stat(flagValue); err != nil {
+		return "", fmt.Errorf("--%s-binary: %w", name, err)
+	}
+	return flagValue, nil
 }
 
 // Env is this process's environment without CRAWLER_ variables, which
@@ -87,6 +107,10 @@ type Set struct {
 func Start(opt Options, ids ...string) (*Set, error) {
 	if opt.StopTimeout <= 0 {
 		opt.StopTimeout = 20 * time.Second
+	}
+	if _, ok := opt.Output.(*os.File); !ok && opt.Output != nil {
+		// every slave's output is copied to it by a goroutine of its own
+		opt.Output = &lockedWriter{w: opt.Output}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Set{ctx: ctx, cancel: cancel}
@@ -175,6 +199,18 @@ func (s *Set) Pids() []int {
 		out[i] = c.Process.Pid
 	}
 	return out
+}
+
+// lockedWriter serializes the writes of several slaves' output copiers.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // tail returns the end of a log file.

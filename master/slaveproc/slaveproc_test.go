@@ -104,7 +104,7 @@ func TestDied(t *testing.T) {
 	}
 }
 
-// TestBinaryName checks that a test binary, not named like a master, gets
+// TestBinaryName checks that a test binary, with no slave beside it, gets
 // an error that says what to give instead.
 func TestBinaryName(t *testing.T) {
 	if _, err := Binary(); err == nil || !strings.Contains(err.Error(), "--slave-binary") {

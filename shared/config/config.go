@@ -1,7 +1,8 @@
 // Package config holds redcrawl's one typed configuration. It is loaded once
 // (defaults, then config.yaml, then CRAWLER_* environment variables) by Load,
 // validated by Validate, and handed to constructors as a struct: no package
-// other than this one reads viper.
+// other than this one reads viper. It is data: the Redis clients it
+// describes are made by shared/redisconn.
 package config
 
 import "time"

@@ -1,7 +1,7 @@
 package config
 
-// What the config gives its users beyond its fields: the Redis client and
-// its options, the logger, the slave's memory limit and profile, the proxy
+// What the config gives its users beyond its fields: the Redis client
+// options, the logger, the slave's memory limit and profile, the proxy
 // pool names.
 
 import (
@@ -70,12 +70,12 @@ func (c *Config) ProxyPoolNames() []string {
 	return names
 }
 
-// RedisOptions parses redis.url into client options, with the redis.tls_*
-// settings applied and a dialer whose errors say what to check (see
-// redisDialer). The URL must have the redis or rediss scheme. An error is
-// an *Error naming the key; it never repeats the URL, which may hold a
-// password. With redis.cluster it only checks the URL and returns empty
-// options: see RedisClusterOptions.
+// RedisOptions parses redis.url into client options with the redis.tls_*
+// settings applied: the address, credentials and TLS of the clients that
+// shared/redisconn makes. The URL must have the redis or rediss scheme.
+// An error is an *Error naming the key; it never repeats the URL, which
+// may hold a password. With redis.cluster it only checks the URL and
+// returns empty options: see RedisClusterOptions.
 func (c *Config) RedisOptions() (*redis.Options, error) {
 	u, err := c.redisURL()
 	if err != nil {
@@ -96,27 +96,7 @@ func (c *Config) RedisOptions() (*redis.Options, error) {
 		return nil, err
 	}
 	opt.TLSConfig = t
-	opt.Dialer = redisDialer(&opt.DialTimeout, t)
 	return opt, nil
-}
-
-// NewRedisClient returns a client for redis.url: a single node, or a Redis
-// Cluster client with redis.cluster (every crawl's keys share one hash
-// tag, so a crawl lives in one slot) that reloads its slot map when a node
-// fails (see newClusterClient). The caller closes it.
-func (c *Config) NewRedisClient() (redis.UniversalClient, error) {
-	if c.Redis.Cluster {
-		opt, err := c.RedisClusterOptions()
-		if err != nil {
-			return nil, err
-		}
-		return newClusterClient(opt), nil
-	}
-	opt, err := c.RedisOptions()
-	if err != nil {
-		return nil, err
-	}
-	return redis.NewClient(opt), nil
 }
 
 // SlogLevel is log.level as a slog.Level (info for an unknown level, which

@@ -177,28 +177,25 @@ func Load(path string) (*Config, error) {
 
 // load is Load with the environment ("NAME=value" entries) as an argument.
 //
-// Viper can only read the process environment, so instead of AutomaticEnv
-// the CRAWLER_ variables found in environ are applied with Set (the
-// override layer, above the file and the defaults), named by the same rule
-// AutomaticEnv with SetEnvPrefix("CRAWLER") and a "." → "_" replacer
-// would use.
+// Viper holds the layers: the file, then the CRAWLER_ variables found in
+// environ as its override layer (Set: AutomaticEnv reads only the process
+// environment), and decodes them with the hooks below onto Default(), so
+// that a key neither sets keeps its default. ZeroFields makes a list or a
+// map the file or a variable gives replace the default, not merge into it.
 func load(path string, environ []string) (*Config, error) {
 	v := viper.New()
 	v.SetConfigType("yaml")
-	setDefaults(v, reflect.ValueOf(Default()), "")
-
 	if path != "" {
 		if err := readFile(v, path); err != nil {
 			return nil, err
 		}
 	}
-
 	fromEnv, err := applyEnv(v, environ)
 	if err != nil {
 		return nil, err
 	}
 
-	var c Config
+	c := Default()
 	hook := mapstructure.ComposeDecodeHookFunc(
 		durationHook,
 		listHook,
@@ -206,7 +203,7 @@ func load(path string, environ []string) (*Config, error) {
 			&c.Render.MemoryBytes, &c.Slave.MemoryLimit, &c.API.EventRate, &c.API.MaxStream, &c.API.DecodeBudget),
 		integerHook,
 	)
-	if err := v.UnmarshalExact(&c, viper.DecodeHook(hook)); err != nil {
+	if err := v.UnmarshalExact(&c, viper.DecodeHook(hook), func(dc *mapstructure.DecoderConfig) { dc.ZeroFields = true }); err != nil {
 		return nil, withSource(decodeError(err), fromEnv)
 	}
 	if err := c.Validate(); err != nil {
@@ -215,8 +212,8 @@ func load(path string, environ []string) (*Config, error) {
 	return &c, nil
 }
 
-// readFile reads the YAML file at path into v after checking that it sets
-// only known keys.
+// readFile reads the YAML file at path into v and checks that it sets
+// only known keys (AllSettings lower-cases them, as viper matches them).
 func readFile(v *viper.Viper, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -226,24 +223,14 @@ func readFile(v *viper.Viper, path string) error {
 		}
 		return &Error{Msg: path + ": cannot read", Err: err}
 	}
-	// The file is read alone first, to check its keys without the defaults
-	// (AllSettings lower-cases them, as viper matches them).
-	file := viper.New()
-	file.SetConfigType("yaml")
-	if err := file.ReadConfig(bytes.NewReader(b)); err != nil {
+	if err := v.ReadConfig(bytes.NewReader(b)); err != nil {
 		var pe viper.ConfigParseError
 		if errors.As(err, &pe) {
 			err = pe.Unwrap() // drop viper's "While parsing config:"
 		}
 		return &Error{Msg: path + ": malformed yaml", Err: err}
 	}
-	if err := checkKeys(file.AllSettings(), "", path); err != nil {
-		return err
-	}
-	if err := v.ReadConfig(bytes.NewReader(b)); err != nil {
-		return &Error{Msg: path + ": malformed yaml", Err: err}
-	}
-	return nil
+	return checkKeys(v.AllSettings(), "", path)
 }
 
 // schema describes the keys of Config.
@@ -299,19 +286,6 @@ func join(prefix, name string) string {
 // envName is the environment variable that overrides key.
 func envName(key string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
-}
-
-// setDefaults registers every leaf of val (a struct) under its key, so that
-// viper knows every key.
-func setDefaults(v *viper.Viper, val reflect.Value, prefix string) {
-	for i := range val.NumField() {
-		key := join(prefix, tagName(val.Type().Field(i)))
-		if f := val.Field(i); f.Kind() == reflect.Struct {
-			setDefaults(v, f, key)
-		} else {
-			v.SetDefault(key, f.Interface())
-		}
-	}
 }
 
 // checkKeys rejects a key of the file settings m (under prefix) that is not

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/viper"
 
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
@@ -685,36 +684,6 @@ func TestSlaveProfile(t *testing.T) {
 	c.Slave.Profile = ""
 	if p := c.SlaveProfile(); p.Slave.Concurrency != 64 || !p.Render.Enabled {
 		t.Error("no profile changed the config")
-	}
-}
-
-func TestNewRedisClient(t *testing.T) {
-	c := Default()
-	rdb, err := c.NewRedisClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb.Close()
-	if _, ok := rdb.(*redis.Client); !ok {
-		t.Errorf("single node: %T", rdb)
-	}
-	c.Redis.Cluster = true
-	c.Redis.URL = "redis://:pw@127.0.0.1:7000?addr=127.0.0.1:7001&addr=127.0.0.1:7002"
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	rdb, err = c.NewRedisClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb.Close()
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok || len(cc.Options().Addrs) != 3 {
-		t.Errorf("cluster: %T %+v", rdb, cc.Options().Addrs)
-	}
-	c.Redis.URL = "redis://127.0.0.1:7000/3" // a cluster has only db 0
-	if err := c.Validate(); err == nil {
-		t.Error("a cluster url with a database validated")
 	}
 }
 

@@ -215,9 +215,6 @@ func TestClientTLSConfigs(t *testing.T) {
 	if diff := cmp.Diff(want, summarize(copt.TLSConfig)); diff != "" {
 		t.Errorf("cluster TLS config (-want +got):\n%s", diff)
 	}
-	if copt.Dialer == nil {
-		t.Error("cluster options have no dialer")
-	}
 
 	c.MySQL.DSN = "u:pw@tcp(db.internal:3306)/crawler?parseTime=true&tls=true"
 	c.MySQL.TLSCAFile = certs.CA

@@ -147,6 +147,8 @@ func (p *fileParser) parseFile(name string, data []byte) (rs *RuleSet, nameNode 
 			p.politeness(v, &rs.Politeness)
 		case "session":
 			p.session(v, &rs.Session)
+		case "fetch":
+			p.fetch(v, &rs.Fetch)
 		case "render":
 			for _, n := range p.seq(v) {
 				if r := p.render(n); r != nil {
@@ -232,10 +234,11 @@ func (p *fileParser) noAliases(n *yaml.Node) bool {
 }
 
 var (
-	topKeys        = []string{"name", "hosts", "urls", "priority", "scope", "strategy", "politeness", "session", "render", "items", "schedule", "sitemaps"}
+	topKeys        = []string{"name", "hosts", "urls", "priority", "scope", "strategy", "politeness", "session", "fetch", "render", "items", "schedule", "sitemaps"}
 	scopeKeys      = []string{"allow", "deny", "max_depth"}
 	politenessKeys = []string{"delay", "jitter", "concurrency"}
 	sessionKeys    = []string{"proxies", "proxy_pool", "cookies"}
+	fetchKeys      = []string{"user_agents", "headers", "retry_statuses", "timeout"}
 	renderKeys     = []string{"match", "wait_selector", "wait_network_idle", "timeout", "scroll", "click", "block", "maybe_dynamic"}
 	clickKeys      = []string{"selector", "times"}
 	maybeKeys      = []string{"match", "min_links"}

@@ -1,8 +1,8 @@
 // Package rules loads the per-site rule sets an admin keeps as YAML files
 // in a directory (rules/ at the top of the repository; the schema is
 // documented in rules/README.md): which URLs a rule set covers (hosts,
-// urls, priority), its scope, queue strategy, politeness, session and
-// render settings, the items to extract, and a re-crawl schedule.
+// urls, priority), its scope, queue strategy, politeness, session, fetch
+// and render settings, the items to extract, and a re-crawl schedule.
 //
 // Design:
 //
@@ -27,6 +27,7 @@
 package rules
 
 import (
+	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -81,6 +82,7 @@ type RuleSet struct {
 	Strategy   string
 	Politeness Politeness
 	Session    Session
+	Fetch      Fetch
 	Render     []*Render
 	Items      []*ItemRule
 	// Schedule is a cron expression or descriptor (@daily); "" = none.
@@ -119,6 +121,23 @@ type Session struct {
 	Proxies   *bool  // false = direct connections for this site
 	ProxyPool string // a named pool; "" = default
 	Cookies   *bool
+}
+
+// Fetch overrides the crawl-wide fetch settings for the rule set's URLs;
+// the zero value keeps every one of them.
+type Fetch struct {
+	// UserAgents is the site's rotation list (fetch.user_agents): one per
+	// session, the site's sessions taking them in turn; nil = the crawl's.
+	UserAgents []string
+	// Headers are extra request headers, one value per canonical name,
+	// sent with every request to the site (its robots.txt included);
+	// nil = none.
+	Headers http.Header
+	// RetryStatuses are the HTTP statuses after which a page is fetched
+	// again later; nil = the crawl's (408, 429 and 5xx), empty = none.
+	RetryStatuses []int
+	// Timeout bounds one request; 0 = fetch.timeout.
+	Timeout time.Duration
 }
 
 // Render says which URLs are dynamic and rendered in headless Chrome.

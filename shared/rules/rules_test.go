@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -53,6 +54,12 @@ func TestParseEveryKey(t *testing.T) {
 			Delay: ptr(1500 * time.Millisecond), Jitter: ptr(0.25), Concurrency: ptr(3),
 		},
 		Session: Session{Proxies: ptr(false), ProxyPool: "residential", Cookies: ptr(true)},
+		Fetch: Fetch{
+			UserAgents:    []string{"Mozilla/5.0 (X11; Linux x86_64) ShopBot/2", "ShopBot/2 (+https://shop.example.com/bot)"},
+			Headers:       http.Header{"Accept-Language": {"fr-FR"}, "X-Api-Key": {"12345"}},
+			RetryStatuses: []int{403, 503},
+			Timeout:       12 * time.Second,
+		},
 		Render: []*Render{
 			{
 				Match: []string{"/search"}, WaitSelector: ".results", WaitNetworkIdle: true,
@@ -126,6 +133,21 @@ func TestInvalidFiles(t *testing.T) {
 			`12:13: scroll -1 must be >= 0`,
 			`13:5: render rule: want match (URLs always rendered) or maybe_dynamic`,
 			`14:11: unknown sitemaps mode "always" (want robots, seed or off)`,
+		},
+		"bad_fetch.yaml": {
+			`2:25: user agent "": empty`,
+			`2:29: user agent "two\nlines": control characters (CR, LF...) are not allowed`,
+			`4:5: header "User-Agent" may not be set by a rule file (set fetch.user_agents)`,
+			`5:5: header name "bad name": want letters, digits and - (RFC 9110 token)`,
+			`7:5: duplicate header "X-Ok"`,
+			`8:13: header X-List: want a string, got a list`,
+			`9:5: header "Host" may not be set by a rule file (the URL's)`,
+			`10:25: retry status 302: want a 4xx or 5xx status (400 to 599)`,
+			`10:30: duplicate retry status 404`,
+			`10:35: retry_statuses: want an integer status, got the string "500"`,
+			`10:42: retry status 600: want a 4xx or 5xx status (400 to 599)`,
+			`11:12: timeout must be > 0 (leave it out for fetch.timeout)`,
+			`12:3: unknown key "timout" in fetch (did you mean "timeout"?)`,
 		},
 		"duplicates.yaml": {
 			`2:1: duplicate key "hosts" in rule file`,
@@ -232,6 +254,9 @@ func TestRepoRules(t *testing.T) {
 	shop := s.Match(mustURL(t, "https://shop.example.com/products/al-15"))
 	if shop == nil || shop.Name != "example-shop" {
 		t.Fatalf("Match(shop product) = %v", shop)
+	}
+	if f := shop.Fetch; len(f.UserAgents) != 2 || f.Headers.Get("Accept-Language") == "" || len(f.RetryStatuses) != 5 || f.Timeout != 20*time.Second {
+		t.Errorf("Fetch = %+v", f)
 	}
 	if got := names(shop.ItemsFor(mustURL(t, "https://shop.example.com/products/al-15"))); !cmp.Equal(got, []string{"product"}) {
 		t.Errorf("ItemsFor = %v", got)

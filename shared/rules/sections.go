@@ -1,17 +1,19 @@
 package rules
 
-// Parsers of a rule file's sections: politeness, session, render, items and
-// their fields.
+// Parsers of a rule file's sections: politeness, session, fetch, render,
+// items and their fields.
 
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/redcrawl/redcrawl/shared/extract"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/net/http/httpguts"
 )
 
 func (p *fileParser) politeness(n *yaml.Node, pol *Politeness) {
@@ -68,6 +70,133 @@ func (p *fileParser) session(n *yaml.Node, s *Session) {
 				}
 			}
 		}
+	}
+}
+
+// fetch parses the fetch section: the site's user agents, extra
+// headers, retried statuses and request timeout.
+func (p *fileParser) fetch(n *yaml.Node, f *Fetch) {
+	for _, kv := range p.mapping(n, "fetch", fetchKeys) {
+		v := kv.v
+		switch kv.key {
+		case "user_agents":
+			list := p.seq(v)
+			for _, e := range list {
+				if s, ok := p.str(e); ok {
+					if msg := badUserAgent(s); msg != "" {
+						p.errorf(e, "user agent %q: %s", s, msg)
+						continue
+					}
+					f.UserAgents = append(f.UserAgents, s)
+				}
+			}
+			if v.Kind == yaml.SequenceNode && len(list) == 0 {
+				p.errorf(v, "user_agents: empty (leave it out for the crawl's)")
+			}
+		case "headers":
+			p.headers(v, f)
+		case "retry_statuses":
+			f.RetryStatuses = []int{} // present: empty retries nothing
+			seen := map[int]bool{}
+			for _, e := range p.seq(v) {
+				var st int
+				switch {
+				case e.Kind != yaml.ScalarNode || e.Tag != "!!int" || e.Decode(&st) != nil:
+					p.errorf(e, "retry_statuses: want an integer status, got %s", describe(e))
+				case st < 400 || st > 599:
+					p.errorf(e, "retry status %d: want a 4xx or 5xx status (400 to 599)", st)
+				case seen[st]:
+					p.errorf(e, "duplicate retry status %d", st)
+				default:
+					seen[st] = true
+					f.RetryStatuses = append(f.RetryStatuses, st)
+				}
+			}
+		case "timeout":
+			if d, ok := p.duration(v); ok {
+				if d == 0 {
+					p.errorf(v, "timeout must be > 0 (leave it out for fetch.timeout)")
+				} else {
+					f.Timeout = d
+				}
+			}
+		}
+	}
+}
+
+// badUserAgent says what is wrong with a user agent, "" when nothing.
+func badUserAgent(ua string) string {
+	switch {
+	case strings.TrimSpace(ua) == "":
+		return "empty"
+	case !httpguts.ValidHeaderFieldValue(ua):
+		return "control characters (CR, LF...) are not allowed"
+	}
+	return ""
+}
+
+// slaveHeaders are the request headers a rule file may not set, and why.
+var slaveHeaders = map[string]string{
+	"Host":                "the URL's",
+	"User-Agent":          "set fetch.user_agents",
+	"Accept-Encoding":     "the slave asks for the encodings it decodes",
+	"If-None-Match":       "a recrawl's conditional header",
+	"If-Modified-Since":   "a recrawl's conditional header",
+	"Content-Length":      "a GET has no body",
+	"Transfer-Encoding":   "a GET has no body",
+	"Connection":          "hop-by-hop, the transport's",
+	"Keep-Alive":          "hop-by-hop, the transport's",
+	"Proxy-Connection":    "hop-by-hop, the transport's",
+	"Te":                  "hop-by-hop, the transport's",
+	"Trailer":             "hop-by-hop, the transport's",
+	"Upgrade":             "hop-by-hop, the transport's",
+	"Proxy-Authorization": "the proxy URL's credentials",
+}
+
+// headers parses fetch.headers: a mapping of header names to string
+// values.
+func (p *fileParser) headers(n *yaml.Node, f *Fetch) {
+	if n.Kind != yaml.MappingNode {
+		p.typeErrorf(n, "want a mapping of header names to values, got %s", describe(n))
+		return
+	}
+	if len(n.Content) == 0 {
+		p.errorf(n, "headers: empty (leave it out for none)")
+		return
+	}
+	h := http.Header{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Tag == "!!null" {
+			p.errorf(k, "headers: a header name must be a string, got %s", describe(k))
+			continue
+		}
+		name := k.Value
+		if !httpguts.ValidHeaderFieldName(name) {
+			p.errorf(k, "header name %q: want letters, digits and - (RFC 9110 token)", name)
+			continue
+		}
+		canon := http.CanonicalHeaderKey(name)
+		if why, ok := slaveHeaders[canon]; ok {
+			p.errorf(k, "header %q may not be set by a rule file (%s)", name, why)
+			continue
+		}
+		if _, dup := h[canon]; dup {
+			p.errorf(k, "duplicate header %q", canon)
+			continue
+		}
+		if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+			p.errorf(v, "header %s: want a string, got %s", canon, describe(v))
+			continue
+		}
+		if !httpguts.ValidHeaderFieldValue(v.Value) {
+			p.errorf(v, "header %s: control characters (CR, LF...) are not allowed in a value", canon)
+			continue
+		}
+		h[canon] = []string{v.Value}
+	}
+	if len(h) > 0 {
+		f.Headers = h
 	}
 }
 

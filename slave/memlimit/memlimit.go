@@ -4,16 +4,12 @@
 //
 // The automatic limit (config.SlaveMemoryLimit: 24 MiB plus the bodies in
 // flight) is sized for a crawl of few hosts, where it holds a slave's RSS
-// under 40 MB at no cost in CPU. A broad crawl keeps more live: a DNS entry
-// for every host it met (dns.cache_size, 100,000 by default), sticky
-// sessions and overload records per host, idle connections. On 20,000 hosts
-// the live heap passed 22 MB, and under a fixed 28 MiB limit the garbage
-// collector ran nearly without pause and the runtime returned memory to the
-// OS after almost every allocation: the slave spent 2.2 ms of CPU a page
-// instead of 0.47 (master bench --broad). Follow keeps the limit a margin
-// above what is live (Want), so that it trims the overshoot without
-// starving the collector, and lowers it again to the base when the live
-// heap shrinks.
+// under 40 MB at no cost in CPU. A broad crawl keeps more live (a DNS
+// entry, sessions and overload records for every host it met, idle
+// connections), and a fixed limit under that live heap makes the
+// collector run without pause. Follow keeps the limit a margin above what
+// is live (Want) and lowers it again to the base when the live heap
+// shrinks. docs/benchmarks.md has the measurements behind the numbers.
 package memlimit
 
 import (
@@ -26,39 +22,26 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
-// GCPercent is the collector's pace (GOGC) under the automatic limit:
-// a collection when the heap has grown by twice what is live, unless the
-// limit comes first. For a slave of few hosts the limit comes first (its
-// RSS stays under 40 MB as with GOGC 100); a broad crawl keeps 30 MB and
-// more live (its hosts' DNS entries, sessions, connections) and allocates
-// some 70 KB a page, and at GOGC 100 its collector marked that live heap
-// ten times a second: a fifth of the slave's CPU (master bench --broad,
-// docs/benchmarks.md). At 200 it collects half as often.
+// GCPercent is the collector's pace (GOGC) under the automatic limit: a
+// collection when the heap has grown by twice what is live, unless the
+// limit comes first. A slave of few hosts meets the limit first; a broad
+// crawl's collector marks its large live heap half as often as at GOGC
+// 100.
 const GCPercent = 200
 
 // Want is the limit for a live heap of live bytes and other bytes of Go
 // memory that are not heap (stacks, the runtime's own): base, or what is
 // live plus room for the garbage between two collections when that is
-// more. The room is a quarter of base while the live heap is at most half
-// of base: a slave of few hosts (10 MiB live, 10 other at 64 fetches in
-// flight) stays at the base, which holds its RSS under 40 MB. Past that
-// the room grows four times as fast as the live heap until it is twice
-// the live heap, what GCPercent gives: the collector's work grows with
-// the live heap, and a broad crawl's heap grows with its hosts (DNS
-// entries, sessions, connections). With half the live heap as room, an
-// earlier choice, a broad crawl's collector took a quarter of the slave's
-// CPU; with the live heap (GOGC 100), a fifth.
+// more.
 //
-// A slave that knows BroadHosts hosts or more (broad) gets twice the live
-// heap as room from the start, what GCPercent gives: its live heap is
-// those hosts' state, and in a broad crawl's first minute it is 12-25 MB,
-// where the four-times ramp (or the live heap as room, an earlier choice)
-// set the limit under the collector's own goal, so the limit, not
-// GCPercent, paced it: 22 collections a second from the 2nd to the 10th
-// second, 620 from the 2nd to the 40th (400 with this room), the
-// collector's share of the slave's CPU twice the 20-host crawl's (master
-// bench --broad, docs/benchmarks.md). The few-host slave keeps the base
-// and its 40 MB.
+// The room is a quarter of base while the live heap is at most half of
+// base, so a slave of few hosts stays at the base (and under 40 MB of
+// RSS). Past that it grows four times as fast as the live heap, up to
+// twice the live heap (what GCPercent gives), because the collector's
+// work grows with the live heap. A broad slave (one that knows BroadHosts
+// hosts) gets twice the live heap from the start: its live heap is its
+// hosts' state, and a smaller room would let the limit, not GCPercent,
+// pace the collector.
 func Want(base int64, live, other uint64, broad bool) int64 {
 	room, full := base/4, int64(live)*GCPercent/100
 	if over := int64(live) - base/2; over > 0 {

@@ -96,7 +96,7 @@ func (r *Renderer) render(ctx context.Context, b *browserProc, j *job) (res *Res
 		hosts:    map[string]error{},
 		inflight: map[network.RequestID]bool{}, lastNet: time.Now(),
 		authTries: map[fetch.RequestID]int{}}
-	p.intercept = p.guard || j.hasAuth
+	p.intercept = p.guard || j.hasAuth || len(j.req.Header) > 0
 	defer p.close()
 
 	fail := func(err error) (*Result, error) {
@@ -247,11 +247,38 @@ func (p *page) paused(ev *fetch.EventRequestPaused) {
 	if reason != "" {
 		_, err = cdp.Call(p.ctx, p.tab, fetch.FailRequest, fetch.FailRequestParams{RequestID: ev.RequestID, ErrorReason: reason})
 	} else {
-		_, err = cdp.Call(p.ctx, p.tab, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+		_, err = cdp.Call(p.ctx, p.tab, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID,
+			Headers: p.extraHeaders(ev.Request)})
 	}
 	if err != nil && p.ctx.Err() == nil {
 		p.r.log.Debug("render: answer paused request", "url", ev.Request.URL, "err", err)
 	}
+}
+
+// extraHeaders returns a request's headers with the job's extra headers
+// over them when it goes to the page's own host, nil otherwise (the
+// request continues unchanged).
+func (p *page) extraHeaders(r *network.Request) []*fetch.HeaderEntry {
+	if len(p.j.req.Header) == 0 || r == nil {
+		return nil
+	}
+	u, err := url.Parse(r.URL)
+	if err != nil || !strings.EqualFold(u.Host, p.j.host) {
+		return nil
+	}
+	out := make([]*fetch.HeaderEntry, 0, len(r.Headers)+len(p.j.req.Header))
+	for name, v := range r.Headers {
+		if _, over := p.j.req.Header[http.CanonicalHeaderKey(name)]; over {
+			continue
+		}
+		out = append(out, &fetch.HeaderEntry{Name: name, Value: fmt.Sprint(v)})
+	}
+	for name, vs := range p.j.req.Header {
+		for _, v := range vs {
+			out = append(out, &fetch.HeaderEntry{Name: name, Value: v})
+		}
+	}
+	return out
 }
 
 // auth answers a proxy's challenge with the job's credentials, once per

@@ -40,6 +40,13 @@
 // fetcher). WebSocket and WebRTC connections and service workers are not
 // seen by the Fetch domain of a page.
 //
+// # Extra headers
+//
+// Request.Header goes with the requests to the page's own host only (a
+// site's API key must not reach a third-party script's host), so it is
+// added by the same interception, on every request to that host, rather
+// than with Network.setExtraHTTPHeaders.
+//
 // # Resource blocking
 //
 // Request.Block (image, font, media, stylesheet) is implemented with the
@@ -145,6 +152,12 @@ type Request struct {
 	// Block lists resource types whose requests are failed: image, font,
 	// media, stylesheet.
 	Block []string
+	// Header holds extra request headers (a rule set's fetch.headers),
+	// sent with every request the page makes to its own host (URL's
+	// host and port), documents and subresources, replacing the
+	// browser's of the same name; requests to other hosts do not carry
+	// them.
+	Header http.Header
 }
 
 // Result is a rendered page.
@@ -319,6 +332,7 @@ type job struct {
 	proxyPass string
 	hasAuth   bool
 	block     map[string]bool // CDP resource types
+	host      string          // the URL's host:port, which Header goes to
 }
 
 // prepare checks req and fills in its defaults.
@@ -339,7 +353,7 @@ func prepare(req Request) (*job, error) {
 	if req.Timeout == 0 {
 		req.Timeout = DefaultTimeout
 	}
-	j := &job{req: req, block: map[string]bool{}}
+	j := &job{req: req, block: map[string]bool{}, host: u.Host}
 	for _, b := range req.Block {
 		t, ok := blockType(b)
 		if !ok {

@@ -314,6 +314,52 @@ func TestRenderBlock(t *testing.T) {
 	}
 }
 
+// TestRenderHeader renders a page with extra headers: the page and its
+// image on the same host carry them (over the browser's own
+// Accept-Language), an image of another host does not.
+func TestRenderHeader(t *testing.T) {
+	r := newRenderer(t, Options{AllowPrivateNetworks: true})
+	var mu sync.Mutex
+	got := map[string][2]string{} // path -> X-Site-Key, Accept-Language
+	record := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			mu.Lock()
+			got[req.URL.Path] = [2]string{req.Header.Get("X-Site-Key"), req.Header.Get("Accept-Language")}
+			mu.Unlock()
+			next.ServeHTTP(w, req)
+		})
+	}
+	png := func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		w.Write(tinyPNG)
+	}
+	other := http.NewServeMux()
+	other.HandleFunc("/other.png", png)
+	otherSrv := serve(t, record(other))
+	mux := http.NewServeMux()
+	mux.Handle("/", html(`<html><body><img src="/own.png"><img src="`+otherSrv.URL+`/other.png"><p>page</p></body></html>`))
+	mux.HandleFunc("/own.png", png)
+	srv := serve(t, record(mux))
+	res, err := r.Render(renderCtx(t), Request{URL: srv.URL + "/", WaitNetworkIdle: true,
+		Header: http.Header{"X-Site-Key": {"k1"}, "Accept-Language": {"fr-FR"}}})
+	if err != nil {
+		t.Fatalf("Render: %v", err)
+	}
+	if !strings.Contains(string(res.HTML), "<p>page</p>") {
+		t.Errorf("HTML = %s", res.HTML)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	delete(got, "/favicon.ico") // asked for or not, by the browser's whim
+	want := map[string][2]string{"/": {"k1", "fr-FR"}, "/own.png": {"k1", "fr-FR"}, "/other.png": {"", got["/other.png"][1]}}
+	if got["/other.png"][1] == "fr-FR" {
+		t.Error("another host's request carries the page's Accept-Language")
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("headers by path (-want +got):\n%s", d)
+	}
+}
+
 // tinyPNG is a 1×1 transparent PNG.
 var tinyPNG, _ = base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=")
 

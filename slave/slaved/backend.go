@@ -11,6 +11,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/metrics"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/slave/workclient"
 )
@@ -34,7 +35,7 @@ func (s *Slave) openBackend(ctx context.Context) (func(), error) {
 	if s.opt.Redis != nil {
 		s.rdb = s.opt.Redis
 	} else {
-		rdb, err := s.cfg.NewRedisClient()
+		rdb, err := redisconn.New(s.cfg)
 		if err != nil {
 			return nil, fmt.Errorf("slave: %w", err)
 		}

@@ -27,15 +27,24 @@ type Fetcher interface {
 	Fetch(ctx context.Context, req FetchRequest) (*Response, error)
 }
 
-// FetchRequest is one URL to fetch and the session options of its rule
-// set (the zero value: the default pool).
+// FetchRequest is one URL to fetch and the session and fetch options of
+// its rule set (the zero value: the default pool and the crawl's
+// settings).
 type FetchRequest struct {
 	URL     string
 	Session rules.Session
-	// Header holds extra request headers: a recrawl's conditional
-	// If-None-Match and If-Modified-Since (recrawl.go) and OnRequest
-	// hooks' headers, which replace the fetcher's own of the same name.
+	// UserAgents are the rule set's user agents (fetch.user_agents of a
+	// rule file): the request goes through a session of a pool that
+	// rotates them; nil = the crawl's.
+	UserAgents []string
+	// Header holds extra request headers: a rule set's fetch.headers, a
+	// recrawl's conditional If-None-Match and If-Modified-Since
+	// (recrawl.go) and OnRequest hooks' headers, which replace the
+	// fetcher's own of the same name.
 	Header http.Header
+	// Timeout bounds the request (a rule set's fetch.timeout); 0 =
+	// fetch.timeout.
+	Timeout time.Duration
 }
 
 // Response is a fetched page. A redirect is a response like any other:
@@ -85,9 +94,10 @@ func (e *FetchError) Unwrap() error { return e.Err }
 // target goes through the frontier like a discovered link.
 //
 // The default pool uses fetch.proxies and fetch.proxy_file; a rule set may
-// ask for direct connections, a named pool of fetch.proxy_pools or its own
-// cookie setting, and gets a pool of its own for that combination, made on
-// first use and run until the fetcher closes.
+// ask for direct connections, a named pool of fetch.proxy_pools, its own
+// cookie setting or its own user agents, and gets a pool of its own for
+// that combination, made on first use and run until the fetcher closes
+// (an edited list of user agents makes another).
 type httpFetcher struct {
 	s       *Slave
 	timeout time.Duration
@@ -113,6 +123,9 @@ type poolKey struct {
 	direct  bool
 	pool    string // a fetch.proxy_pools name; "" = default
 	cookies int8   // -1 off, 0 config, 1 on
+	// uas are a rule set's user agents, joined by newlines (a user agent
+	// has none); "" = the crawl's
+	uas string
 }
 
 type fetchPool struct {
@@ -132,11 +145,12 @@ func (s *Slave) newHTTPFetcher(runCtx context.Context, dns *dnscache.Resolver) (
 	idle := idleLimits(cfg.Slave.Concurrency, cfg.Politeness.HostConcurrency)
 	template := func() *http.Transport {
 		return &http.Transport{
-			MaxIdleConns:          idle.total,
-			MaxIdleConnsPerHost:   idle.perHost,
-			IdleConnTimeout:       idle.timeout,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ResponseHeaderTimeout: cfg.Fetch.Timeout,
+			MaxIdleConns:        idle.total,
+			MaxIdleConnsPerHost: idle.perHost,
+			IdleConnTimeout:     idle.timeout,
+			TLSHandshakeTimeout: 10 * time.Second,
+			// no ResponseHeaderTimeout: the request's context bounds it
+			// all, by fetch.timeout or its rule set's
 			ExpectContinueTimeout: time.Second,
 			ForceAttemptHTTP2:     true,
 		}
@@ -165,7 +179,7 @@ func (s *Slave) newHTTPFetcher(runCtx context.Context, dns *dnscache.Resolver) (
 			OnEvent:           s.proxyEvent,
 			Logger:            s.log,
 		}}
-	if _, err := f.poolFor(rules.Session{}); err != nil {
+	if _, err := f.poolFor(rules.Session{}, nil); err != nil {
 		return nil, err
 	}
 	if !cfg.Fetch.AllowPrivateNetworks {
@@ -185,9 +199,10 @@ func (s *Slave) newHTTPFetcher(runCtx context.Context, dns *dnscache.Resolver) (
 	return f, nil
 }
 
-// poolFor returns the session pool for a rule set's session options.
-func (f *httpFetcher) poolFor(so rules.Session) (*fetchPool, error) {
-	k := poolKey{direct: so.Proxies != nil && !*so.Proxies, pool: so.ProxyPool}
+// poolFor returns the session pool for a rule set's session options and
+// user agents (nil: the crawl's).
+func (f *httpFetcher) poolFor(so rules.Session, uas []string) (*fetchPool, error) {
+	k := poolKey{direct: so.Proxies != nil && !*so.Proxies, pool: so.ProxyPool, uas: strings.Join(uas, "\n")}
 	if k.direct {
 		k.pool = ""
 	}
@@ -216,6 +231,9 @@ func (f *httpFetcher) poolFor(so rules.Session) (*fetchPool, error) {
 	if k.cookies != 0 {
 		opt.Cookies = k.cookies > 0
 	}
+	if len(uas) > 0 {
+		opt.UserAgents, opt.UserAgentFile = uas, ""
+	}
 	sp, err := session.New(opt)
 	if err != nil {
 		return nil, fmt.Errorf("session pool: %w", err)
@@ -231,9 +249,9 @@ func (f *httpFetcher) poolFor(so rules.Session) (*fetchPool, error) {
 }
 
 // session acquires a session for a host from the pool of a rule set's
-// session options.
-func (f *httpFetcher) session(ctx context.Context, host string, so rules.Session) (*fetchPool, *session.Session, error) {
-	p, err := f.poolFor(so)
+// session options and user agents.
+func (f *httpFetcher) session(ctx context.Context, host string, so rules.Session, uas []string) (*fetchPool, *session.Session, error) {
+	p, err := f.poolFor(so, uas)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -289,14 +307,18 @@ func (f *httpFetcher) Fetch(ctx context.Context, fr FetchRequest) (*Response, er
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, &FetchError{Kind: events.KindOther, Err: fmt.Errorf("unsupported protocol scheme %q", u.Scheme)}
 	}
-	pool, sess, err := f.session(ctx, u.Host, fr.Session)
+	pool, sess, err := f.session(ctx, u.Host, fr.Session, fr.UserAgents)
 	if err != nil {
 		if ctx.Err() == nil {
 			return nil, &FetchError{Kind: events.KindProxy, Err: err}
 		}
 		return nil, err // ctx ended while every proxy was down
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	timeout := f.timeout
+	if fr.Timeout > 0 {
+		timeout = fr.Timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if f.checkTarget != nil && sess.Proxy() != "direct" {
 		if err := f.checkTarget(ctx, u.Hostname()); err != nil {

@@ -155,3 +155,56 @@ func TestFetchBodyBounds(t *testing.T) {
 		t.Errorf("slow body: %v, want a retryable timeout", err)
 	}
 }
+
+// TestFetchRequestTimeout fetches a page whose headers come after 300ms
+// with fetch.timeout and a rule set's timeout: the request's own timeout
+// wins both ways, the headers' wait included.
+func TestFetchRequestTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(300 * time.Millisecond):
+			w.Write([]byte("<html>late</html>"))
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	tests := []struct {
+		name           string
+		crawl, rule    time.Duration
+		wantTimeout    bool
+		wantFasterThan time.Duration
+	}{
+		{"crawl's timeout cuts it", 100 * time.Millisecond, 0, true, 250 * time.Millisecond},
+		{"crawl's timeout lets it", 2 * time.Second, 0, false, 0},
+		{"rule's shorter timeout cuts it", 2 * time.Second, 100 * time.Millisecond, true, 250 * time.Millisecond},
+		{"rule's longer timeout lets it", 100 * time.Millisecond, 2 * time.Second, false, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Fetch.AllowPrivateNetworks = true
+			cfg.Fetch.Timeout = tc.crawl
+			f := newTestFetcher(t, &cfg)
+			start := time.Now()
+			res, err := f.Fetch(context.Background(), FetchRequest{URL: srv.URL + "/", Timeout: tc.rule})
+			took := time.Since(start)
+			if tc.wantTimeout {
+				var fe *FetchError
+				if !errors.As(err, &fe) || fe.Kind != events.KindTimeout {
+					t.Fatalf("got %v, want a timeout", err)
+				}
+				if took > tc.wantFasterThan {
+					t.Errorf("timed out after %v, want before %v", took, tc.wantFasterThan)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("fetch: %v", err)
+			}
+			res.Close()
+			if res.Status != 200 {
+				t.Errorf("status %d", res.Status)
+			}
+		})
+	}
+}

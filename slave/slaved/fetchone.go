@@ -40,36 +40,21 @@ func (s *Slave) FetchOne(ctx context.Context, rawURL string) (*Result, error) {
 	if err != nil || !u.IsAbs() {
 		return nil, fmt.Errorf("fetch one %q: not an absolute URL", rawURL)
 	}
-	if s.opt.Fetcher != nil {
-		s.fetcher = s.opt.Fetcher
-	} else {
-		dns, err := dnscache.New(dnscache.Options{Server: s.cfg.DNS.Server, MinTTL: s.cfg.DNS.MinTTL,
-			MaxTTL: s.cfg.DNS.MaxTTL, NegativeTTL: s.cfg.DNS.NegativeTTL, Timeout: s.cfg.DNS.Timeout,
-			MaxEntries: s.cfg.DNS.CacheSize, MaxWorkers: 1, Logger: s.log})
-		if err != nil {
-			return nil, fmt.Errorf("fetch one: dns cache: %w", err)
-		}
-		defer dns.Close()
-		sessCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-		hf, err := s.newHTTPFetcher(sessCtx, dns)
-		if err != nil {
-			stop()
-			return nil, fmt.Errorf("fetch one: %w", err)
-		}
-		defer func() { stop(); hf.close() }()
-		s.fetcher = hf
-		defer func() { s.fetcher = nil }()
+	var c frontier.Completion
+	if err := s.withFetcher(ctx, func() {
+		c = s.process(ctx, frontier.Lease{Task: frontier.NewTask(u, 0, 0), Slave: s.id})
+	}); err != nil {
+		return nil, fmt.Errorf("fetch one: %w", err)
 	}
-	c := s.process(ctx, frontier.Lease{Task: frontier.NewTask(u, 0, 0), Slave: s.id})
 	r := &Result{Outcome: c.Outcome.String(), Reason: c.Reason}
 	for _, l := range c.Links {
 		r.Links = append(r.Links, l.URL)
 	}
-	for _, e := range c.Events {
-		env, err := events.Decode("0-0", e.Type, e.Data)
-		if err != nil {
-			return nil, fmt.Errorf("fetch one %s: decode event: %w", rawURL, err)
-		}
+	envs, err := decodeEvents(c)
+	if err != nil {
+		return nil, fmt.Errorf("fetch one %s: %w", rawURL, err)
+	}
+	for _, env := range envs {
 		switch {
 		case env.Page != nil:
 			r.Status = env.Page.Status
@@ -80,4 +65,49 @@ func (s *Slave) FetchOne(ctx context.Context, rawURL string) (*Result, error) {
 		}
 	}
 	return r, nil
+}
+
+// decodeEvents decodes the events of a completion (FetchOne, Parse).
+func decodeEvents(c frontier.Completion) ([]events.Envelope, error) {
+	envs := make([]events.Envelope, 0, len(c.Events))
+	for _, e := range c.Events {
+		env, err := events.Decode("0-0", e.Type, e.Data)
+		if err != nil {
+			return nil, fmt.Errorf("decode event: %w", err)
+		}
+		envs = append(envs, env)
+	}
+	return envs, nil
+}
+
+// withFetcher runs fn with the slave's fetcher up outside Run (FetchOne,
+// Parse): Options.Fetcher, or an HTTP fetcher over a DNS cache of its own,
+// closed when fn returns.
+func (s *Slave) withFetcher(ctx context.Context, fn func()) error {
+	if s.opt.Fetcher != nil {
+		s.fetcher = s.opt.Fetcher
+		defer func() { s.fetcher = nil }()
+		fn()
+		return nil
+	}
+	dns, err := dnscache.New(dnscache.Options{Server: s.cfg.DNS.Server, MinTTL: s.cfg.DNS.MinTTL,
+		MaxTTL: s.cfg.DNS.MaxTTL, NegativeTTL: s.cfg.DNS.NegativeTTL, Timeout: s.cfg.DNS.Timeout,
+		MaxEntries: s.cfg.DNS.CacheSize, MaxWorkers: 1, Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("dns cache: %w", err)
+	}
+	defer dns.Close()
+	s.dns = dns // the renderer's lookups, the private-network guard
+	defer func() { s.dns = nil }()
+	sessCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	hf, err := s.newHTTPFetcher(sessCtx, dns)
+	if err != nil {
+		stop()
+		return err
+	}
+	defer func() { stop(); hf.close() }()
+	s.fetcher = hf
+	defer func() { s.fetcher = nil }()
+	fn()
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/rules"
 	"github.com/redcrawl/redcrawl/slave/content"
 )
 
@@ -172,6 +173,33 @@ func TestSortQueryConfig(t *testing.T) {
 		want := map[bool]string{false: "http://a.test/p?b=2&a=1", true: "http://a.test/p?a=1&b=2"}[sortQuery]
 		if u.String() != want {
 			t.Errorf("sort_query %v: %s, want %s", sortQuery, u, want)
+		}
+	}
+}
+
+// TestRetried: without a rule set's retry_statuses 408, 429 and 5xx are
+// retried; with them, exactly those; an empty list retries none.
+func TestRetried(t *testing.T) {
+	statuses := []int{400, 403, 404, 408, 429, 500, 503, 599}
+	tests := []struct {
+		name string
+		rs   *rules.RuleSet
+		want []int
+	}{
+		{"no rule set", nil, []int{408, 429, 500, 503, 599}},
+		{"rule set without the key", &rules.RuleSet{}, []int{408, 429, 500, 503, 599}},
+		{"rule set's list", &rules.RuleSet{Fetch: rules.Fetch{RetryStatuses: []int{403, 503}}}, []int{403, 503}},
+		{"empty list", &rules.RuleSet{Fetch: rules.Fetch{RetryStatuses: []int{}}}, nil},
+	}
+	for _, tc := range tests {
+		var got []int
+		for _, st := range statuses {
+			if retried(tc.rs, st) {
+				got = append(got, st)
+			}
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%s: retried statuses (-want +got):\n%s", tc.name, d)
 		}
 	}
 }

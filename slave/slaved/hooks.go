@@ -200,7 +200,7 @@ func (s *Slave) OnItem(fn func(ctx context.Context, it *Item) error) {
 
 func (s *Slave) mustNotRun(what string) {
 	if s.running.Load() {
-		panic("slaved: " + what + " called after Run or FetchOne started")
+		panic("slaved: " + what + " called after Run, FetchOne or Parse started")
 	}
 }
 
@@ -313,7 +313,7 @@ func (s *Slave) finishResponse(ctx context.Context, c *frontier.Completion, p *P
 		s.exception(c, KindHook, p.Status, "OnResponse: "+msg)
 	}
 	if len(p.links) > 0 && !p.nofollow {
-		s.addLinks(c, p.links, c.Lease.Depth+1)
+		s.addLinks(c, p.links, c.Lease.Depth+1, "added by a hook")
 	}
 	if len(p.items) > 0 {
 		now := time.Now().UnixMilli()

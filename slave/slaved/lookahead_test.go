@@ -42,7 +42,7 @@ func TestLinkLookAhead(t *testing.T) {
 				links = append(links, &url.URL{Scheme: "http", Host: fmt.Sprintf("h%d.test", i), Path: "/p"})
 			}
 			var c frontier.Completion
-			s.addLinks(&c, links, 0)
+			s.addLinks(&c, links, 0, "")
 			if len(c.Links) != hosts {
 				t.Fatalf("%d links queued, want %d", len(c.Links), hosts)
 			}

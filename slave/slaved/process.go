@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +18,6 @@ import (
 	"github.com/redcrawl/redcrawl/shared/retry"
 	"github.com/redcrawl/redcrawl/shared/robots"
 	"github.com/redcrawl/redcrawl/shared/rules"
-	"github.com/redcrawl/redcrawl/shared/urlx"
 )
 
 // errShutdown marks a fetch cut short by a hard stop: its lease is given
@@ -36,13 +35,16 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	}
 	rs := s.ruleFor(u)
 	s.seedSitemap(&c, u)
-	if s.cfg.Politeness.ObeyRobots && s.robots != nil { // FetchOne has no robots cache
+	if s.cfg.Politeness.ObeyRobots && s.robots != nil { // FetchOne has no robots cache, Parse may not
 		rules, err := s.robotsFor(ctx, u, &c, rs)
 		if errors.Is(err, errShutdown) {
 			c.Outcome = frontier.Release
 			return c
 		}
 		var re *robotsError
+		if err != nil {
+			s.noteRobots("unavailable: " + err.Error())
+		}
 		if errors.As(err, &re) && re.status == 0 && re.cause.kind == events.KindBlocked {
 			// a non-public address: no retry mends it (the fetch's own
 			// refusal, without robots, fails the same way)
@@ -60,9 +62,11 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 			return c
 		}
 		if !rules.Allowed(s.cfg.Fetch.UserAgent, u) {
+			s.noteRobots("disallowed for " + s.token)
 			s.exception(&c, events.KindRobotsDenied, 0, "disallowed by robots.txt")
 			return c
 		}
+		s.noteRobots("allowed")
 	}
 	rr := s.renderRule(l, u, rs)
 	r, ended := s.requestHooks(ctx, &c, u, rr != nil)
@@ -111,8 +115,16 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 // fetched: a render task whose rule still says so (a rule edited since the
 // URL was queued falls back to a static fetch), on a slave that can render.
 func (s *Slave) renderRule(l frontier.Lease, u *url.URL, rs *rules.RuleSet) *rules.Render {
-	if l.Render && rs != nil && s.canRender.Load() {
-		return rs.RenderFor(u)
+	if !l.Render || !s.canRender.Load() {
+		return nil
+	}
+	if rs != nil {
+		if rr := rs.RenderFor(u); rr != nil {
+			return rr
+		}
+	}
+	if tr := s.trace.Load(); tr != nil && tr.render {
+		return &DefaultRender // Parse asked for it
 	}
 	return nil
 }
@@ -129,18 +141,43 @@ func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL,
 	if rr != nil {
 		return s.renderFetch(ctx, l, rs, rr)
 	}
-	header := conditionalHeaders(l.Revisit)
-	for k, v := range hdr { // a hook's headers win
-		if header == nil {
-			header = http.Header{}
+	fr := fetchRequest(l.URL, rs)
+	// a revisit's conditional headers over the rule set's, a hook's over
+	// them all
+	for _, h := range []http.Header{conditionalHeaders(l.Revisit), hdr} {
+		for k, v := range h {
+			if fr.Header == nil {
+				fr.Header = http.Header{}
+			}
+			fr.Header[k] = v
 		}
-		header[k] = v
-	}
-	fr := FetchRequest{URL: l.URL, Header: header}
-	if rs != nil {
-		fr.Session = rs.Session
 	}
 	return s.fetcher.Fetch(ctx, fr)
+}
+
+// fetchRequest is the request of a URL of a rule set (nil: none): its
+// session options and fetch settings (user agents, headers, timeout).
+// Its Header is a copy, the caller's to add to.
+func fetchRequest(rawURL string, rs *rules.RuleSet) FetchRequest {
+	fr := FetchRequest{URL: rawURL}
+	if rs == nil {
+		return fr
+	}
+	fr.Session, fr.UserAgents, fr.Timeout = rs.Session, rs.Fetch.UserAgents, rs.Fetch.Timeout
+	if len(rs.Fetch.Headers) > 0 {
+		fr.Header = rs.Fetch.Headers.Clone()
+	}
+	return fr
+}
+
+// retried reports whether a page of a rule set (nil: none) that answered
+// status st is fetched again later: the rule set's fetch.retry_statuses,
+// else 408, 429 and 5xx.
+func retried(rs *rules.RuleSet, st int) bool {
+	if rs != nil && rs.Fetch.RetryStatuses != nil {
+		return slices.Contains(rs.Fetch.RetryStatuses, st)
+	}
+	return st == http.StatusRequestTimeout || st == http.StatusTooManyRequests || st >= 500
 }
 
 // handle turns a response into a completion: it stores the response in
@@ -190,7 +227,7 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	}
 	overloaded := s.overload.observe(l.Host, st == http.StatusServiceUnavailable)
 	switch {
-	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable || st >= 500 || st == http.StatusRequestTimeout:
+	case retried(rs, st):
 		wait := s.backoff(l.Attempt, retryAfter(res.Header, s.cfg.Lease.RetryMax))
 		s.exception(&c, events.KindHTTPStatus, st, "HTTP "+strconv.Itoa(st))
 		c.Outcome, c.Reason, c.RetryIn = frontier.Retry, "http "+strconv.Itoa(st), wait
@@ -219,10 +256,15 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 		}
 		if target != nil {
 			page.FinalURL = target.String()
-			if t, ok := s.linkTask(&c, target, l.Depth, l.Hops+1); ok {
-				carrySitemap(&t, l)
-				c.Links = append(c.Links, t)
+			pl, v, ok := s.planLink(target, l.Depth, l.Hops+1)
+			if ok {
+				carrySitemap(&pl.task, l)
+				s.addTask(&c, pl)
+				v.Reason = "redirect"
+			} else {
+				v.Reason = "redirect target " + v.Reason
 			}
+			s.noteLinks(v)
 		}
 		s.addEvent(&c, page)
 		if problem != "" {
@@ -298,8 +340,13 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	if p != nil {
 		p.nofollow = nofollow
 	}
-	if !nofollow && handlerLinks {
-		s.addLinks(&c, doc.Links, l.Depth+1)
+	switch {
+	case !nofollow && handlerLinks:
+		s.addLinks(&c, doc.Links, l.Depth+1, "")
+	case nofollow:
+		s.noteDropped(s.nofollowLinks(doc), LinkNoFollow, "the page says nofollow")
+	default:
+		s.noteDropped(doc.Links, LinkSkipped, "an OnResponse hook called SkipLinks")
 	}
 	s.followCanonical(&c, page, u, nofollow || !handlerLinks)
 	page.Links = len(c.Links)
@@ -314,89 +361,6 @@ func (s *Slave) storeWARCUnless(c *frontier.Completion, u *url.URL, res *Respons
 		return ""
 	}
 	return s.storeWARC(c, u, res)
-}
-
-// addLinks scopes, trap-checks and adds the links of a page (and, with
-// crawl.upward_paths, their ancestor directories); the URLs dropped as
-// traps are reported in one exception per page.
-func (s *Slave) addLinks(c *frontier.Completion, links []*url.URL, depth int) {
-	var trapped map[string]int
-	var hosts []string
-	// the links' hosts, for the look-ahead resolution (off by default)
-	lookAhead := s.dns != nil && s.cfg.DNS.PrefetchLinks
-	add := func(lu *url.URL) {
-		if ok, why := s.traps.Check(lu); !ok {
-			if trapped == nil {
-				trapped = map[string]int{}
-			}
-			trapped[why]++
-			return
-		}
-		t, ok := s.linkTask(c, lu, depth, 0)
-		if !ok {
-			return
-		}
-		c.Links = append(c.Links, t)
-		if lookAhead && (len(hosts) == 0 || hosts[len(hosts)-1] != lu.Hostname()) {
-			hosts = append(hosts, lu.Hostname())
-		}
-	}
-	var seen map[string]struct{}
-	for _, lu := range links {
-		add(lu)
-		if !s.cfg.Crawl.UpwardPaths {
-			continue
-		}
-		if seen == nil {
-			seen = make(map[string]struct{}, len(links))
-			for _, x := range links {
-				seen[x.String()] = struct{}{}
-			}
-		}
-		for _, up := range urlx.UpwardPaths(lu) {
-			if _, dup := seen[up.String()]; !dup {
-				seen[up.String()] = struct{}{}
-				add(up)
-			}
-		}
-	}
-	if len(hosts) > 0 {
-		// a link's host may be crawled by another slave (with N slaves this
-		// one fetches ~1/N of them), or already: its resolution must not
-		// evict the hosts this slave fetches. Off by default: the claim-time
-		// pre-resolution (claim.go) covers every fetch.
-		s.dns.PrefetchIfRoom(hosts)
-	}
-	if len(trapped) > 0 {
-		reasons := make([]string, 0, len(trapped))
-		n := 0
-		for why, k := range trapped {
-			reasons = append(reasons, fmt.Sprintf("%s %d", why, k))
-			n += k
-		}
-		sort.Strings(reasons)
-		s.exception(c, events.KindTrap, 0, fmt.Sprintf("%d links dropped as traps: %s", n, strings.Join(reasons, ", ")))
-	}
-}
-
-// maxLinksPerPage bounds what one page can add to the frontier.
-const maxLinksPerPage = 5000
-
-// linkTask scopes and builds a task for a discovered URL (plan.Planner:
-// the crawl's scope, the rule set's scope, render and politeness, the
-// strategy's priority), adding its host's policy to the completion.
-func (s *Slave) linkTask(c *frontier.Completion, u *url.URL, depth, hops int) (frontier.Task, bool) {
-	t, policy, _, ok := s.plan.Task(u, depth, hops, s.ruleFor(u))
-	if !ok {
-		return frontier.Task{}, false
-	}
-	if policy != nil {
-		if c.Policies == nil {
-			c.Policies = map[string]frontier.HostPolicy{}
-		}
-		c.Policies[t.Host] = *policy
-	}
-	return t, true
 }
 
 // retryAfter reads a Retry-After header (seconds or an HTTP date), capped.
@@ -491,11 +455,8 @@ func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completio
 // fetchRobots fetches robots.txt, following up to five redirects
 // (RFC 9309 §2.3.1.2) and stores the result for every slave.
 func (s *Slave) fetchRobots(ctx context.Context, u *url.URL, host string, rs *rules.RuleSet) (*robots.Robots, error) {
-	fr := FetchRequest{}
-	if rs != nil {
-		fr.Session = rs.Session
-	}
 	target := robotsURL(u)
+	fr := fetchRequest(target, rs) // the site's session, user agents and headers
 	rec := frontier.RobotsRecord{FetchedAt: time.Now()}
 	var fetchErr error // why rec.Status is 0
 	for hop := 0; ; hop++ {

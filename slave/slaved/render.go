@@ -122,7 +122,8 @@ func (s *Slave) closeRenderer() {
 }
 
 // renderFetch renders a dynamic page in headless Chromium through the
-// session of its rule set (proxy, user agent) and returns the rendered DOM
+// session of its rule set (proxy, user agent; nil: none), with its
+// headers, and returns the rendered DOM
 // as a Response, so the rest of the pipeline (WARC, handlers, items,
 // dedup, links) treats it like a static page.
 func (s *Slave) renderFetch(ctx context.Context, l frontier.Lease, rs *rules.RuleSet, rr *rules.Render) (*Response, error) {
@@ -132,12 +133,14 @@ func (s *Slave) renderFetch(ctx context.Context, l frontier.Lease, rs *rules.Rul
 	}
 	req := render.Request{URL: l.URL, Timeout: rr.Timeout, WaitSelector: rr.WaitSelector,
 		WaitNetworkIdle: rr.WaitNetworkIdle, Scroll: rr.Scroll, Block: rr.Block}
+	fr := fetchRequest(l.URL, rs) // rs may be nil (Parse's DefaultRender)
+	req.Header = fr.Header
 	if rr.Click != nil {
 		req.ClickSelector, req.ClickTimes = rr.Click.Selector, rr.Click.Times
 	}
 	proxyLabel := events.ProxyDirect
 	if hf, ok := s.fetcher.(*httpFetcher); ok {
-		_, sess, err := hf.session(ctx, u.Host, rs.Session)
+		_, sess, err := hf.session(ctx, u.Host, fr.Session, fr.UserAgents)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
@@ -184,6 +187,6 @@ func (s *Slave) renderFetch(ctx context.Context, l frontier.Lease, rs *rules.Rul
 		status = 200
 	}
 	return &Response{Status: status, Proto: "HTTP/1.1", Header: h, Body: body, Duration: res.Duration,
-		Proxy: proxyLabel, Request: requestBlock(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}, req.UserAgent),
+		Proxy: proxyLabel, Request: requestBlock(&http.Request{Method: http.MethodGet, URL: u, Header: mergeHeader(http.Header{}, req.Header)}, req.UserAgent),
 		Rendered: true, FinalURL: res.FinalURL}, nil
 }

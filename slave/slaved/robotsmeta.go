@@ -112,7 +112,7 @@ func (s *Slave) followCanonical(c *frontier.Completion, page *events.Page, u *ur
 		return
 	}
 	if !nofollow {
-		s.addLinks(c, []*url.URL{cu}, c.Lease.Depth+1)
+		s.addLinks(c, []*url.URL{cu}, c.Lease.Depth+1, "canonical")
 	}
 	s.addEvent(c, &events.Duplicate{Crawl: s.cfg.Crawl.Name, URL: c.Lease.URL, FirstURL: page.Canonical,
 		ContentHash: page.Checksum, Slave: s.id, At: time.Now().UnixMilli()})

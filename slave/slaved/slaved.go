@@ -100,8 +100,8 @@ type Slave struct {
 	traps     *urlx.Traps
 	handlers  *Handlers
 	hooks     hooks       // OnRequest, OnResponse, OnItem (hooks.go)
-	running   atomic.Bool // Run or FetchOne started: no more hooks
-	oneMu     sync.Mutex  // serialises FetchOne
+	running   atomic.Bool // Run, FetchOne or Parse started: no more hooks
+	oneMu     sync.Mutex  // serialises FetchOne and Parse
 	throttle  *throttle   // nil unless politeness.autothrottle
 	dups      *dupCache
 	fetcher   Fetcher
@@ -117,6 +117,7 @@ type Slave struct {
 	governor  *banker.Governor // grants connections, tabs and memory (banker's algorithm)
 
 	ruleSet     atomic.Pointer[rules.Set] // the rule set in force, nil = none
+	trace       atomic.Pointer[pageTrace] // Parse's note of what the pipeline decided; nil in a crawl
 	rulesReload chan struct{}
 	acked       chan struct{} // signalled after each acknowledged batch: host slots were freed
 	wake        chan struct{} // signalled when the master announces queued work (frontier.WorkMessage)

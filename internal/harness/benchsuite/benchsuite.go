@@ -31,6 +31,7 @@ import (
 	"github.com/redcrawl/redcrawl/internal/harness/selfcert"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/shared/config"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 	"github.com/redcrawl/redcrawl/shared/secret"
 )
 
@@ -400,7 +401,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		return nil, fmt.Errorf("benchsuite: %w", err)
 	}
 	defer site.Close()
-	ropt, err := opt.Config.RedisOptions()
+	ropt, err := redisconn.Options(opt.Config)
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: %w", err)
 	}

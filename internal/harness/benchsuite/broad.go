@@ -1,6 +1,6 @@
 package benchsuite
 
-// The broad-crawl benchmark (master bench --broad): many named hosts with
+// The broad-crawl benchmark (bin/bench --broad): many named hosts with
 // a few pages each (internal/harness/broadsite, its DNS server the
 // slaves' dns.server), crawled with 1, 4 and 16 slaves of the same total
 // concurrency, once with many slaves of low concurrency, and once on 20
@@ -25,8 +25,10 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/broadsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/sitecrawl"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 	"github.com/redcrawl/redcrawl/shared/secret"
 )
 
@@ -194,7 +196,7 @@ func RunBroad(ctx context.Context, opt BroadOptions) (*BroadReport, error) {
 	if opt.SlaveBinary == "" && opt.InProcess == nil {
 		return nil, fmt.Errorf("benchsuite: no slaves: give a slave binary")
 	}
-	ropt, err := opt.Config.RedisOptions()
+	ropt, err := redisconn.Options(opt.Config)
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: %w", err)
 	}
@@ -344,44 +346,19 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 	site.ResetHits()
 	fmt.Fprintf(opt.Out, "broad: crawl %s: %d hosts × %d pages, %d slave(s) of %d fetches…\n", cfg.Crawl.Name, so.Hosts, so.PagesPerHost, n, per)
 	myPids := mysqlPids()
-	snap := func(ss *slaveSet, master func() time.Duration) cpuSnap {
+	var run *sitecrawl.Local // set once StartLocal returns
+	snap := func(master func() time.Duration) cpuSnap {
 		c := cpuSnap{slaves: -1, master: master(), redis: redisCPU(ctx, b.mon), mysql: sumCPU(myPids)}
-		if ss != nil {
-			c.slaves, _ = ss.usage()
+		if run != nil {
+			c.slaves, _ = slavesUsage(run.SlavePids())
 		}
 		return c
 	}
 	selfMaster := func() time.Duration { return selfCPU() }
 
-	// seed every root and the held page; Redis's memory before and after
-	// (once the last crawl's keys are freed)
-	waitLazyFree(ctx, b.mon)
-	info0, err := readInfo(ctx, b.mon)
-	if err != nil {
-		return nil, fmt.Errorf("benchsuite: redis info: %w", err)
-	}
-	cpu0 := snap(nil, selfMaster)
-	seedStart := time.Now()
-	if _, err := masterd.Seed(ctx, &cfg, append(site.Seeds(), site.HeldURL())); err != nil {
-		return nil, fmt.Errorf("benchsuite: seed: %w", err)
-	}
-	res.SeedSeconds = time.Since(seedStart).Seconds()
-	seedCPU := selfCPU() - cpu0.master // the seed command's own CPU (the site is idle)
-	info1, err := readInfo(ctx, b.mon)
-	if err != nil {
-		return nil, fmt.Errorf("benchsuite: redis info: %w", err)
-	}
-	res.RedisBytesPerHost = float64(info1.usedMemory-info0.usedMemory) / float64(so.Hosts)
-	res.SeenBytesPerHost = math.NaN()
-	if seen, _, err := seenMemory(ctx, b.mon, cfg.Crawl.Name); err == nil {
-		res.SeenBytesPerHost = float64(seen) / float64(so.Hosts)
-	}
-
 	runCtx, cancelRun := context.WithTimeoutCause(ctx, RunTimeout, fmt.Errorf("crawl took over %v", RunTimeout))
 	defer cancelRun()
-	mctx, cancelMaster := context.WithCancelCause(runCtx)
-	defer cancelMaster(nil)
-	ropt, err := cfg.RedisOptions()
+	ropt, err := redisconn.Options(&cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -403,30 +380,62 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-s%d", cfg.Crawl.Name, i+1)
 	}
-	start := time.Now()
-	ss, err := b.startSlaves(&cfg, ids, slaveProgram{binary: opt.SlaveBinary, inProcess: opt.InProcess}, nil,
-		newClient, func(err error) { cancelMaster(err) })
+
+	// seed every root and the held page; Redis's memory before and after
+	// (once the last crawl's keys are freed)
+	waitLazyFree(ctx, b.mon)
+	info0, err := readInfo(ctx, b.mon)
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: redis info: %w", err)
+	}
+	cpu0 := snap(selfMaster)
+	seedStart := time.Now()
+	var seedCPU time.Duration
+	var start time.Time
+	seeded := func(masterd.SeedResult) error {
+		res.SeedSeconds = time.Since(seedStart).Seconds()
+		seedCPU = selfCPU() - cpu0.master // the seed command's own CPU (the site is idle)
+		info1, err := readInfo(ctx, b.mon)
+		if err != nil {
+			return fmt.Errorf("benchsuite: redis info: %w", err)
+		}
+		res.RedisBytesPerHost = float64(info1.usedMemory-info0.usedMemory) / float64(so.Hosts)
+		res.SeenBytesPerHost = math.NaN()
+		if seen, _, err := seenMemory(ctx, b.mon, cfg.Crawl.Name); err == nil {
+			res.SeenBytesPerHost = float64(seen) / float64(so.Hosts)
+		}
+		start = time.Now()
+		return nil
+	}
+
+	// the master: a process of MasterBinary, or in this process
+	lopt := sitecrawl.LocalOptions{Config: &cfg, Seeds: append(site.Seeds(), site.HeldURL()), Seeded: seeded,
+		MasterBinary: opt.MasterBinary, SlaveIDs: ids, Dir: b.tmp}
+	if opt.MasterBinary == "" {
+		lopt.Master = masterd.Options{Logger: opt.Logger, ProgressEvery: time.Hour, Redis: newClient()}
+	}
+	closeProxy, err := b.slaveOptions(&lopt, slaveProgram{binary: opt.SlaveBinary, inProcess: opt.InProcess}, nil, newClient)
 	if err != nil {
 		return nil, err
 	}
-	defer ss.stop()
-
-	// the master: a process of MasterBinary, or in this process
+	defer closeProxy()
+	if run, err = sitecrawl.StartLocal(runCtx, lopt); err != nil {
+		return nil, fmt.Errorf("benchsuite: %w", err)
+	}
+	defer run.Stop()
 	masterCPU := selfMaster
-	var mp *masterProc
-	masterDone := make(chan error, 1)
-	if opt.MasterBinary != "" {
-		if mp, err = startMaster(mctx, opt.MasterBinary, b.tmp, &cfg); err != nil {
-			return nil, err
+	if mp := run.MasterProcess(); mp != nil {
+		masterCPU = func() time.Duration {
+			select {
+			case <-run.Done():
+				if ps := mp.ProcessState; ps != nil {
+					return ps.UserTime() + ps.SystemTime()
+				}
+				return -1
+			default:
+				return procCPU(mp.Process.Pid)
+			}
 		}
-		masterCPU = mp.cpu
-		go func() { masterDone <- mp.wait() }()
-	} else {
-		mc := newClient()
-		go func() {
-			masterDone <- masterd.New(&cfg, masterd.Options{ExitWhenDone: true, Logger: opt.Logger,
-				ProgressEvery: time.Hour, Redis: mc}).Run(mctx)
-		}()
 	}
 
 	// wait for every page but the held one, then count the idle tail's
@@ -435,16 +444,14 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 	done := redisDone(b.mon, cfg.Crawl.Name)
 	statsKey := frontier.NewKeys(cfg.Crawl.Name).Stats
 	var cpuEnd cpuSnap
-	var masterErr error
-	masterExited := false
 	for tick := time.NewTicker(broadPoll); ; {
 		select {
 		case <-runCtx.Done():
 			tick.Stop()
 			return nil, fmt.Errorf("benchsuite: broad crawl %s: %w", label, context.Cause(runCtx))
-		case masterErr = <-masterDone:
+		case <-run.Done():
 			tick.Stop()
-			return nil, fmt.Errorf("benchsuite: broad crawl %s: the master exited before the held page was released: %v (%v)", label, masterErr, context.Cause(mctx))
+			return nil, fmt.Errorf("benchsuite: broad crawl %s: the master exited before the held page was released: %v", label, run.Wait())
 		case <-tick.C:
 		}
 		d, _, err := done(ctx)
@@ -461,7 +468,7 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 	end := time.Now()
 	res.Seconds = end.Sub(start).Seconds()
 	res.PagesPerSec = float64(res.Pages) / res.Seconds
-	cpuEnd = snap(ss, masterCPU)
+	cpuEnd = snap(masterCPU)
 
 	time.Sleep(idleSettle)
 	ri0, err0 := readInfo(ctx, b.mon)
@@ -492,21 +499,15 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 	}
 	site.Release()
 	select {
-	case masterErr = <-masterDone:
-		masterExited = true
+	case <-run.Done():
 	case <-runCtx.Done():
-	}
-	cpuTail := snap(ss, masterCPU)
-	if mp != nil && masterExited {
-		cpuTail.master = mp.cpu()
-	}
-	if masterErr != nil {
-		return nil, fmt.Errorf("benchsuite: master: %w", masterErr)
-	}
-	if !masterExited {
 		return nil, fmt.Errorf("benchsuite: broad crawl %s: %w", label, context.Cause(runCtx))
 	}
-	ss.stop()
+	cpuTail := snap(masterCPU)
+	if err := run.Wait(); err != nil {
+		return nil, fmt.Errorf("benchsuite: master: %w", err)
+	}
+	run.StopSlaves()
 	st, err := masterd.Status(ctx, &cfg)
 	if err != nil {
 		return nil, fmt.Errorf("benchsuite: status: %w", err)
@@ -519,7 +520,7 @@ func (b *bench) runBroad(ctx context.Context, site *broadsite.Site, opt BroadOpt
 	res.ConnsPerHost = float64(site.Conns()) / float64(so.Hosts)
 
 	pages := res.Pages
-	if mp != nil {
+	if opt.MasterBinary != "" {
 		// the master's CPU: its process, and the seed command's
 		cpu0.master = 0
 		for _, c := range []*cpuSnap{&cpuEnd, &cpuTail} {

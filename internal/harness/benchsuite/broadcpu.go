@@ -9,21 +9,15 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/redcrawl/redcrawl/master/slaveproc"
-	"github.com/redcrawl/redcrawl/shared/config"
 )
 
 // cpuSnap is the CPU time used so far by each part of a crawl; -1 = not
@@ -167,65 +161,4 @@ func (h *claimHist) quantile(q float64) float64 {
 		lo, below = ub, c
 	}
 	return math.Inf(1)
-}
-
-// masterProc is a master running as a process of the master binary.
-type masterProc struct {
-	cmd  *exec.Cmd
-	log  string
-	mu   sync.Mutex
-	exit time.Duration // CPU at exit, -1 while running
-}
-
-// startMaster starts `bin run --config FILE --exit-when-done` on cfg; ctx
-// ending sends it SIGTERM.
-func startMaster(ctx context.Context, bin, dir string, cfg *config.Config) (*masterProc, error) {
-	path, err := slaveproc.WriteConfig(dir, cfg)
-	if err != nil {
-		return nil, err
-	}
-	mp := &masterProc{log: filepath.Join(dir, cfg.Crawl.Name+"-master.log"), exit: -1}
-	logf, err := os.Create(mp.log)
-	if err != nil {
-		return nil, fmt.Errorf("benchsuite: master log: %w", err)
-	}
-	mp.cmd = exec.CommandContext(ctx, bin, "run", "--config", path, "--exit-when-done")
-	mp.cmd.Env = slaveproc.Env()
-	mp.cmd.Stdout, mp.cmd.Stderr = logf, logf
-	mp.cmd.Cancel = func() error { return mp.cmd.Process.Signal(syscall.SIGTERM) }
-	mp.cmd.WaitDelay = SlaveStopTimeout
-	if err := mp.cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("benchsuite: start master: %w", err)
-	}
-	logf.Close() // the child has its own descriptor
-	return mp, nil
-}
-
-// wait waits for the master's exit; an error carries its log's end.
-func (mp *masterProc) wait() error {
-	err := mp.cmd.Wait()
-	mp.mu.Lock()
-	if ps := mp.cmd.ProcessState; ps != nil {
-		mp.exit = ps.UserTime() + ps.SystemTime()
-	}
-	mp.mu.Unlock()
-	if err != nil {
-		b, _ := os.ReadFile(mp.log)
-		if len(b) > 2000 {
-			b = b[len(b)-2000:]
-		}
-		return fmt.Errorf("master exited: %w: %s", err, b)
-	}
-	return nil
-}
-
-// cpu is the master's CPU so far (at its exit once it exited).
-func (mp *masterProc) cpu() time.Duration {
-	mp.mu.Lock()
-	defer mp.mu.Unlock()
-	if mp.exit >= 0 {
-		return mp.exit
-	}
-	return procCPU(mp.cmd.Process.Pid)
 }

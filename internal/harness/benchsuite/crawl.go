@@ -12,16 +12,19 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/internal/harness/tcpproxy"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/sitecrawl"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 	api "github.com/redcrawl/redcrawl/shared/workapi"
 )
 
@@ -82,31 +85,22 @@ func (b *bench) crawlConfig(slaves int, api bool) (config.Config, error) {
 	return cfg, nil
 }
 
-// slaveSet is the slaves of one crawl: in this process (Options.InProcess)
-// or processes of Options.SlaveBinary.
-type slaveSet struct {
-	once   sync.Once // stop
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	procs  *slaveproc.Set
-	proxy  *tcpproxy.Proxy // between API slaves and the master (APILatency)
-}
-
-// startSlaves starts the slaves ids of a program, in this process or as
-// subprocesses. died is called when a subprocess exits before it was
-// stopped. With tokens (the
-// slaves' token files by id), they are slaves of the work API at
-// cfg.API.Listen (through a tcpproxy with APILatency), with no Redis or
-// MySQL address.
-func (b *bench) startSlaves(cfg *config.Config, ids []string, prog slaveProgram, tokens map[string]string, newClient func() *redis.Client, died func(error)) (*slaveSet, error) {
+// slaveOptions fills in how the slaves ids of a program run: processes
+// of its binary (with the slaves' config) or functions of this process.
+// With tokens (the slaves' token files by id), they are slaves of the
+// work API at cfg.API.Listen (through a tcpproxy with APILatency), with no
+// Redis or MySQL address; closeProxy closes that proxy.
+func (b *bench) slaveOptions(lopt *sitecrawl.LocalOptions, prog slaveProgram, tokens map[string]string,
+	newClient func() *redis.Client) (closeProxy func(), err error) {
+	cfg := lopt.Config
+	closeProxy = func() {}
 	apiAddr := cfg.API.Listen
-	var proxy *tcpproxy.Proxy
 	if tokens != nil && b.opt.APILatency > 0 {
-		var err error
-		if proxy, err = tcpproxy.Start(apiAddr, b.opt.APILatency); err != nil {
+		proxy, err := tcpproxy.Start(apiAddr, b.opt.APILatency)
+		if err != nil {
 			return nil, fmt.Errorf("benchsuite: the work API's latency: %w", err)
 		}
-		apiAddr = proxy.Addr()
+		apiAddr, closeProxy = proxy.Addr(), func() { proxy.Close() }
 	}
 	slaveCfg := func(id string) *config.Config {
 		if tokens == nil {
@@ -119,64 +113,44 @@ func (b *bench) startSlaves(cfg *config.Config, ids []string, prog slaveProgram,
 		c.Slave.API = config.SlaveAPI{URLs: []string{"https://" + apiAddr}, TokenFile: tokens[id], CAFile: b.certs.CA}
 		return &c
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ss := &slaveSet{cancel: cancel, proxy: proxy}
 	if prog.binary != "" {
-		cfgPath, err := slaveproc.WriteConfig(b.tmp, slaveCfg(ids[0]))
-		if err != nil {
-			ss.stop()
-			return nil, err
-		}
-		opt := slaveproc.Options{Binary: prog.binary, Config: cfgPath, LogDir: b.tmp,
-			StopTimeout: SlaveStopTimeout, Died: died}
+		lopt.SlaveConfig = slaveCfg(lopt.SlaveIDs[0])
+		lopt.Slaves = slaveproc.Options{Binary: prog.binary, LogDir: b.tmp, StopTimeout: SlaveStopTimeout}
 		if tokens != nil {
-			opt.EnvFor = func(id string) []string { return []string{config.EnvPrefix + "SLAVE_API_TOKEN_FILE=" + tokens[id]} }
+			lopt.Slaves.EnvFor = func(id string) []string { return []string{config.EnvPrefix + "SLAVE_API_TOKEN_FILE=" + tokens[id]} }
 		}
-		ss.procs, err = slaveproc.Start(opt, ids...)
-		if err != nil {
-			ss.stop()
-			return nil, fmt.Errorf("benchsuite: %w", err)
-		}
-		return ss, nil
+		return closeProxy, nil
 	}
-	for _, id := range ids {
-		run, err := prog.inProcess(slaveCfg(id), id, newClient(), b.opt.Logger)
-		if err != nil {
-			ss.stop()
-			return nil, fmt.Errorf("benchsuite: slave: %w", err)
+	lopt.StartSlaves = func(ids []string, _ func(error)) (func(), error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		stop := func() { cancel(); wg.Wait() }
+		for _, id := range ids {
+			run, err := prog.inProcess(slaveCfg(id), id, newClient(), b.opt.Logger)
+			if err != nil {
+				stop()
+				return nil, fmt.Errorf("benchsuite: slave: %w", err)
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); run(ctx) }()
 		}
-		ss.wg.Add(1)
-		go func() { defer ss.wg.Done(); run(ctx) }()
+		return stop, nil
 	}
-	return ss, nil
+	return closeProxy, nil
 }
 
-// stop stops the slaves; it may be called again.
-func (ss *slaveSet) stop() {
-	ss.once.Do(func() {
-		if ss.procs != nil {
-			ss.procs.Stop()
-		}
-		ss.cancel()
-		ss.wg.Wait()
-		if ss.proxy != nil {
-			ss.proxy.Close()
-		}
-	})
-}
-
-// rss returns the largest VmRSS of the subprocesses now, or 0.
-func (ss *slaveSet) rss() int64 {
+// slavesRSS returns the largest VmRSS of the slave processes now, or 0.
+func slavesRSS(pids []int) int64 {
 	var m int64
-	for _, pid := range ss.pids() {
+	for _, pid := range pids {
 		m = max(m, procStatusKB(pid, "VmRSS"))
 	}
 	return m
 }
 
-// usage returns the subprocesses' CPU and their largest peak RSS, or -1s.
-func (ss *slaveSet) usage() (cpu time.Duration, peak int64) {
-	pids := ss.pids()
+// slavesUsage returns the slave processes' CPU and their largest peak
+// RSS, or -1s.
+func slavesUsage(pids []int) (cpu time.Duration, peak int64) {
 	if len(pids) == 0 {
 		return -1, -1
 	}
@@ -190,13 +164,6 @@ func (ss *slaveSet) usage() (cpu time.Duration, peak int64) {
 		peak = max(peak, procStatusKB(pid, "VmHWM"))
 	}
 	return cpu, peak
-}
-
-func (ss *slaveSet) pids() []int {
-	if ss.procs == nil {
-		return nil
-	}
-	return ss.procs.Pids()
 }
 
 // runCrawl crawls the site with the master and n slaves of a program,
@@ -229,16 +196,21 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 		}
 	}
 
-	ropt, err := cfg.RedisOptions()
+	ropt, err := redisconn.Options(&cfg)
 	if err != nil {
 		return nil, err
 	}
 	hook := &CountHook{}
-	var clients []*redis.Client
+	var (
+		cmu     sync.Mutex
+		clients []*redis.Client
+	)
 	newClient := func() *redis.Client {
 		c := redis.NewClient(ropt)
 		c.AddHook(hook)
+		cmu.Lock()
 		clients = append(clients, c)
+		cmu.Unlock()
 		return c
 	}
 	defer func() {
@@ -256,64 +228,23 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 	my0 := sumCPU(myPids)
 	cpu0 := selfCPU()
 	start := time.Now()
-	if _, err := masterd.Seed(ctx, &cfg, b.site.Seeds()); err != nil {
-		return nil, fmt.Errorf("benchsuite: seed: %w", err)
-	}
 
 	runCtx, cancelRun := context.WithTimeoutCause(ctx, RunTimeout, fmt.Errorf("crawl took over %v", RunTimeout))
 	defer cancelRun()
-	mctx, cancelMaster := context.WithCancelCause(runCtx)
-	defer cancelMaster(nil)
-	masterClient := newClient() // before the slaves: in-process ones append theirs
-	var ss *slaveSet
-	startSlaves := func() error {
-		var err error
-		ss, err = b.startSlaves(&cfg, ids, prog, tokens, newClient, func(err error) { cancelMaster(err) })
-		return err
-	}
-	apiUp := make(chan struct{})
-	if !api {
-		if err := startSlaves(); err != nil {
-			return nil, err
+	var run atomic.Pointer[sitecrawl.Local] // set once StartLocal returns
+	pids := func() []int {
+		if r := run.Load(); r != nil {
+			return r.SlavePids()
 		}
-		close(apiUp)
+		return nil
 	}
-	defer func() {
-		<-apiUp // the slaves were started, or never will be
-		if ss != nil {
-			ss.stop()
-		}
-	}()
-	mopt := masterd.Options{ExitWhenDone: true, Logger: b.opt.Logger, ProgressEvery: time.Hour, Redis: masterClient}
-	var served apiServed
-	if api {
-		mopt.APIServed = served.add
-		// API slaves start once the master listens, as direct slaves
-		// start once Redis does: neither waits out a retry
-		mopt.APIReady = func(string) {
-			defer close(apiUp)
-			if err := startSlaves(); err != nil {
-				cancelMaster(err)
-			}
-		}
-	}
-
 	smp := &sampler{start: start, done: redisDone(b.mon, cfg.Crawl.Name), rdb: b.mon, crawl: cfg.Crawl.Name,
 		hosts: b.hostKeys, baseMem: info0.usedMemory}
 	if prog.binary != "" {
-		smp.slaveRSS = func() int64 {
-			select {
-			case <-apiUp:
-				return ss.rss()
-			default:
-				return 0
-			}
-		}
+		smp.slaveRSS = func() int64 { return slavesRSS(pids()) }
 	}
 	sctx, stopSampler := context.WithCancel(runCtx)
 	var swg sync.WaitGroup
-	swg.Add(1)
-	go func() { defer swg.Done(); smp.run(sctx) }()
 	defer func() { stopSampler(); swg.Wait() }()
 
 	// the figures are read when the master declares the crawl finished,
@@ -329,9 +260,7 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 		read                = func() {
 			readOnce.Do(func() {
 				masterEnd = time.Now()
-				if ss != nil {
-					slaveCPU, slaveRSS = ss.usage()
-				}
+				slaveCPU, slaveRSS = slavesUsage(pids())
 				cpu1 = selfCPU()
 				my1 = sumCPU(myPids)
 				stopSampler()
@@ -341,30 +270,46 @@ func (b *bench) runCrawl(ctx context.Context, n int, prog slaveProgram) (res *Ru
 			})
 		}
 	)
-	mopt.Finished = func() {
+	mopt := masterd.Options{Logger: b.opt.Logger, ProgressEvery: time.Hour, Redis: newClient()}
+	var served apiServed
+	if api {
+		mopt.APIServed = served.add
+	}
+	lopt := sitecrawl.LocalOptions{Config: &cfg, Seeds: b.site.Seeds(), Master: mopt, SlaveIDs: ids,
+		SlavesAfterAPI: api, Dir: b.tmp,
+		// the sampler from the seeding on, as the time
+		Seeded: func(masterd.SeedResult) error {
+			swg.Add(1)
+			go func() { defer swg.Done(); smp.run(sctx) }()
+			return nil
+		}}
+	lopt.Master.Finished = func() {
 		read()
-		if api && ss != nil {
-			ss.stop()
+		if r := run.Load(); api && r != nil {
+			r.StopSlaves()
 		}
 	}
-	merr := masterd.New(&cfg, mopt).Run(mctx)
-	select {
-	case <-apiUp:
-	default:
-		close(apiUp) // the master never served its API
+	closeProxy, err := b.slaveOptions(&lopt, prog, tokens, newClient)
+	if err != nil {
+		return nil, err
 	}
-	if ss == nil {
-		if merr == nil {
-			merr = context.Cause(mctx)
-		}
-		return nil, fmt.Errorf("benchsuite: master: %w", merr)
+	defer closeProxy()
+	r, err := sitecrawl.StartLocal(runCtx, lopt)
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: %w", err)
 	}
+	run.Store(r)
+	defer r.Stop()
+	<-r.Done()
 	read()
-	ss.stop()
-	if merr != nil {
-		return nil, fmt.Errorf("benchsuite: master: %w", merr)
+	r.StopSlaves()
+	if err := r.Wait(); err != nil {
+		if !r.SlavesStarted() {
+			return nil, fmt.Errorf("benchsuite: master: %w", err)
+		}
+		return nil, fmt.Errorf("benchsuite: %d-slave crawl: %w", n, err)
 	}
-	if cause := context.Cause(mctx); cause != nil {
+	if cause := context.Cause(runCtx); cause != nil {
 		return nil, fmt.Errorf("benchsuite: %d-slave crawl: %w", n, cause)
 	}
 	if ierr != nil {

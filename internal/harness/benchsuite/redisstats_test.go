@@ -10,6 +10,7 @@ import (
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 )
 
 // TestSeenMemoryGrowingBuckets checks the seen-set sampler on a crawl
@@ -21,7 +22,7 @@ func TestSeenMemoryGrowingBuckets(t *testing.T) {
 	if u := os.Getenv("REDCRAWL_TEST_REDIS"); u != "" {
 		cfg.Redis.URL = u
 	}
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
-// Package demo is the crawl of `make demo` (master demo): it serves the
-// synthetic site of internal/harness/testsite on loopback addresses, crawls
-// it with a master in this process and slaves as processes of the slave
-// binary, against the configured Redis and MySQL, and prints what the site
-// saw and what landed in MySQL.
+// Package demo is the crawl of `make demo` (bin/demo,
+// internal/harness/cmd/demo): it serves the synthetic site of
+// internal/harness/testsite on loopback addresses, crawls it with a
+// master in this process and slaves as processes of the slave binary,
+// against the configured Redis and MySQL, and prints what the site saw
+// and what landed in MySQL.
 package demo
 
 import (
@@ -20,11 +21,13 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
+	"github.com/redcrawl/redcrawl/master/sitecrawl"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 )
 
 // Options size the demo crawl.
@@ -127,41 +130,26 @@ func Run(ctx context.Context, base *config.Config, opt Options) error {
 		fmt.Fprintf(opt.Out, "demo: %s\n", rendering)
 	}
 
-	tmp, err := os.MkdirTemp("", "redcrawl-demo-")
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	cfgPath, err := slaveproc.WriteConfig(tmp, &cfg)
-	if err != nil {
-		return err
-	}
-
-	if _, err := masterd.Seed(ctx, &cfg, site.Seeds()); err != nil {
-		return fmt.Errorf("seed: %w", err)
-	}
-	start := time.Now()
-	mctx, stopMaster := context.WithCancelCause(ctx)
-	defer stopMaster(nil)
 	ids := make([]string, opt.Slaves)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("demo-slave-%d", i+1)
 	}
-	slaves, err := slaveproc.Start(slaveproc.Options{Binary: opt.SlaveBinary, Config: cfgPath, Output: opt.SlaveOutput,
-		StopTimeout: cfg.Slave.ShutdownTimeout + 5*time.Second, Died: func(err error) { stopMaster(err) }}, ids...)
+	var start time.Time
+	run, err := sitecrawl.StartLocal(ctx, sitecrawl.LocalOptions{Config: &cfg, Seeds: site.Seeds(),
+		Seeded:   func(masterd.SeedResult) error { start = time.Now(); return nil },
+		Master:   masterd.Options{Logger: opt.Logger, ProgressEvery: 2 * time.Second},
+		SlaveIDs: ids,
+		Slaves: slaveproc.Options{Binary: opt.SlaveBinary, Output: opt.SlaveOutput,
+			StopTimeout: cfg.Slave.ShutdownTimeout + 5*time.Second}})
 	if err != nil {
 		return err
 	}
-	defer slaves.Stop()
-	m := masterd.New(&cfg, masterd.Options{ExitWhenDone: true, Logger: opt.Logger, ProgressEvery: 2 * time.Second})
-	runErr := m.Run(mctx)
+	defer run.Stop()
+	<-run.Done()
 	elapsed := time.Since(start)
-	slaves.Stop()
-	if cause := context.Cause(mctx); cause != nil && ctx.Err() == nil {
-		return cause // a slave died
-	}
-	if runErr != nil {
-		return runErr
+	run.StopSlaves()
+	if err := run.Wait(); err != nil {
+		return err
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -301,7 +289,7 @@ func summary(ctx context.Context, cfg *config.Config, site *testsite.Site, elaps
 				found++
 			}
 		}
-		fmt.Fprintf(tw, "rendered shop\t%d of %d products found behind JavaScript; %d items in MySQL (master demo --keep, then master export --crawl %s)\n",
+		fmt.Fprintf(tw, "rendered shop\t%d of %d products found behind JavaScript; %d items in MySQL (bin/demo --keep, then master export --crawl %s)\n",
 			found, len(shop.Products), counts.Items, cfg.Crawl.Name)
 	}
 	fmt.Fprintf(tw, "mysql rows\tpages %d (one a fetch stored), exceptions %d, slave events %d, lost tasks %d, duplicates %d\n",
@@ -330,7 +318,7 @@ func doneBreakdown(done, pages, robotsDenied int64) string {
 // cleanUp removes what the demo created: its crawl's Redis keys and
 // MySQL rows and its own WARC directory (warcDir, "" = none).
 func cleanUp(ctx context.Context, cfg *config.Config, warcDir string, out io.Writer) error {
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -352,6 +340,6 @@ func cleanUp(ctx context.Context, cfg *config.Config, warcDir string, out io.Wri
 			return fmt.Errorf("remove %s: %w", warcDir, err)
 		}
 	}
-	fmt.Fprintf(out, "demo: removed crawl %s: its Redis keys, %d MySQL rows and its WARC files (master demo --keep keeps them)\n", cfg.Crawl.Name, rows)
+	fmt.Fprintf(out, "demo: removed crawl %s: its Redis keys, %d MySQL rows and its WARC files (bin/demo --keep keeps them)\n", cfg.Crawl.Name, rows)
 	return nil
 }

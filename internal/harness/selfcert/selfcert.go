@@ -2,7 +2,7 @@
 // server certificate it signed, a client certificate it signed, and a
 // second CA that signed neither (the "wrong CA"). Keys are ECDSA P-256,
 // valid for a day; everything is written as PEM files into a directory.
-// The tests use it through testcert; master bench uses it for the work
+// The tests use it through testcert; the bench uses it for the work
 // API of its slaves.
 package selfcert
 

@@ -146,7 +146,7 @@ func (s *Site) serveAPI(w http.ResponseWriter, r *http.Request, addr string) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
 	s.hits = append(s.hits, Hit{Host: addr, Path: path, At: time.Now(),
-		UserAgent: r.UserAgent(), Status: status, Via: r.Header.Get(ProxyHeader)})
+		UserAgent: r.UserAgent(), Status: status, Via: r.Header.Get(ProxyHeader), Header: r.Header.Clone()})
 	s.mu.Unlock()
 	body, err := json.Marshal(v)
 	if err != nil {

@@ -323,7 +323,7 @@ func TestHostileSlowAndStall(t *testing.T) {
 	want := []Hit{{Path: "/hostile/slow", Status: 200}, {Path: "/hostile/stall", Status: 0}}
 	if diff := cmp.Diff(want, s.Hits(), cmp.FilterPath(func(p cmp.Path) bool {
 		switch p.Last().String() {
-		case ".Host", ".At", ".UserAgent":
+		case ".Host", ".At", ".UserAgent", ".Header":
 			return true
 		}
 		return false

@@ -49,10 +49,10 @@ func proxyClient(t testing.TB, pu string) *http.Client {
 	}
 }
 
-// ignoreAt ignores Hit.At and Hit.Host.
+// ignoreAt ignores Hit.At, Hit.Host and Hit.Header.
 var ignoreAt = cmp.FilterPath(func(p cmp.Path) bool {
 	s := p.Last().String()
-	return s == ".At" || s == ".Host"
+	return s == ".At" || s == ".Host" || s == ".Header"
 }, cmp.Ignore())
 
 func TestProxyForwards(t *testing.T) {

@@ -192,7 +192,7 @@ func (h *hostServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Taking the time under the lock keeps Hits ordered by At.
 	s.hits = append(s.hits, Hit{Host: h.addr, Path: path, At: time.Now(),
-		UserAgent: r.UserAgent(), Status: status, Via: r.Header.Get(ProxyHeader)})
+		UserAgent: r.UserAgent(), Status: status, Via: r.Header.Get(ProxyHeader), Header: r.Header.Clone()})
 	s.mu.Unlock()
 
 	if d := s.opts.Latency; d > 0 {

@@ -216,6 +216,8 @@ type Hit struct {
 	UserAgent string
 	Status    int    // status code answered; 0 when no response was started (/hostile/stall)
 	Via       string // the X-Testsite-Proxy header: the Proxy that forwarded it, "" when direct
+	// Header holds the request's headers as received (User-Agent too)
+	Header http.Header
 }
 
 // URL returns the hit's absolute URL, "http://" + Host + Path, the key

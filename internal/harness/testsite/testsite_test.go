@@ -420,15 +420,17 @@ func TestHits(t *testing.T) {
 	c := newClient(t)
 	before := time.Now()
 	u1 := s.PageURL(1, 3) + "?a=1&b=2"
-	fetch(t, c, u1, "User-Agent", "redcrawl-test/1")
+	fetch(t, c, u1, "User-Agent", "redcrawl-test/1", "X-Site-Key", "k1")
 	fetch(t, c, s.HostURLs()[0]+"missing", "User-Agent", "other")
 	after := time.Now()
 	hits := s.Hits()
 	host1 := strings.TrimPrefix(strings.TrimSuffix(s.HostURLs()[1], "/"), "http://")
 	host0 := strings.TrimPrefix(strings.TrimSuffix(s.HostURLs()[0], "/"), "http://")
 	want := []Hit{
-		{Host: host1, Path: "/page/3?a=1&b=2", UserAgent: "redcrawl-test/1", Status: 200},
-		{Host: host0, Path: "/missing", UserAgent: "other", Status: 404},
+		{Host: host1, Path: "/page/3?a=1&b=2", UserAgent: "redcrawl-test/1", Status: 200,
+			Header: http.Header{"User-Agent": {"redcrawl-test/1"}, "X-Site-Key": {"k1"}, "Accept-Encoding": {"gzip"}}},
+		{Host: host0, Path: "/missing", UserAgent: "other", Status: 404,
+			Header: http.Header{"User-Agent": {"other"}, "Accept-Encoding": {"gzip"}}},
 	}
 	if diff := cmp.Diff(want, hits, cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".At" }, cmp.Ignore())); diff != "" {
 		t.Errorf("Hits (-want +got):\n%s", diff)

@@ -59,7 +59,7 @@ func (c *Cluster) Role(ctx context.Context, addr string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("role of %s: %w", addr, err)
 	}
-	if infoField(info, "role") == "slave" {
+	if InfoField(info, "role") == "slave" {
 		return "replica", nil
 	}
 	return "master", nil
@@ -137,7 +137,7 @@ func (c *Cluster) NodeStats(ctx context.Context, match string) ([]NodeStat, erro
 			return nil, fmt.Errorf("%s: info cpu: %w", nd.Addr, err)
 		}
 		for _, k := range []string{"used_cpu_sys", "used_cpu_user"} {
-			f, err := strconv.ParseFloat(infoField(info, k), 64)
+			f, err := strconv.ParseFloat(InfoField(info, k), 64)
 			if err != nil {
 				return nil, fmt.Errorf("%s: info cpu %s: %w", nd.Addr, k, err)
 			}
@@ -204,8 +204,8 @@ func clusterNodes(ctx context.Context, rdb *redis.Client) (nodeView, error) {
 	return out, nil
 }
 
-// infoField returns the value of key in an INFO or CLUSTER INFO reply.
-func infoField(info, key string) string {
+// InfoField returns the value of key in an INFO or CLUSTER INFO reply.
+func InfoField(info, key string) string {
 	for line := range strings.SplitSeq(info, "\n") {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == key {
 			return v

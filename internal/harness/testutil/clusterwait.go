@@ -39,9 +39,9 @@ func (c *Cluster) healthy(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: cluster info: %w", nd.Addr, err)
 		}
-		if infoField(info, "cluster_state") != "ok" || infoField(info, "cluster_slots_assigned") != "16384" {
+		if InfoField(info, "cluster_state") != "ok" || InfoField(info, "cluster_slots_assigned") != "16384" {
 			return fmt.Errorf("%s: cluster_state:%s, %s slots assigned", nd.Addr,
-				infoField(info, "cluster_state"), infoField(info, "cluster_slots_assigned"))
+				InfoField(info, "cluster_state"), InfoField(info, "cluster_slots_assigned"))
 		}
 		view, err := clusterNodes(ctx, nd.Client)
 		if err != nil {
@@ -71,8 +71,8 @@ func (c *Cluster) healthy(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: info replication: %w", nd.Addr, err)
 		}
-		if infoField(repl, "role") == "slave" {
-			if st := infoField(repl, "master_link_status"); st != "up" {
+		if InfoField(repl, "role") == "slave" {
+			if st := InfoField(repl, "master_link_status"); st != "up" {
 				return fmt.Errorf("replica %s: master_link_status:%s", nd.Addr, st)
 			}
 		}
@@ -109,7 +109,7 @@ func (c *Cluster) failedOver(ctx context.Context, killed *ClusterNode) (string, 
 		if err != nil {
 			return "", fmt.Errorf("%s: cluster info: %w", nd.Addr, err)
 		}
-		if st := infoField(info, "cluster_state"); st != "ok" {
+		if st := InfoField(info, "cluster_state"); st != "ok" {
 			return "", fmt.Errorf("%s: cluster_state:%s", nd.Addr, st)
 		}
 		view, err := clusterNodes(ctx, nd.Client)

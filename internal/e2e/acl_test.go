@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
@@ -34,8 +35,8 @@ func TestACLCrawl(t *testing.T) {
 }
 
 func testACLCrawl(t *testing.T, shards int) {
-	site := startSite(t, 0)
-	cfg := clusterConfig(t)
+	site := crawltest.StartSite(t, 0)
+	cfg := crawltest.Config(t)
 	cfg.Crawl.Shards = shards
 	srv := frontiertest.StartACLRedis(t, cfg.Crawl.Name, "s1", "s2", "s3")
 	cfg.Redis.URL = srv.URL(frontier.RoleMaster, "")
@@ -45,7 +46,7 @@ func testACLCrawl(t *testing.T, shards int) {
 	if err := srv.Root.SAdd(context.Background(), frontier.NewKeys(cfg.Crawl.Name).LegacySeeds, legacy).Err(); err != nil {
 		t.Fatal(err)
 	}
-	seed(t, cfg, site)
+	crawltest.Seed(t, cfg, site)
 
 	slaveCfg := func(id string) *config.Config {
 		c := *cfg
@@ -55,8 +56,8 @@ func testACLCrawl(t *testing.T, shards int) {
 		}
 		return &c
 	}
-	startSlave(t, slaveCfg("s1"), "s1")
-	startSlave(t, slaveCfg("s2"), "s2")
+	crawltest.StartSlave(t, slaveCfg("s1"), "s1")
+	crawltest.StartSlave(t, slaveCfg("s2"), "s2")
 
 	// s3's user (a slave of the crawl, not running), mid-crawl, against
 	// everything it must not touch
@@ -133,12 +134,12 @@ func testACLCrawl(t *testing.T, shards int) {
 		}
 	}()
 
-	runMaster(t, cfg)
+	crawltest.RunMaster(t, cfg)
 	wg.Wait()
 	if n := <-alive; n != 2 {
 		t.Errorf("master status saw %d slaves alive at most, want 2", n)
 	}
-	checkCrawl(t, cfg, site, nil)
+	crawltest.CheckCrawl(t, cfg, site, nil)
 	if n, err := srv.Root.Exists(ctx, keys.LegacySeeds).Result(); err != nil || n != 0 {
 		t.Errorf("legacy seed set exists = %d, %v; want it moved", n, err)
 	}

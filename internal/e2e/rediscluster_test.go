@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
@@ -38,10 +39,10 @@ import (
 // (INFO cpu) and each frontier script's server time (SLOWLOG at threshold 0,
 // INFO commandstats).
 //
-//	go test -count=1 -run RedisCluster -v ./master/masterd/
+//	go test -count=1 -run RedisCluster -v ./internal/e2e/
 func TestRedisClusterCrawl(t *testing.T) {
 	rc := startRedisCluster(t, 3)
-	runClusterCrawls(t, rc, clusterCrawlParams{hosts: 3, pagesPerHost: 100, delay: politeDelay,
+	runClusterCrawls(t, rc, clusterCrawlParams{hosts: 3, pagesPerHost: 100, delay: crawltest.PoliteDelay,
 		hostConc: 1, slaveConc: 8, check: true, slowlog: true})
 }
 
@@ -50,9 +51,9 @@ func TestRedisClusterCrawl(t *testing.T) {
 // crawl), at politeness delay 0 (4 requests in flight per host) and 25 ms
 // (1 in flight), for the Redis cost figures of docs/scaling.md:
 //
-//	go test -run '^$' -bench RedisClusterCrawl -benchtime 1x -v ./master/masterd/
+//	go test -run '^$' -bench RedisClusterCrawl -benchtime 1x -v ./internal/e2e/
 func BenchmarkRedisClusterCrawl(b *testing.B) {
-	for _, delay := range []time.Duration{0, politeDelay} {
+	for _, delay := range []time.Duration{0, crawltest.PoliteDelay} {
 		b.Run("delay="+delay.String(), func(b *testing.B) {
 			for range b.N {
 				rc := startRedisCluster(b, 3)
@@ -309,7 +310,7 @@ func runClusterCrawls(t testing.TB, rc *redisCluster, p clusterCrawlParams) clus
 			t.Fatal(err)
 		}
 		t.Cleanup(site.Close)
-		cfg.Crawl.AllowHosts = siteHosts(site)
+		cfg.Crawl.AllowHosts = crawltest.SiteHosts(site)
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -380,7 +381,7 @@ func runClusterCrawls(t testing.TB, rc *redisCluster, p clusterCrawlParams) clus
 	for _, c := range crawls {
 		for j := range 2 {
 			s, err := slaved.New(c.cfg, slaved.Options{ID: fmt.Sprintf("%s-slave-%d", c.name, j+1),
-				Logger: discardLogger(), Redis: c.cc})
+				Logger: crawltest.DiscardLogger(), Redis: c.cc})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -395,7 +396,7 @@ func runClusterCrawls(t testing.TB, rc *redisCluster, p clusterCrawlParams) clus
 			defer masterWG.Done()
 			mctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 			defer cancel()
-			c.err = masterd.New(c.cfg, masterd.Options{ExitWhenDone: true, Logger: discardLogger(), Redis: c.cc}).Run(mctx)
+			c.err = masterd.New(c.cfg, masterd.Options{ExitWhenDone: true, Logger: crawltest.DiscardLogger(), Redis: c.cc}).Run(mctx)
 			if c.err == nil && mctx.Err() != nil {
 				c.err = fmt.Errorf("crawl %s did not finish in 3 minutes", c.name)
 			}
@@ -578,7 +579,7 @@ func checkClusterKeys(t testing.TB, rc *redisCluster, c *rcCrawl) {
 	t.Logf("crawl %s: %d keys, all in slot %d on %s", c.name, perNode[c.owner], c.slot, c.owner)
 }
 
-// checkClusterCrawl checks coverage and exactly-once as checkCrawl does
+// checkClusterCrawl checks coverage and exactly-once as crawltest.CheckCrawl does
 // (re-fetches only for lost leases), robots.txt, and the MySQL page rows.
 func checkClusterCrawl(t testing.TB, c *rcCrawl) {
 	t.Helper()
@@ -592,7 +593,7 @@ func checkClusterCrawl(t testing.TB, c *rcCrawl) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expected, lostBy := checkHits(t, "crawl "+c.name+": ", c.site, lost)
+	expected, lostBy := crawltest.CheckHits(t, "crawl "+c.name+": ", c.site, lost)
 	pages, err := db.PageURLs(ctx, c.name)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/store"
@@ -57,7 +58,7 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 // exception naming file and line in MySQL, and the previous version stays
 // in force for the master and the slaves.
 func TestRulesHotReload(t *testing.T) {
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	site, err := testsite.Start(testsite.Options{Hosts: 2, PagesPerHost: 300, Seed: 11, Latency: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func TestRulesHotReload(t *testing.T) {
 	write(rulesV1)
 	cfg.Rules.Dir = dir
 	cfg.Rules.Poll = 100 * time.Millisecond
-	seed(t, cfg, site)
+	crawltest.Seed(t, cfg, site)
 
 	ropt, _ := cfg.RedisOptions()
 	rdb := redis.NewClient(ropt)
@@ -111,9 +112,9 @@ func TestRulesHotReload(t *testing.T) {
 	}
 
 	masterDone := make(chan struct{})
-	go func() { defer close(masterDone); runMaster(t, cfg) }()
-	startSlave(t, cfg, "hot-1")
-	startSlave(t, cfg, "hot-2")
+	go func() { defer close(masterDone); crawltest.RunMaster(t, cfg) }()
+	crawltest.StartSlave(t, cfg, "hot-1")
+	crawltest.StartSlave(t, cfg, "hot-2")
 
 	var v1 string
 	waitFor(t, "the first rules version", 10*time.Second, func() bool {

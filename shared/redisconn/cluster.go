@@ -1,4 +1,4 @@
-package config
+package redisconn
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 // Redis Cluster client settings for riding through a failover, applied by
-// RedisClusterOptions unless redis.url sets them (max_redirects=,
+// ClusterOptions unless redis.url sets them (max_redirects=,
 // min_retry_backoff=, max_retry_backoff=, dialer_retries=).
 //
 // When a master dies, its replica is promoted about cluster-node-timeout

@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/store/storetest"
@@ -36,7 +37,7 @@ import (
 // wake-p50-ms and wake-p99-ms: the time from the seed (Frontier.Seed) to
 // its page's request arriving at the site.
 //
-//	go test -run '^$' -bench Idle -benchtime 1x -v ./master/masterd/
+//	go test -run '^$' -bench Idle -benchtime 1x -v ./internal/e2e/
 func BenchmarkIdle(b *testing.B) { benchIdle(b, false) }
 
 // BenchmarkIdleAPI is BenchmarkIdle with the 4 slaves of the work API:
@@ -44,7 +45,7 @@ func BenchmarkIdle(b *testing.B) { benchIdle(b, false) }
 // and Redis (the commands the master runs for them) while they wait, and
 // how soon a seed reaches them.
 //
-//	go test -run '^$' -bench 'IdleAPI$' -benchtime 1x -v ./master/masterd/
+//	go test -run '^$' -bench 'IdleAPI$' -benchtime 1x -v ./internal/e2e/
 func BenchmarkIdleAPI(b *testing.B) { benchIdle(b, true) }
 
 // benchIdle runs runIdleBench b.N times and reports its figures.
@@ -165,11 +166,11 @@ func runIdleBench(b *testing.B, api bool) (r idleResult) {
 		b.Fatal(err)
 	}
 
-	var apiSl *apiSlaves
+	var apiSl *crawltest.APISlaves
 	var requests atomic.Int64
-	mopt := masterd.Options{Logger: discardLogger()}
+	mopt := masterd.Options{Logger: crawltest.DiscardLogger()}
 	if api {
-		apiSl = withAPI(b, &cfg)
+		apiSl = crawltest.WithAPI(b, &cfg)
 		mopt.APIServed = func(string, time.Duration) { requests.Add(1) }
 	}
 	runCtx, stop := context.WithCancel(ctx)
@@ -186,9 +187,9 @@ func runIdleBench(b *testing.B, api bool) (r idleResult) {
 		id := fmt.Sprintf("idle-%d", i)
 		scfg := &cfg
 		if api {
-			scfg = apiSl.config(id)
+			scfg = apiSl.Config(id)
 		}
-		s, err := slaved.New(scfg, slaved.Options{ID: id, Logger: discardLogger()})
+		s, err := slaved.New(scfg, slaved.Options{ID: id, Logger: crawltest.DiscardLogger()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package config
+package redisconn
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/shared/config"
 )
 
 // TestRedisClusterFailoverOptions checks the failover settings apply
@@ -35,9 +37,9 @@ func TestRedisClusterFailoverOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := Default()
+			c := config.Default()
 			c.Redis.URL, c.Redis.Cluster = tt.url, true
-			opt, err := c.RedisClusterOptions()
+			opt, err := ClusterOptions(&c)
 			if err != nil {
 				t.Fatal(err)
 			}

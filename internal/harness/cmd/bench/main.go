@@ -1,7 +1,12 @@
+// Command bench is the crawl benchmark of `make bench`: a synthetic site
+// on loopback crawled with 1, 2 and 4 slaves (processes of the slave
+// binary) and with plain colly, or with --broad the broad-crawl benchmark
+// (internal/harness/benchsuite).
+//
+//	bench [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results] [flags]
+//
+// Exit status: 0 ok, 1 a crawl failed, 2 bad usage or bad config.
 package main
-
-// The commands that crawl a synthetic site with their own slaves, which
-// are processes of the slave binary: demo and bench.
 
 import (
 	"context"
@@ -9,69 +14,29 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
-	"github.com/redcrawl/redcrawl/internal/harness/demo"
+	"github.com/redcrawl/redcrawl/internal/harness/harnessmain"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/shared/cli"
 	"github.com/redcrawl/redcrawl/shared/config"
 )
 
-// slaveBinaryFlag adds --slave-binary.
-func slaveBinaryFlag(f *cli.Flags) *string {
-	return f.String("slave-binary", "", "the slave binary the slaves are processes of (default: the slave beside this master)")
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-// slaveBinaryOf is the slave binary of --slave-binary, by default the one
-// beside this master.
-func slaveBinaryOf(flagValue string) (string, error) {
-	if flagValue == "" {
-		return slaveproc.Binary()
-	}
-	if _, err := os.Stat(flagValue); err != nil {
-		return "", fmt.Errorf("--slave-binary: %w", err)
-	}
-	return flagValue, nil
-}
-
-func demoCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	f := cli.New("master demo", `usage: master demo [--config config.yaml] [--hosts N] [--pages N] [--slaves N] [--slave-binary bin/slave] [--keep]
-
-Crawl a built-in demo site on loopback (127.0.0.2…) with a master in this
-process and slaves that are processes of the slave binary, against the
-configured Redis and MySQL, then summarize. At the end the demo crawl's
-Redis keys, MySQL rows and WARC files are removed, unless --keep.
-`, stdout, stderr)
-	cfgPath := f.String("config", "config.yaml", "config file")
-	hosts := f.Int("hosts", 5, "number of demo hosts on 127.0.0.x")
-	pages := f.Int("pages", 60, "pages per host")
-	slaves := f.Int("slaves", 2, "number of slaves")
-	keep := f.Bool("keep", false, "keep the demo crawl's Redis keys, MySQL rows and WARC files")
-	slaveBinary := slaveBinaryFlag(f)
-	cfg, log, code := setup(f, args, cfgPath, nil, stderr)
-	if cfg == nil {
-		return code
-	}
-	bin, err := slaveBinaryOf(*slaveBinary)
-	if err != nil {
-		fmt.Fprintf(stderr, "master demo: %v\n", err)
-		return 2
-	}
-	opt := demo.Options{Hosts: *hosts, PagesPerHost: *pages, Slaves: *slaves, SlaveBinary: bin,
-		Logger: log, Out: stdout, SlaveOutput: stderr, Keep: *keep}
-	if err := demo.Run(ctx, cfg, opt); err != nil {
-		fmt.Fprintf(stderr, "master demo: %v\n", err)
-		return 1
-	}
-	return 0
-}
-
-func benchCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	f := cli.New("master bench", `usage: master bench [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results] [flags]
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f := cli.New("bench", `usage: bench [--config config.yaml] [--hosts N] [--pages N] [--slave-counts 1,2,4] [--slave-binary bin/slave] [--out results] [flags]
 
 Crawl a synthetic site on loopback with 1, 2 and 4 slaves (processes of
 the slave binary) and with plain colly; write a Markdown table and an SVG
@@ -85,8 +50,8 @@ named hosts (h<i>.bench.test, answered by a DNS server on loopback) of
 --broad-pages pages each, crawled with --broad-slaves slave counts of
 --concurrency fetches in total, once with --broad-many slaves of
 --broad-many-concurrency fetches each, and once on --broad-narrow-hosts
-hosts with as many pages; the master is a process of this binary, the
-slaves' dns.server the loopback DNS server. It writes
+hosts with as many pages; the master is a process of the master binary
+(--master-binary), the slaves' dns.server the loopback DNS server. It writes
 broad-<stamp>.md and broad-latest.md under --out. --broad-colly adds plain
 colly's crawls of both sites, the nearest peer's broad / narrow ratio.
 `, stdout, stderr)
@@ -95,7 +60,8 @@ colly's crawls of both sites, the nearest peer's broad / narrow ratio.
 	pages := f.Int("pages", 1000, "pages per host")
 	out := f.String("out", "results", "results directory")
 	slaveCounts := f.String("slave-counts", "1,2,4", "slave counts to run")
-	slaveBinary := slaveBinaryFlag(f)
+	slaveBinary := harnessmain.SlaveBinaryFlag(f)
+	masterBinary := f.String("master-binary", "", "--broad: the master binary the master is a process of (default: the master beside this program)")
 	linksPerPage := f.Int("links", 8, "links per page")
 	pageBytes := f.Int("page-bytes", 15000, "page size")
 	conc := f.Int("concurrency", 64, "fetches in flight per slave (and colly's total); with --broad, in total")
@@ -119,36 +85,36 @@ colly's crawls of both sites, the nearest peer's broad / narrow ratio.
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of this process (the master, its work API and the site) to this file")
 	var sizes sizeFlags
 	f.Var(&sizes, "size", "LABEL=PATH: a file whose size the report lists (repeatable)")
-	cfg, log, code := setup(f, args, cfgPath, nil, stderr)
+	cfg, log, code := harnessmain.Setup(f, "bench", args, cfgPath, stderr)
 	if cfg == nil {
 		return code
 	}
 	if *cpuProfile != "" {
 		pf, err := os.Create(*cpuProfile)
 		if err != nil {
-			fmt.Fprintf(stderr, "master bench: --cpuprofile: %v\n", err)
+			fmt.Fprintf(stderr, "bench: --cpuprofile: %v\n", err)
 			return 2
 		}
 		defer pf.Close()
 		if err := pprof.StartCPUProfile(pf); err != nil {
-			fmt.Fprintf(stderr, "master bench: --cpuprofile: %v\n", err)
+			fmt.Fprintf(stderr, "bench: --cpuprofile: %v\n", err)
 			return 2
 		}
 		defer pprof.StopCPUProfile()
 	}
 	counts, ok := parseCounts(*slaveCounts)
 	if !ok {
-		fmt.Fprintf(stderr, "master bench: --slave-counts %q: want numbers like 1,2,4\n", *slaveCounts)
+		fmt.Fprintf(stderr, "bench: --slave-counts %q: want numbers like 1,2,4\n", *slaveCounts)
 		return 2
 	}
 	if *failing < 0 || *failing > *hosts {
-		fmt.Fprintf(stderr, "master bench: --failing-hosts %d: want 0 to --hosts (%d)\n", *failing, *hosts)
+		fmt.Fprintf(stderr, "bench: --failing-hosts %d: want 0 to --hosts (%d)\n", *failing, *hosts)
 		return 2
 	}
 	var collyCountList []int
 	if *collyBinary != "" {
 		if collyCountList, ok = parseCounts(*collyCounts); !ok {
-			fmt.Fprintf(stderr, "master bench: --colly-slave-counts %q: want numbers like 1,2\n", *collyCounts)
+			fmt.Fprintf(stderr, "bench: --colly-slave-counts %q: want numbers like 1,2\n", *collyCounts)
 			return 2
 		}
 	}
@@ -156,13 +122,18 @@ colly's crawls of both sites, the nearest peer's broad / narrow ratio.
 	if dir == "" {
 		dir = "results"
 	}
-	bin, err := slaveBinaryOf(*slaveBinary)
+	bin, err := slaveproc.Find(*slaveBinary, "slave")
 	if err != nil {
-		fmt.Fprintf(stderr, "master bench: %v\n", err)
+		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 2
 	}
 	if *broad {
-		return broadBench(ctx, broadArgs{hosts: *broadHosts, pages: *broadPages, slaves: *broadSlaves, many: *broadMany,
+		master, err := slaveproc.Find(*masterBinary, "master")
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 2
+		}
+		return broadBench(ctx, broadArgs{masterBinary: master, hosts: *broadHosts, pages: *broadPages, slaves: *broadSlaves, many: *broadMany,
 			manyConc: *broadManyConc, narrow: *broadNarrow, colly: *broadColly, idle: *broadIdle, pageBytes: *pageBytes, conc: *conc,
 			hostConc: *hostConc, out: dir, slaveBinary: bin}, cfg, log, stdout, stderr)
 	}
@@ -172,7 +143,7 @@ colly's crawls of both sites, the nearest peer's broad / narrow ratio.
 		API: *withAPI, Logger: log, Out: stdout,
 		CollySlaveBinary: *collyBinary, CollySlaves: collyCountList, Sizes: sizes})
 	if err != nil {
-		fmt.Fprintf(stderr, "master bench: %v\n", err)
+		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
 	}
 	fmt.Fprintln(stdout, rep.Markdown())
@@ -182,17 +153,17 @@ colly's crawls of both sites, the nearest peer's broad / narrow ratio.
 // broadArgs are bench's --broad flags.
 type broadArgs struct {
 	hosts, pages, many, manyConc, narrow, pageBytes, conc, hostConc int
-	slaves, out, slaveBinary                                        string
+	slaves, out, slaveBinary, masterBinary                          string
 	colly                                                           bool
 	idle                                                            time.Duration
 }
 
-// broadBench runs `master bench --broad`, the master a process of this
+// broadBench runs `bench --broad`, the master a process of the master
 // binary.
 func broadBench(ctx context.Context, a broadArgs, cfg *config.Config, log *slog.Logger, stdout, stderr io.Writer) int {
 	counts, ok := parseCounts(a.slaves)
 	if !ok {
-		fmt.Fprintf(stderr, "master bench: --broad-slaves %q: want numbers like 1,4,16\n", a.slaves)
+		fmt.Fprintf(stderr, "bench: --broad-slaves %q: want numbers like 1,4,16\n", a.slaves)
 		return 2
 	}
 	for _, c := range []struct {
@@ -200,21 +171,16 @@ func broadBench(ctx context.Context, a broadArgs, cfg *config.Config, log *slog.
 		v    int
 	}{{"--broad-hosts", a.hosts}, {"--broad-pages", a.pages}, {"--broad-many-concurrency", a.manyConc}, {"--concurrency", a.conc}} {
 		if c.v < 1 {
-			fmt.Fprintf(stderr, "master bench: %s %d: want at least 1\n", c.name, c.v)
+			fmt.Fprintf(stderr, "bench: %s %d: want at least 1\n", c.name, c.v)
 			return 2
 		}
 	}
-	self, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "master bench: this binary's path (the master of the broad runs): %v\n", err)
-		return 1
-	}
 	rep, err := benchsuite.RunBroad(ctx, benchsuite.BroadOptions{Hosts: a.hosts, PagesPerHost: a.pages, PageBytes: a.pageBytes,
 		Slaves: counts, Concurrency: a.conc, Many: a.many, ManyPerSlave: a.manyConc, NarrowHosts: a.narrow,
-		HostConcurrency: a.hostConc, Colly: a.colly, IdleWindow: a.idle, Config: cfg, SlaveBinary: a.slaveBinary, MasterBinary: self,
+		HostConcurrency: a.hostConc, Colly: a.colly, IdleWindow: a.idle, Config: cfg, SlaveBinary: a.slaveBinary, MasterBinary: a.masterBinary,
 		OutDir: a.out, Logger: log, Out: stdout})
 	if err != nil {
-		fmt.Fprintf(stderr, "master bench: %v\n", err)
+		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
 	}
 	fmt.Fprintln(stdout, rep.Markdown())

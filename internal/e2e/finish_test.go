@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/slave/slaved"
@@ -19,22 +20,22 @@ import (
 // both exit by themselves, and the master writes the crawl's stats, which
 // agree with the site (redirects, a 404, a retried 500 and 429) and with MySQL.
 func TestExitWhenDoneWaitsForSeeds(t *testing.T) {
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	site, err := testsite.Start(testsite.Options{Hosts: 1, PagesPerHost: 25, LinksPerPage: 4, Robots: true,
 		Specials: true, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(site.Close)
-	cfg.Crawl.AllowHosts = siteHosts(site)
+	cfg.Crawl.AllowHosts = crawltest.SiteHosts(site)
 	cfg.Admin.Listen = ""
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 
-	logs := &lockedBuffer{}
+	logs := &crawltest.LockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	summary := &lockedBuffer{}
+	summary := &crawltest.LockedBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	masterDone := make(chan error, 1)

@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/slave/slaved"
@@ -22,7 +23,7 @@ import (
 // slaves, Redis and MySQL, politeness delay 0, and reports pages/s and
 // Redis commands per page.
 //
-//	go test -run '^$' -bench ClusterCrawl -benchtime 1x ./master/masterd/
+//	go test -run '^$' -bench ClusterCrawl -benchtime 1x ./internal/e2e/
 func BenchmarkClusterCrawl(b *testing.B) {
 	for _, slaves := range []int{1, 2} {
 		b.Run(fmt.Sprintf("slaves=%d", slaves), func(b *testing.B) {
@@ -34,13 +35,13 @@ func BenchmarkClusterCrawl(b *testing.B) {
 	// polite: every host at most one request in flight and 25ms apart
 	b.Run("slaves=3/polite", func(b *testing.B) {
 		for range b.N {
-			clusterCrawl(b, 3, politeDelay)
+			clusterCrawl(b, 3, crawltest.PoliteDelay)
 		}
 	})
 }
 
 func clusterCrawl(b *testing.B, slaves int, delay time.Duration) {
-	cfg := clusterConfigB(b)
+	cfg := crawltest.Config(b)
 	site, err := testsite.Start(testsite.Options{Hosts: 10, PagesPerHost: 400, LinksPerPage: 8,
 		PageBytes: 15000, Robots: true, Seed: 3})
 	if err != nil {
@@ -73,7 +74,7 @@ func clusterCrawl(b *testing.B, slaves int, delay time.Duration) {
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := range slaves {
-		s, err := slaved.New(cfg, slaved.Options{ID: "bench-" + strconv.Itoa(i), Logger: discardLogger(), Redis: rdb})
+		s, err := slaved.New(cfg, slaved.Options{ID: "bench-" + strconv.Itoa(i), Logger: crawltest.DiscardLogger(), Redis: rdb})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -82,7 +83,7 @@ func clusterCrawl(b *testing.B, slaves int, delay time.Duration) {
 	}
 	mctx, mcancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer mcancel()
-	if err := masterd.New(cfg, masterd.Options{ExitWhenDone: true, Logger: discardLogger(), Redis: rdb}).Run(mctx); err != nil {
+	if err := masterd.New(cfg, masterd.Options{ExitWhenDone: true, Logger: crawltest.DiscardLogger(), Redis: rdb}).Run(mctx); err != nil {
 		b.Fatal(err)
 	}
 	// the finish is decided after a quiescence window; do not count it

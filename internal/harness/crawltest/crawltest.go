@@ -1,9 +1,16 @@
-package masterd_test
+// Package crawltest is the scaffolding of the crawl tests (internal/e2e
+// and the master's): a config against the test Redis and MariaDB, the
+// test site, slaves in this process, slave processes and slaves of the
+// work API, the master run to the crawl's end, and the checks of what the
+// site saw and what landed in MySQL.
+package crawltest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -12,13 +19,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testcert"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
@@ -27,16 +33,18 @@ import (
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
 
-const politeDelay = 25 * time.Millisecond
+// PoliteDelay is the test crawls' politeness.delay.
+const PoliteDelay = 25 * time.Millisecond
 
-// clusterConfig is a config for a test crawl with its own crawl name and
-// database.
-func clusterConfig(t *testing.T) *config.Config { return clusterConfigB(t) }
-
-func clusterConfigB(t testing.TB) *config.Config {
+// Config is a config for a test crawl with its own crawl name and
+// database, against the test Redis (REDCRAWL_TEST_REDIS) and MariaDB, with
+// short delays, leases and heartbeats; the crawl's keys are deleted when
+// the test ends.
+func Config(t testing.TB) *config.Config {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Crawl.Name = testutil.CrawlName("it")
@@ -47,7 +55,7 @@ func clusterConfigB(t testing.TB) *config.Config {
 	cfg.Fetch.AllowPrivateNetworks = true
 	cfg.Admin.Listen = "127.0.0.1:0" // a free port: tests run side by side
 	cfg.Fetch.Timeout = 5 * time.Second
-	cfg.Politeness.Delay = politeDelay
+	cfg.Politeness.Delay = PoliteDelay
 	cfg.Politeness.Jitter = 0.2
 	cfg.Lease.Duration = 5 * time.Second
 	cfg.Lease.RetryBase = 200 * time.Millisecond
@@ -77,20 +85,21 @@ func deleteCrawl(cfg config.Config) {
 	testutil.DeleteCrawl(context.Background(), rdb, cfg.Crawl.Name)
 }
 
-func testLogger(t testing.TB) *slog.Logger {
+// Logger is the tests' logger: info lines with -v, else nothing.
+func Logger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	return discardLogger()
+	return DiscardLogger()
 }
 
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(ioDiscard{}, nil)) }
+// DiscardLogger logs nothing.
+func DiscardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-type ioDiscard struct{}
-
-func (ioDiscard) Write(p []byte) (int, error) { return len(p), nil }
-
-func startSite(t *testing.T, latency time.Duration) *testsite.Site {
+// StartSite serves the crawl tests' site: 5 hosts × 220 pages with
+// robots.txt and the special pages (redirects, errors, retries), each
+// answer after latency.
+func StartSite(t testing.TB, latency time.Duration) *testsite.Site {
 	t.Helper()
 	site, err := testsite.Start(testsite.Options{Hosts: 5, PagesPerHost: 220, LinksPerPage: 6,
 		PageBytes: 2048, Robots: true, Specials: true, Seed: 7, Latency: latency})
@@ -104,37 +113,46 @@ func startSite(t *testing.T, latency time.Duration) *testsite.Site {
 	return site
 }
 
-// slaveHandle runs an in-process slave.
-type slaveHandle struct {
+// SlaveHandle is a slave running in this process.
+type SlaveHandle struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func startSlave(t testing.TB, cfg *config.Config, id string) *slaveHandle {
+// StartSlave runs slave id of cfg's crawl in this process until Stop or
+// the test's end.
+func StartSlave(t testing.TB, cfg *config.Config, id string) *SlaveHandle {
 	t.Helper()
-	s, err := slaved.New(cfg, slaved.Options{ID: id, Logger: testLogger(t)})
+	return StartSlaveLogged(t, cfg, id, Logger(t))
+}
+
+// StartSlaveLogged is StartSlave with the slave logging to log.
+func StartSlaveLogged(t testing.TB, cfg *config.Config, id string, log *slog.Logger) *SlaveHandle {
+	t.Helper()
+	s, err := slaved.New(cfg, slaved.Options{ID: id, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &slaveHandle{cancel: cancel, done: make(chan struct{})}
+	h := &SlaveHandle{cancel: cancel, done: make(chan struct{})}
 	go func() { defer close(h.done); s.Run(ctx) }()
-	t.Cleanup(h.stop)
+	t.Cleanup(h.Stop)
 	return h
 }
 
-func (h *slaveHandle) stop() {
+// Stop stops the slave and waits for it to leave.
+func (h *SlaveHandle) Stop() {
 	h.cancel()
 	<-h.done
 }
 
-// runMaster runs the master until the crawl is finished.
-func runMaster(t *testing.T, cfg *config.Config) {
+// RunMaster runs the master until the crawl is finished.
+func RunMaster(t testing.TB, cfg *config.Config) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var finished atomic.Int32
-	opt := masterd.Options{ExitWhenDone: true, Logger: testLogger(t), Finished: func() { finished.Add(1) }}
+	opt := masterd.Options{ExitWhenDone: true, Logger: Logger(t), Finished: func() { finished.Add(1) }}
 	if err := masterd.New(cfg, opt).Run(ctx); err != nil {
 		t.Fatalf("master: %v", err)
 	}
@@ -146,9 +164,11 @@ func runMaster(t *testing.T, cfg *config.Config) {
 	}
 }
 
-func seed(t *testing.T, cfg *config.Config, site *testsite.Site) {
+// Seed scopes cfg's crawl to the site's hosts and seeds it with the
+// site's seeds.
+func Seed(t testing.TB, cfg *config.Config, site *testsite.Site) {
 	t.Helper()
-	cfg.Crawl.AllowHosts = siteHosts(site)
+	cfg.Crawl.AllowHosts = SiteHosts(site)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -158,19 +178,19 @@ func seed(t *testing.T, cfg *config.Config, site *testsite.Site) {
 	}
 }
 
-// checkHits checks, from the site's request log, coverage and exactly-once
+// CheckHits checks, from the site's request log, coverage and exactly-once
 // (re-fetches only for lost leases), that robots.txt was fetched once per
 // host (again only after a lost lease) and that no disallowed or unknown URL
 // was requested. label prefixes the errors. It returns the expected URLs
 // and the lost leases by URL.
-func checkHits(t testing.TB, label string, site *testsite.Site, lost []events.Lost) (map[string]int, map[string]int) {
-	return checkHitsRobots(t, label, site, lost, 1)
+func CheckHits(t testing.TB, label string, site *testsite.Site, lost []events.Lost) (map[string]int, map[string]int) {
+	return CheckHitsRobots(t, label, site, lost, 1)
 }
 
-// checkHitsRobots is checkHits with up to robotsPerHost robots.txt fetches
+// CheckHitsRobots is CheckHits with up to robotsPerHost robots.txt fetches
 // a host: a slave of the work API fetches the robots.txt of the hosts it
 // claims itself (it writes no shared record).
-func checkHitsRobots(t testing.TB, label string, site *testsite.Site, lost []events.Lost, robotsPerHost int) (map[string]int, map[string]int) {
+func CheckHitsRobots(t testing.TB, label string, site *testsite.Site, lost []events.Lost, robotsPerHost int) (map[string]int, map[string]int) {
 	t.Helper()
 	expected := site.Expected()
 	hits := site.HitCounts()
@@ -213,17 +233,17 @@ func checkHitsRobots(t testing.TB, label string, site *testsite.Site, lost []eve
 	return expected, lostBy
 }
 
-// checkCrawl checks coverage, exactly-once (re-fetches only for lost
+// CheckCrawl checks coverage, exactly-once (re-fetches only for lost
 // leases), robots.txt, politeness as the site saw it, and what landed in
 // MySQL.
-func checkCrawl(t *testing.T, cfg *config.Config, site *testsite.Site, lost []events.Lost) {
+func CheckCrawl(t testing.TB, cfg *config.Config, site *testsite.Site, lost []events.Lost) {
 	t.Helper()
-	checkCrawlRobots(t, cfg, site, lost, 1)
+	CheckCrawlRobots(t, cfg, site, lost, 1)
 }
 
-// checkCrawlRobots is checkCrawl with up to robotsPerHost robots.txt
-// fetches a host (checkHitsRobots).
-func checkCrawlRobots(t *testing.T, cfg *config.Config, site *testsite.Site, lost []events.Lost, robotsPerHost int) {
+// CheckCrawlRobots is CheckCrawl with up to robotsPerHost robots.txt
+// fetches a host (CheckHitsRobots).
+func CheckCrawlRobots(t testing.TB, cfg *config.Config, site *testsite.Site, lost []events.Lost, robotsPerHost int) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := masterd.Status(ctx, cfg)
@@ -233,7 +253,7 @@ func checkCrawlRobots(t *testing.T, cfg *config.Config, site *testsite.Site, los
 	if !st.Finished || st.Queued != 0 || st.InFlight != 0 || st.Retry != 0 {
 		t.Errorf("status %+v, want finished and empty", st)
 	}
-	expected, lostBy := checkHitsRobots(t, "", site, lost, robotsPerHost)
+	expected, lostBy := CheckHitsRobots(t, "", site, lost, robotsPerHost)
 
 	// politeness across all slaves, as the site saw it
 	byHost := map[string][]time.Time{}
@@ -300,43 +320,24 @@ func checkCrawlRobots(t *testing.T, cfg *config.Config, site *testsite.Site, los
 	}
 }
 
-func TestClusterThreeSlaves(t *testing.T) {
-	cfg := clusterConfig(t)
-	site := startSite(t, 0)
-	seed(t, cfg, site)
-	for i := range 3 {
-		startSlave(t, cfg, fmt.Sprintf("slave-%d", i+1))
-	}
-	runMaster(t, cfg)
-	checkCrawl(t, cfg, site, nil)
-
-	// every slave joined; counters add up
-	ctx := context.Background()
-	db, err := store.Open(ctx, cfg.MySQL.DSN)
+// OpenFrontier opens cfg's crawl in Redis, as a master does; the client
+// is closed when the test ends.
+func OpenFrontier(t testing.TB, cfg *config.Config) *frontier.Redis {
+	t.Helper()
+	rdb, err := redisconn.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	evs, err := db.SlaveEvents(ctx, cfg.Crawl.Name)
+	t.Cleanup(func() { rdb.Close() })
+	f, err := frontier.NewRedis(context.Background(), rdb, frontier.OptionsFromConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	joins := map[string]bool{}
-	for _, e := range evs {
-		if e.Kind == events.SlaveJoin {
-			joins[e.Slave] = true
-		}
-	}
-	if len(joins) != 3 {
-		t.Errorf("joins recorded for %d slaves, want 3: %+v", len(joins), evs)
-	}
-	if c, _ := db.Counts(ctx, cfg.Crawl.Name); c.Heartbeats == 0 {
-		t.Error("no heartbeat samples in MySQL")
-	}
+	return f
 }
 
-// buildSlave builds bin/slave once for tests that kill it.
-var buildSlave = sync.OnceValues(func() (string, error) {
+// BuildSlave builds bin/slave once for tests that kill it.
+var BuildSlave = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "redcrawl-slave-")
 	if err != nil {
 		return "", err
@@ -349,8 +350,9 @@ var buildSlave = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// writeConfig writes cfg as YAML-free environment for a slave process.
-func slaveEnv(cfg *config.Config) []string {
+// SlaveEnv is the environment of a slave process of cfg's crawl (started
+// with --config ""): the test config as CRAWLER_ variables.
+func SlaveEnv(cfg *config.Config) []string {
 	env := os.Environ()
 	return append(env,
 		"CRAWLER_REDIS_URL="+cfg.Redis.URL,
@@ -372,175 +374,47 @@ func slaveEnv(cfg *config.Config) []string {
 	)
 }
 
-func TestClusterSlaveKilled(t *testing.T) {
-	bin, err := buildSlave()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := clusterConfig(t)
-	site := startSite(t, 30*time.Millisecond)
-	seed(t, cfg, site)
-	startSlave(t, cfg, "steady-1")
-	startSlave(t, cfg, "steady-2")
-	victim := exec.Command(bin, "run", "--config", "", "--id", "victim")
-	victim.Env = slaveEnv(cfg)
-	victim.Stderr = os.Stderr
-	if err := victim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
-
-	masterDone := make(chan struct{})
-	go func() { defer close(masterDone); runMaster(t, cfg) }()
-
-	// kill the victim while it holds a lease, after it has done some work
-	opt, _ := redis.ParseURL(cfg.Redis.URL)
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	keys := frontier.NewKeys(cfg.Crawl.Name)
-	ctx := context.Background()
-	killed := false
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && !killed; {
-		info, _ := rdb.Get(ctx, keys.SlaveBeat("victim")).Result()
-		var holding bool
-		if strings.Contains(info, `"pages"`) && !strings.Contains(info, `"pages":0,`) {
-			all, _ := rdb.HVals(ctx, keys.SlaveLeaseData("victim")).Result()
-			for _, v := range all {
-				if strings.HasPrefix(v, "victim\t") {
-					holding = true
-				}
-			}
-		}
-		if holding {
-			victim.Process.Signal(syscall.SIGKILL)
-			killed = true
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !killed {
-		t.Fatal("victim never held a lease")
-	}
-	victim.Wait()
-	<-masterDone
-
-	db, err := store.Open(ctx, cfg.MySQL.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	lost, err := db.LostTasks(ctx, cfg.Crawl.Name, 10000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	victimLost := 0
-	for _, l := range lost {
-		if l.Slave == "victim" {
-			victimLost++
-			if l.LeasedAt == 0 || l.DetectedAt < l.LeasedAt || l.Attempt < 1 {
-				t.Errorf("lost task record %+v", l)
-			}
-		}
-	}
-	if victimLost == 0 {
-		t.Fatalf("no lost_tasks rows for the killed slave: %+v", lost)
-	}
-	evs, _ := db.SlaveEvents(ctx, cfg.Crawl.Name)
-	death := false
-	for _, e := range evs {
-		if e.Slave == "victim" && e.Kind == events.SlaveDeath {
-			death = true
-		}
-	}
-	if !death {
-		t.Errorf("no death recorded for the killed slave: %+v", evs)
-	}
-	checkCrawl(t, cfg, site, lost)
-}
-
-// TestClusterMySQLOutage takes MySQL away from the master mid-crawl, with
-// direct slaves and with slaves of the work API (whose tokens the master
-// looks up in MySQL): the master pauses its sink, the slaves go on or
-// pause, and the crawl completes with full coverage.
-func TestClusterMySQLOutage(t *testing.T) {
-	for _, api := range []bool{false, true} {
-		t.Run(slaveKind(api), func(t *testing.T) {
-			cfg := clusterConfig(t)
-			// the master reaches MySQL through a proxy that the test takes down
-			dsn, err := mysql.ParseDSN(cfg.MySQL.DSN)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// create the database and schema first, through the real server
-			if db, err := store.Open(context.Background(), cfg.MySQL.DSN); err != nil {
-				t.Fatal(err)
-			} else {
-				db.Close()
-			}
-			proxy := testutil.NewProxy(t, dsn.Addr)
-			dsn.Addr = proxy.Addr()
-			dsn.Timeout = time.Second
-			cfg.MySQL.DSN = dsn.FormatDSN()
-
-			site := startSite(t, 0)
-			seed(t, cfg, site)
-			startSlaves(t, cfg, api, 2)
-			masterDone := make(chan struct{})
-			go func() { defer close(masterDone); runMaster(t, cfg) }()
-			time.Sleep(700 * time.Millisecond)
-			proxy.SetDown(true)
-			time.Sleep(3 * time.Second)
-			if st, _ := masterd.Status(context.Background(), cfg); st.Finished {
-				t.Log("crawl finished during the outage")
-			}
-			proxy.SetDown(false)
-			<-masterDone
-			checkCrawlRobots(t, cfg, site, nil, robotsFetchers(api, 2))
-		})
-	}
-}
-
-// robotsFetchers is how many times a host's robots.txt may be fetched by
+// RobotsFetchers is how many times a host's robots.txt may be fetched by
 // n slaves: once with direct slaves (they share it through Redis), once
 // by each slave of the work API (each fetches the robots.txt of the hosts
 // it claims).
-func robotsFetchers(api bool, n int) int {
+func RobotsFetchers(api bool, n int) int {
 	if api {
 		return n
 	}
 	return 1
 }
 
-// slaveKind names a subtest by the kind of its slaves.
-func slaveKind(api bool) string {
+// SlaveKind names a subtest by the kind of its slaves.
+func SlaveKind(api bool) string {
 	if api {
 		return "work API slaves"
 	}
 	return "direct slaves"
 }
 
-// startSlaves starts n slaves of cfg's crawl in this process: direct, or
-// (api) slaves of the work API that cfg's master serves (withAPI: call it
+// StartSlaves starts n slaves of cfg's crawl in this process: direct, or
+// (api) slaves of the work API that cfg's master serves (WithAPI: call it
 // before the master starts).
-func startSlaves(t *testing.T, cfg *config.Config, api bool, n int) {
+func StartSlaves(t testing.TB, cfg *config.Config, api bool, n int) {
 	t.Helper()
-	var a *apiSlaves
+	var a *APISlaves
 	if api {
-		a = withAPI(t, cfg)
+		a = WithAPI(t, cfg)
 	}
 	for i := range n {
 		id := fmt.Sprintf("slave-%d", i+1)
 		if a != nil {
-			a.start(id)
+			a.Start(id)
 		} else {
-			startSlave(t, cfg, id)
+			StartSlave(t, cfg, id)
 		}
 	}
 }
 
-// siteHosts lists the site's host names: seeds are on one host, and the
+// SiteHosts lists the site's host names: seeds are on one host, and the
 // scope must take in all five.
-func siteHosts(site *testsite.Site) []string {
+func SiteHosts(site *testsite.Site) []string {
 	var out []string
 	for _, raw := range site.HostURLs() {
 		u, err := url.Parse(raw)
@@ -552,42 +426,135 @@ func siteHosts(site *testsite.Site) []string {
 	return out
 }
 
-// TestClusterRedisOutage takes Redis away from the master and the slaves
-// mid-crawl, with direct slaves and with slaves of the work API (which
-// meet the outage as the master's errors): they pause and resume when it
-// is back, nothing crashes, and the crawl completes with full coverage.
-func TestClusterRedisOutage(t *testing.T) {
-	for _, api := range []bool{false, true} {
-		t.Run(slaveKind(api), func(t *testing.T) {
-			cfg := clusterConfig(t)
-			site := startSite(t, 0)
-			seed(t, cfg, site) // seeded directly, before the proxy is in the way
-			ropt, err := redis.ParseURL(cfg.Redis.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy := testutil.NewProxy(t, ropt.Addr)
-			cfg.Redis.URL = fmt.Sprintf("redis://%s/%d", proxy.Addr(), ropt.DB)
-			// a lease must outlive the outage, or every in-flight task is (correctly) re-fetched
-			cfg.Lease.Duration = 20 * time.Second
-			cfg.Master.DeadAfter = 10 * time.Second
+// APISlaves makes cfg's master serve the work API over TLS on a free
+// loopback port, and returns what starts a slave of it: a token issued
+// for the slave, the masters' CA, and no Redis or MySQL it could reach
+// (its redis.url and mysql.dsn point at closed ports).
+type APISlaves struct {
+	t     testing.TB
+	cfg   *config.Config
+	certs testcert.Files
+	dir   string
+}
 
-			startSlaves(t, cfg, api, 2)
-			masterDone := make(chan struct{})
-			go func() { defer close(masterDone); runMaster(t, cfg) }()
-			time.Sleep(time.Second)
-			st, err := masterd.Status(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Done == 0 || st.Finished {
-				t.Fatalf("crawl not under way before the outage: %+v", st)
-			}
-			proxy.SetDown(true)
-			time.Sleep(3 * time.Second)
-			proxy.SetDown(false)
-			<-masterDone
-			checkCrawlRobots(t, cfg, site, nil, robotsFetchers(api, 2))
-		})
+// WithAPI makes cfg's master serve the work API (call it before the
+// master starts) and returns what starts its slaves.
+func WithAPI(t testing.TB, cfg *config.Config) *APISlaves {
+	t.Helper()
+	dir := t.TempDir()
+	certs := testcert.Write(t, dir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	cfg.API.Listen = ln.Addr().String()
+	ln.Close()
+	cfg.API.TLSCert, cfg.API.TLSKey = certs.ServerCert, certs.ServerKey
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return &APISlaves{t: t, cfg: cfg, certs: certs, dir: dir}
+}
+
+// Config returns the config of API slave id, with its token file.
+func (a *APISlaves) Config(id string) *config.Config {
+	t := a.t
+	t.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, a.cfg.MySQL.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tok, _, err := db.IssueToken(ctx, a.cfg.Crawl.Name, id, store.TokenLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokFile := filepath.Join(a.dir, id+".token")
+	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := *a.cfg
+	c.API = config.Default().API
+	c.Redis.URL = "redis://127.0.0.1:1/0" // nothing: the slave never dials Redis
+	c.MySQL.DSN = "nobody:x@tcp(127.0.0.1:1)/none"
+	c.Slave.API = config.SlaveAPI{URLs: []string{"https://" + a.cfg.API.Listen}, TokenFile: tokFile, CAFile: a.certs.CA}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return &c
+}
+
+// Start starts API slave id in this process.
+func (a *APISlaves) Start(id string) *SlaveHandle {
+	return StartSlave(a.t, a.Config(id), id)
+}
+
+// SlavesWithEvent returns the slaves of crawl with a slave event of kind
+// (events.SlaveJoin, SlaveLeave, …) in MySQL.
+func SlavesWithEvent(t testing.TB, db *store.Store, crawl string, kind string) map[string]bool {
+	t.Helper()
+	evs, err := db.SlaveEvents(context.Background(), crawl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, e := range evs {
+		if e.Kind == kind {
+			out[e.Slave] = true
+		}
+	}
+	return out
+}
+
+// RunWithSlave runs the master until the crawl is finished, with one
+// slave started (by start) once the master published the rules (so that
+// every page goes through them).
+func RunWithSlave(t testing.TB, cfg *config.Config, slave string, start func(*config.Config, string) *SlaveHandle) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- masterd.New(cfg, masterd.Options{ExitWhenDone: true, Logger: Logger(t)}).Run(ctx)
+	}()
+	f := OpenFrontier(t, cfg)
+	for {
+		if v, _, _, err := f.GetRules(ctx); err == nil && v != "" {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("master ended before publishing the rules: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the master published no rules in 3 minutes")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	h := start(cfg, slave)
+	defer h.Stop()
+	if err := <-done; err != nil {
+		t.Fatalf("master: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("crawl did not finish in 3 minutes")
+	}
+}
+
+// LockedBuffer is a bytes.Buffer for loggers of several goroutines.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -1,10 +1,11 @@
-package masterd_test
+package e2e
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/store"
@@ -19,7 +20,7 @@ func TestScheduledRecrawl(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(site.Close)
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	cfg.Crawl.Schedule = "@every 2s"
 	cfg.Admin.Listen = ""
 	cfg.Politeness.Delay = 10 * time.Millisecond
@@ -33,9 +34,9 @@ func TestScheduledRecrawl(t *testing.T) {
 	}
 	mctx, stopMaster := context.WithCancel(ctx)
 	mdone := make(chan error, 1)
-	go func() { mdone <- masterd.New(cfg, masterd.Options{Logger: testLogger(t)}).Run(mctx) }()
-	startSlave(t, cfg, "sched-1")
-	f := openFrontier(t, cfg)
+	go func() { mdone <- masterd.New(cfg, masterd.Options{Logger: crawltest.Logger(t)}).Run(mctx) }()
+	crawltest.StartSlave(t, cfg, "sched-1")
+	f := crawltest.OpenFrontier(t, cfg)
 	hits := func() int {
 		n := 0
 		for u, c := range site.HitCounts() {

@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"context"
@@ -9,27 +9,29 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
+	"github.com/redcrawl/redcrawl/shared/redisconn"
 )
 
 // TestShardedCrawl crawls the test site as a crawl of 4 shards on one
 // Redis with a master and three slaves: every page fetched exactly once
 // and recorded, politeness kept, and master status shows the shards.
 func TestShardedCrawl(t *testing.T) {
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	cfg.Crawl.Shards = 4
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	site := startSite(t, 0)
-	seed(t, cfg, site)
+	site := crawltest.StartSite(t, 0)
+	crawltest.Seed(t, cfg, site)
 	for i := range 3 {
-		startSlave(t, cfg, fmt.Sprintf("slave-%d", i+1))
+		crawltest.StartSlave(t, cfg, fmt.Sprintf("slave-%d", i+1))
 	}
-	runMaster(t, cfg)
-	checkCrawl(t, cfg, site, nil)
+	crawltest.RunMaster(t, cfg)
+	crawltest.CheckCrawl(t, cfg, site, nil)
 
 	st, err := masterd.Status(context.Background(), cfg)
 	if err != nil {
@@ -63,23 +65,23 @@ func TestShardedCrawl(t *testing.T) {
 // recoverer and sink on its share; shard 0's also decides the finish) and
 // both exit when it is finished, with every page recorded.
 func TestShardedTwoMasters(t *testing.T) {
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	cfg.Crawl.Shards = 4
 	cfg.Master.ShardLease = time.Second
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	site := startSite(t, 0)
-	seed(t, cfg, site)
+	site := crawltest.StartSite(t, 0)
+	crawltest.Seed(t, cfg, site)
 	for i := range 2 {
-		startSlave(t, cfg, fmt.Sprintf("slave-%d", i+1))
+		crawltest.StartSlave(t, cfg, fmt.Sprintf("slave-%d", i+1))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	errs := make(chan error, 2)
 	for _, id := range []string{"m1", "m2"} {
 		go func() {
-			errs <- masterd.New(cfg, masterd.Options{ID: id, ExitWhenDone: true, Logger: testLogger(t)}).Run(ctx)
+			errs <- masterd.New(cfg, masterd.Options{ID: id, ExitWhenDone: true, Logger: crawltest.Logger(t)}).Run(ctx)
 		}()
 	}
 	// both masters hold a share while the crawl runs
@@ -108,13 +110,13 @@ func TestShardedTwoMasters(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("crawl did not finish in 3 minutes")
 	}
-	checkCrawl(t, cfg, site, nil)
+	crawltest.CheckCrawl(t, cfg, site, nil)
 }
 
 // redisClient is a client for the test config's Redis, closed at the end.
 func redisClient(t *testing.T, cfg *config.Config) redis.UniversalClient {
 	t.Helper()
-	rdb, err := cfg.NewRedisClient()
+	rdb, err := redisconn.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package config
+package redisconn
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
+	"github.com/redcrawl/redcrawl/shared/config"
 )
 
 // failoverScript is a write of the frontier's kind: a script over keys of
@@ -55,7 +56,7 @@ func isFailoverError(err error) bool {
 }
 
 // TestRedisClusterFailover runs writes and scripts over 100 hash tags
-// through the cluster client of NewRedisClient against a 3-master,
+// through the cluster client of New against a 3-master,
 // 3-replica cluster, kills the master of {c:0} with SIGKILL mid-loop and
 // checks that the loop rides through: every failed call fails with an
 // error of failoverErrors and succeeds when retried, the killed master's
@@ -76,17 +77,17 @@ func TestRedisClusterFailover(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := testutil.StartCluster(t, 3, 1)
-			c := Default()
+			c := config.Default()
 			c.Redis.URL, c.Redis.Cluster = rc.URL+tt.query, true
 			runFailover(t, rc, &c, tt.also)
 		})
 	}
 }
 
-func runFailover(t *testing.T, rc *testutil.Cluster, c *Config, also []string) {
+func runFailover(t *testing.T, rc *testutil.Cluster, c *config.Config, also []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rdb, err := c.NewRedisClient()
+	rdb, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}

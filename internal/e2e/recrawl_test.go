@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/store"
@@ -66,7 +67,7 @@ func testIncrementalRecrawl(t *testing.T, validators bool, shards int, api bool)
 		t.Fatal(err)
 	}
 	t.Cleanup(site.Close)
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	cfg.Crawl.Shards = shards
 	cfg.Admin.Listen = ""
 	cfg.Politeness.Delay = 5 * time.Millisecond
@@ -76,19 +77,19 @@ func testIncrementalRecrawl(t *testing.T, validators bool, shards int, api bool)
 	}
 	warc1, warc2 := t.TempDir(), t.TempDir()
 	cfg.Storage.WARCDir = warc1
-	seed(t, cfg, site) // validates cfg
-	start := func(cfg *config.Config, id string) *slaveHandle { return startSlave(t, cfg, id) }
+	crawltest.Seed(t, cfg, site) // validates cfg
+	start := func(cfg *config.Config, id string) *crawltest.SlaveHandle { return crawltest.StartSlave(t, cfg, id) }
 	if api {
-		a := withAPI(t, cfg)
-		start = func(c *config.Config, id string) *slaveHandle {
-			sc := a.config(id)
+		a := crawltest.WithAPI(t, cfg)
+		start = func(c *config.Config, id string) *crawltest.SlaveHandle {
+			sc := a.Config(id)
 			sc.Storage.WARCDir = c.Storage.WARCDir
-			return startSlave(t, sc, id)
+			return crawltest.StartSlave(t, sc, id)
 		}
 	}
 
 	// the first crawl
-	runWithSlave(t, cfg, "rc-1", start)
+	crawltest.RunWithSlave(t, cfg, "rc-1", start)
 	pages := map[string]bool{} // the site's ordinary pages
 	for u := range site.Expected() {
 		if strings.HasSuffix(u, "/") || strings.Contains(u, "/page/") {
@@ -120,7 +121,7 @@ func testIncrementalRecrawl(t *testing.T, validators bool, shards int, api bool)
 	}
 	cfg2 := *cfg
 	cfg2.Storage.WARCDir = warc2
-	runWithSlave(t, &cfg2, "rc-2", start)
+	crawltest.RunWithSlave(t, &cfg2, "rc-2", start)
 
 	// the site's log: every page once; bodies only for revised pages
 	// (validators), or for every page (a server ignoring them)
@@ -194,38 +195,6 @@ func testIncrementalRecrawl(t *testing.T, validators bool, shards int, api bool)
 	// WARC: a revisit record per unchanged page, a response per changed one
 	if d := cmp.Diff(map[string]int{"revisit": len(urls) - len(changed), "response": len(changed)}, warcTypes(t, warc2)); d != "" {
 		t.Errorf("recrawl WARC records by type (-want +got):\n%s", d)
-	}
-}
-
-// runWithSlave runs the master until the crawl is finished, with one
-// slave started (by start) once the master published the rules (so that
-// every page goes through them).
-func runWithSlave(t *testing.T, cfg *config.Config, slave string, start func(*config.Config, string) *slaveHandle) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- masterd.New(cfg, masterd.Options{ExitWhenDone: true, Logger: testLogger(t)}).Run(ctx) }()
-	f := openFrontier(t, cfg)
-	for {
-		if v, _, _, err := f.GetRules(ctx); err == nil && v != "" {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("master ended before publishing the rules: %v", err)
-		case <-ctx.Done():
-			t.Fatal("the master published no rules in 3 minutes")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	h := start(cfg, slave)
-	defer h.stop()
-	if err := <-done; err != nil {
-		t.Fatalf("master: %v", err)
-	}
-	if ctx.Err() != nil {
-		t.Fatal("crawl did not finish in 3 minutes")
 	}
 }
 

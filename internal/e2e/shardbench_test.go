@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redcrawl/redcrawl/internal/harness/benchsuite"
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
@@ -36,7 +37,7 @@ import (
 // logs the table per node. On a 2-core machine throughput cannot scale
 // with nodes: the figures that matter are the shares.
 //
-//	go test -run '^$' -bench ShardedCluster -benchtime 1x -v ./master/masterd/
+//	go test -run '^$' -bench ShardedCluster -benchtime 1x -v ./internal/e2e/
 func BenchmarkShardedCluster(b *testing.B) {
 	for i := range b.N {
 		rc := testutil.StartCluster(b, 3, 0)
@@ -154,7 +155,7 @@ func runShardedBench(t testing.TB, rc *testutil.Cluster, shards int) shardBenchR
 		t.Fatal(err)
 	}
 	t.Cleanup(site.Close)
-	cfg.Crawl.AllowHosts = siteHosts(site)
+	cfg.Crawl.AllowHosts = crawltest.SiteHosts(site)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func runShardedBench(t testing.TB, rc *testutil.Cluster, shards int) shardBenchR
 			if err != nil {
 				t.Fatal(err)
 			}
-			mem, _ := strconv.ParseInt(infoValue(info, "used_memory"), 10, 64)
+			mem, _ := strconv.ParseInt(testutil.InfoField(info, "used_memory"), 10, 64)
 			out[nd.Addr] = sample{s, mem}
 		}
 		return out
@@ -232,7 +233,7 @@ func runShardedBench(t testing.TB, rc *testutil.Cluster, shards int) shardBenchR
 	t.Cleanup(stopAll)
 	for j := range 2 {
 		s, err := slaved.New(cfg, slaved.Options{ID: fmt.Sprintf("%s-slave-%d", name, j+1),
-			Logger: discardLogger(), Redis: client()})
+			Logger: crawltest.DiscardLogger(), Redis: client()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +241,7 @@ func runShardedBench(t testing.TB, rc *testutil.Cluster, shards int) shardBenchR
 		go func() { defer slaveWG.Done(); s.Run(slaveCtx) }()
 	}
 	mctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	err = masterd.New(cfg, masterd.Options{ExitWhenDone: true, Logger: discardLogger(), Redis: mc}).Run(mctx)
+	err = masterd.New(cfg, masterd.Options{ExitWhenDone: true, Logger: crawltest.DiscardLogger(), Redis: mc}).Run(mctx)
 	timedOut := mctx.Err() != nil
 	cancel()
 	// the finish is decided after a quiescence window; do not count it
@@ -359,14 +360,4 @@ func runShardedBench(t testing.TB, rc *testutil.Cluster, shards int) shardBenchR
 			n.cpu*1000, n.cpu*1e6/pages, n.calls, n.evals, n.keys, float64(n.bytes)/1e6, float64(n.memory)/1e6)
 	}
 	return res
-}
-
-// infoValue returns the value of key in an INFO reply.
-func infoValue(info, key string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }

@@ -1,4 +1,4 @@
-package config
+package redisconn
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/internal/harness/testcert"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
+	"github.com/redcrawl/redcrawl/shared/config"
 )
 
 // TestRedisTLS runs clients built from the config against a real
@@ -24,40 +25,40 @@ import (
 func TestRedisTLS(t *testing.T) {
 	certs := testcert.Write(t, t.TempDir(), "redis.test")
 	addr := startTLSRedis(t, certs, "yes", false)
-	withClient := func(c *Config) {
+	withClient := func(c *config.Config) {
 		c.Redis.TLSCertFile, c.Redis.TLSKeyFile = certs.ClientCert, certs.ClientKey
 	}
 	tests := []struct {
 		name    string
-		mutate  func(c *Config)
+		mutate  func(c *config.Config)
 		wantErr []string // "" = works
 	}{
-		{"right CA, server name and client certificate", func(c *Config) {
+		{"right CA, server name and client certificate", func(c *config.Config) {
 			c.Redis.TLSCAFile, c.Redis.TLSServerName = certs.CA, "redis.test"
 			withClient(c)
 		}, nil},
-		{"wrong CA", func(c *Config) {
+		{"wrong CA", func(c *config.Config) {
 			c.Redis.TLSCAFile, c.Redis.TLSServerName = certs.OtherCA, "redis.test"
 			withClient(c)
 		}, []string{"redis " + addr, "certificate verification failed", "redis.tls_ca_file"}},
-		{"system roots", func(c *Config) {
+		{"system roots", func(c *config.Config) {
 			c.Redis.TLSServerName = "redis.test"
 			withClient(c)
 		}, []string{"redis " + addr, "certificate verification failed"}},
-		{"server name mismatch", func(c *Config) {
+		{"server name mismatch", func(c *config.Config) {
 			c.Redis.TLSCAFile = certs.CA
 			withClient(c)
 		}, []string{"redis " + addr, "certificate verification failed", "redis.tls_server_name"}},
-		{"client certificate missing", func(c *Config) {
+		{"client certificate missing", func(c *config.Config) {
 			c.Redis.TLSCAFile, c.Redis.TLSServerName = certs.CA, "redis.test"
 		}, []string{"redis " + addr, "client certificate", "redis.tls_cert_file"}},
-		{"plain client against the TLS port", func(c *Config) {
+		{"plain client against the TLS port", func(c *config.Config) {
 			c.Redis.URL = "redis://" + addr + "/0"
 		}, []string{"redis " + addr, "is the server TLS-only? use rediss://"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := Default()
+			c := config.Default()
 			c.Redis.URL = "rediss://" + addr + "/0"
 			tt.mutate(&c)
 			if err := c.Validate(); err != nil {
@@ -87,7 +88,7 @@ func TestRedisTLS(t *testing.T) {
 func TestRedisClusterTLS(t *testing.T) {
 	certs := testcert.Write(t, t.TempDir())
 	addr := startTLSRedis(t, certs, "optional", true)
-	c := Default()
+	c := config.Default()
 	c.Redis.Cluster = true
 	c.Redis.URL = "rediss://" + addr
 	c.Redis.TLSCAFile = certs.CA
@@ -106,9 +107,9 @@ func TestRedisClusterTLS(t *testing.T) {
 
 // pingAndScript pings through a client from c and runs a script that
 // writes and reads a key.
-func pingAndScript(t *testing.T, c *Config) error {
+func pingAndScript(t *testing.T, c *config.Config) error {
 	t.Helper()
-	rdb, err := c.NewRedisClient()
+	rdb, err := New(c)
 	if err != nil {
 		return err
 	}
