@@ -175,6 +175,17 @@ func TestHostileAPIMemory(t *testing.T) {
 	}
 	t.Logf("%d leases lost under the floods", len(lost))
 	checkCrawlRobots(t, cfg, site, lost, 2)
+	// the honest slaves' records were all taken: nothing of theirs refused
+	for _, slave := range []string{"honest-1", "honest-2"} {
+		exc, err := db.Exceptions(context.Background(), store.ExceptionFilter{Crawl: cfg.Crawl.Name,
+			Kind: events.KindInvalidInput, Slave: slave})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range exc {
+			t.Errorf("an honest slave's record refused: %s", x.Message)
+		}
+	}
 }
 
 // procHWM is a process's peak resident set so far in bytes (VmHWM; 0

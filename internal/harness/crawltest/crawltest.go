@@ -284,7 +284,24 @@ func CheckCrawlRobots(t testing.TB, cfg *config.Config, site *testsite.Site, los
 	}
 	for u := range expected {
 		if pages[u] < 1 || pages[u] > 1+lostBy[u] {
-			t.Errorf("page rows for %s: %d", u, pages[u])
+			t.Errorf("page rows for %s: %d (leases lost %d, fetched %d times)", u, pages[u], lostBy[u], site.HitCounts()[u])
+			dups, _ := db.Duplicates(ctx, cfg.Crawl.Name)
+			for _, d := range dups {
+				if d.URL == u || d.FirstURL == u {
+					t.Logf("duplicate %+v", d)
+				}
+			}
+			exc, _ := db.Exceptions(ctx, store.ExceptionFilter{Crawl: cfg.Crawl.Name, Limit: 100000})
+			for _, e := range exc {
+				if e.URL == u || strings.Contains(e.Message, u) {
+					t.Logf("exception %+v", e)
+				}
+			}
+			for _, l := range lost {
+				if l.URL == u {
+					t.Logf("lost %+v", l)
+				}
+			}
 			break
 		}
 	}
