@@ -185,8 +185,8 @@ func TestFunctionsRefuse(t *testing.T) {
 		{"recover_expired: from past the registry", "recover_expired", nil, []any{10, maxSlaves + 1}, "from must be"},
 		{"retire: unknown kind", "retire", nil, []any{"s1", "vanish", "", 1}, "kind must be"},
 		{"finish: quiescence not a number", "finish", nil, []any{"soon"}, "quiescence_ms must be"},
-		{"shard_count: over the cap", "shard_count", nil, []any{maxShards + 1, ""}, "shards must be"},
-		{"init: unknown strategy", "init", nil, []any{0, "random", "exact", 0, 0, 0, 12}, "unknown strategy"},
+		{"shard_count: over the cap", "shard_count", nil, []any{maxShards + 1, "", keyLayout}, "shards must be"},
+		{"init: unknown strategy", "init", nil, []any{"random", "exact", 0, 0, 0, 12, keyLayout}, "unknown strategy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := crawlState(t, rdb, f)

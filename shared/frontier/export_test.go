@@ -3,7 +3,6 @@ package frontier
 import (
 	"context"
 	"fmt"
-	"math/bits"
 	"regexp"
 	"strconv"
 	"strings"
@@ -98,26 +97,6 @@ func (f *shard) maybeSeen(ctx context.Context, urls []string) ([]bool, error) {
 func WithSeenLoad(opt Options, load int) Options {
 	opt.seenLoad = load
 	return opt
-}
-
-// FixedBucketBits is the seen_bits that versions before growing buckets
-// gave a crawl created with expected URLs: about 64 fingerprints a bucket
-// at that count.
-func FixedBucketBits(expected int64) uint {
-	if expected < 1 {
-		expected = 1
-	}
-	b := uint(bits.Len64(uint64(expected/64 + 1)))
-	return min(max(b, 8), 24)
-}
-
-// FixedSlot returns a fingerprint's bucket and field (seen or content) in
-// a fixed layout of b bits, as versions before growing buckets wrote them
-// (and content buckets still are).
-func FixedSlot(b uint, fp uint64) (uint32, string) {
-	bucket, fld := fixedSlot(fp, b)
-	n, _ := strconv.ParseUint(bucket, 16, 32)
-	return uint32(n), fld
 }
 
 // MemberBits returns, for each level b that splits, the fingerprint's bit

@@ -206,16 +206,12 @@ func TestFreshHostPages(t *testing.T) {
 }
 
 // TestScopeSets: with scope by seeds, a link is in scope when its host is a
-// seed's (the scope sets, Keys.ScopeMember) or in the legacy scopehosts
-// set of a crawl created before them.
+// seed's (the scope sets, Keys.ScopeMember).
 func TestScopeSets(t *testing.T) {
 	rdb := testRedis(t)
 	ctx := context.Background()
 	f := newFrontier(t, rdb, "scopesets", func(o *frontier.Options) { o.ScopeBySeeds = true })
 	k := f.Keys()
-	if err := rdb.SAdd(ctx, k.ScopeHosts, "old.test").Err(); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0)}); err != nil {
 		t.Fatal(err)
 	}
@@ -226,9 +222,9 @@ func TestScopeSets(t *testing.T) {
 	if enc, _ := rdb.ObjectEncoding(ctx, key).Result(); enc != "intset" {
 		t.Errorf("scope set encoding %q, want intset", enc)
 	}
-	got := drainClaims(t, f, []frontier.Task{tk("http://old.test/x", 1), tk("http://new.test/y", 1), tk("http://a.test/z", 1)})
+	got := drainClaims(t, f, []frontier.Task{tk("http://new.test/y", 1), tk("http://a.test/z", 1)})
 	sort.Strings(got)
-	if d := cmp.Diff([]string{"http://a.test/", "http://a.test/z", "http://old.test/x"}, got); d != "" {
+	if d := cmp.Diff([]string{"http://a.test/", "http://a.test/z"}, got); d != "" {
 		t.Errorf("claimed (-want +got):\n%s", d)
 	}
 }

@@ -88,7 +88,11 @@ func TestLibraryMissing(t *testing.T) {
 		t.Fatalf("slave of another version than the master's: %v", err)
 	}
 
-	// a master loads it; the slave then opens the crawl
+	// a master loads it (on a new crawl: this version refuses one another
+	// version made); the slave then opens the crawl
+	if err := rdb.Del(ctx, NewKeys("libmissing").Meta).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := NewRedis(ctx, rdb, Options{Crawl: "libmissing"}); err != nil {
 		t.Fatal(err)
 	}

@@ -224,7 +224,6 @@ type shard struct {
 	opt         Options
 	keys        Keys
 	allKeys     []string   // keys.all(), passed as KEYS to every function
-	seenBits    uint       // number of seen bucket bits of a fixed layout (0: growing buckets), per crawl in meta
 	contentBits uint       // number of content bucket bits, per crawl in meta
 	bloom       bloomSize  // the Bloom filter's size, fixed per crawl in meta (bloom mode)
 	links       *linkCache // nil: every link goes to the function (linkcache.go)
@@ -274,13 +273,6 @@ var (
 // or any URL over 64 bytes: most) a bucket is a hash table whose lookups
 // do not grow with it. Growing them as seen buckets grow would cost every
 // page about 1.4 µs more of Redis time (their splits move URLs).
-//
-// A crawl's meta seen_bits says its seen layout: 0 for growing buckets; 8
-// to 24, in crawls created before they grew, the fixed number of bucket
-// bits that addresses hashes of fingerprint fields (FixedBucketBits in
-// export_test.go), which those crawls' content buckets use too. Binaries
-// of those versions refuse a crawl whose seen_bits is 0 rather than
-// address it wrongly.
 const (
 	seenLoad     = 192
 	seenFloor    = 8
@@ -375,14 +367,13 @@ func newShard(ctx context.Context, rdb redis.UniversalClient, opt Options, keys 
 	if opt.Strategy == "" || opt.Strategy == StrategyBFS || opt.Strategy == StrategyDFS {
 		f.links = newLinkCache(opt.LinkCache)
 	}
-	res, err := f.callSlice(ctx, "init", 0, opt.Strategy, opt.DedupMode, want.M, want.K, want.Seg, contentBits)
+	res, err := f.callSlice(ctx, "init", opt.Strategy, opt.DedupMode, want.M, want.K, want.Seg, contentBits, keyLayout)
 	if err != nil || len(res) != 8 {
 		return nil, wrap("new frontier", cmpErr(err, fmt.Errorf("init returned %d values", len(res))))
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
-	got, err := strconv.Atoi(str(res[0]))
-	if err != nil || (got != 0 && (got < 8 || got > 24)) {
-		return nil, fmt.Errorf("new frontier: crawl %q has invalid seen_bits %q", opt.Crawl, str(res[0]))
+	if err := checkLayout(opt.Crawl, str(res[0])); err != nil {
+		return nil, err
 	}
 	if str(res[1]) != opt.Strategy {
 		return nil, fmt.Errorf("new frontier: crawl %q was created with strategy %s, not %s", opt.Crawl, str(res[1]), opt.Strategy)
@@ -390,16 +381,12 @@ func newShard(ctx context.Context, rdb redis.UniversalClient, opt Options, keys 
 	if str(res[2]) != opt.DedupMode {
 		return nil, fmt.Errorf("new frontier: crawl %q was created with dedup mode %s, not %s", opt.Crawl, str(res[2]), opt.DedupMode)
 	}
-	f.seenBits, f.contentBits = uint(got), uint(got)
-	load := 0 // a fixed layout
-	if got == 0 {
-		load = cmp.Or(opt.seenLoad, seenLoad)
-		cb, err := strconv.Atoi(str(res[6]))
-		if err != nil || cb < 1 || cb > 24 {
-			return nil, fmt.Errorf("new frontier: crawl %q has invalid content_bits %q", opt.Crawl, str(res[6]))
-		}
-		f.contentBits = uint(cb)
+	cb, err := strconv.Atoi(str(res[6]))
+	if err != nil || cb < 1 || cb > 24 {
+		return nil, fmt.Errorf("new frontier: crawl %q has invalid content_bits %q", opt.Crawl, str(res[6]))
 	}
+	f.contentBits = uint(cb)
+	load := cmp.Or(opt.seenLoad, seenLoad)
 	if opt.DedupMode == DedupBloom {
 		if f.bloom, err = parseBloomSize(str(res[3]), str(res[4]), str(res[5])); err != nil {
 			return nil, fmt.Errorf("new frontier: crawl %q: %w", opt.Crawl, err)
@@ -445,16 +432,12 @@ func (f *shard) seenSlot(url string) (string, string) {
 	return f.slot(Fingerprint(url))
 }
 
-// slot returns a URL fingerprint's tuple bucket and field. With growing
-// buckets (seenBits 0) the bucket is the low 32 bits, from which the
-// scripts pick the bucket (LH.bucket_key), and the field the top 56 bits,
-// the bucket's member, both in decimal. With a fixed layout it is
-// fixedSlot with seenBits. Bucket and field together keep all 64 bits.
+// slot returns a URL fingerprint's tuple bucket and field: the low 32
+// bits, from which the scripts pick the growing bucket (LH.bucket_key),
+// and the top 56 bits, the bucket's member, both in decimal. Bucket and
+// field together keep all 64 bits.
 func (f *shard) slot(fp uint64) (string, string) {
-	if f.seenBits == 0 {
-		return strconv.FormatUint(fp&math.MaxUint32, 10), strconv.FormatUint(fp>>8, 10)
-	}
-	return fixedSlot(fp, f.seenBits)
+	return strconv.FormatUint(fp&math.MaxUint32, 10), strconv.FormatUint(fp>>8, 10)
 }
 
 // contentSlot returns a content hash's bucket and field (fixedSlot with
@@ -676,4 +659,22 @@ func toInt(v any) (int64, error) {
 		return strconv.ParseInt(x, 10, 64)
 	}
 	return 0, fmt.Errorf("unexpected %T %v", v, v)
+}
+
+// keyLayout is the key layout of the crawls this version makes (meta
+// layout). There is one; a crawl made by an earlier development version
+// has none and is refused rather than converted.
+const keyLayout = "1"
+
+// checkLayout refuses a crawl whose meta names another key layout than
+// keyLayout, saying the way out.
+func checkLayout(crawl, have string) error {
+	if have == keyLayout {
+		return nil
+	}
+	if have == "" {
+		have = "none"
+	}
+	return fmt.Errorf("new frontier: crawl %q was made by an older redcrawl (key layout %s, this version reads %s): "+
+		"remove it with `master drop --crawl %s` or crawl under a new --crawl name", crawl, have, keyLayout, crawl)
 }

@@ -29,8 +29,7 @@ import (
 //
 // Shard 0 also holds what is crawl-wide: the slave registry and
 // heartbeats, the control hash (written to every shard, read from 0), the
-// rules (likewise) and the finish marks (and a legacy seed set, which
-// MoveLegacySeeds empties; the seeds are recorded in MySQL).
+// rules (likewise) and the finish marks.
 //
 // Links found on a page of shard A for a host of shard B are enqueued on B
 // first (linksScript, one call per remote shard per ack batch), then the
@@ -174,9 +173,13 @@ func shardCount(ctx context.Context, rdb redis.UniversalClient, opt Options, roo
 	if err != nil {
 		return 0, nil, fmt.Errorf("new frontier: %w", err)
 	}
-	res, err := s.callSlice(ctx, "shard_count", min(want, maxShards), strings.Join(place, ","))
-	if err != nil || len(res) != 2 {
+	res, err := s.callSlice(ctx, "shard_count", min(want, maxShards), strings.Join(place, ","), keyLayout)
+	if err != nil || len(res) != 3 {
 		return 0, nil, wrap("new frontier: shard count", cmpErr(err, fmt.Errorf("%d values", len(res))))
+	}
+	layout, _ := res[2].(string)
+	if err := checkLayout(opt.Crawl, layout); err != nil {
+		return 0, nil, err
 	}
 	n64, err := toInt(res[0])
 	n := int(n64)
