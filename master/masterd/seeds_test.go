@@ -108,7 +108,8 @@ func claimAll(t *testing.T, f *frontier.Redis) []string {
 		if round > 1000 {
 			t.Fatalf("%d still queued after %d claim rounds", st.Queued, round)
 		}
-		ls, err := f.Claim(ctx, "drain", 1000)
+		res, err := f.ClaimWaitOpts(ctx, "drain", 1000, frontier.ClaimOptions{})
+		ls := res.Leases
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -197,7 +197,7 @@ func TestDedupModesComplete(t *testing.T) {
 			links := []frontier.Task{tk("http://a.test/", 1), tk("http://a.test/x", 1), tk("http://b.test/", 1),
 				tk("http://a.test/x", 1), tk("http://b.test/y", 1)}
 			for range 3 {
-				ls, err := f.Claim(ctx, "s1", 10)
+				ls, err := claimN(ctx, f, "s1", 10)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -37,7 +37,7 @@ func TestPauseResume(t *testing.T) {
 	if ok, err := f.Resume(ctx); err != nil || !ok {
 		t.Fatalf("resume = %v, %v", ok, err)
 	}
-	ls, err := f.Claim(ctx, "s1", 10)
+	ls, err := claimN(ctx, f, "s1", 10)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("claim after resume = %d, %v; want 2", len(ls), err)
 	}
@@ -85,10 +85,10 @@ func TestDrainAndRetireThroughHeartbeat(t *testing.T) {
 			t.Errorf("%s control (-want +got):\n%s", tc.slave, d)
 		}
 	}
-	if ls, err := f.Claim(ctx, "s1", 10); err != nil || len(ls) != 0 {
+	if ls, err := claimN(ctx, f, "s1", 10); err != nil || len(ls) != 0 {
 		t.Fatalf("draining slave claimed %d, %v", len(ls), err)
 	}
-	if ls, err := f.Claim(ctx, "s2", 10); err != nil || len(ls) != 2 {
+	if ls, err := claimN(ctx, f, "s2", 10); err != nil || len(ls) != 2 {
 		t.Fatalf("other slave claimed %d, %v; want 2", len(ls), err)
 	}
 	if err := f.Leave(ctx, "s1", "drained"); err != nil {
@@ -115,7 +115,7 @@ func TestRequeueFailed(t *testing.T) {
 	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/x", 0), tk("http://b.test/y", 0)}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := f.Claim(ctx, "s1", 10)
+	ls, err := claimN(ctx, f, "s1", 10)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("claim = %d, %v", len(ls), err)
 	}
@@ -138,7 +138,7 @@ func TestRequeueFailed(t *testing.T) {
 	if st.Failed != 0 || st.Queued != 2 || st.Requeued != 2 || st.Finished {
 		t.Fatalf("after requeue: %+v", st)
 	}
-	ls, err = f.Claim(ctx, "s1", 10)
+	ls, err = claimN(ctx, f, "s1", 10)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("claim requeued = %d, %v", len(ls), err)
 	}
@@ -163,7 +163,7 @@ func TestReseed(t *testing.T) {
 			if n, err := f.Reseed(ctx, seeds, nil); err != nil || n != 0 {
 				t.Fatalf("reseed of queued seeds = %d, %v; want 0", n, err)
 			}
-			ls, err := f.Claim(ctx, "s1", 10)
+			ls, err := claimN(ctx, f, "s1", 10)
 			if err != nil || len(ls) != 2 {
 				t.Fatalf("claim = %d, %v", len(ls), err)
 			}

@@ -19,7 +19,7 @@ func drainClaims(t *testing.T, f *frontier.Redis, links []frontier.Task) []strin
 	ctx := context.Background()
 	var got []string
 	for round := 0; round < 20; round++ {
-		ls, err := f.Claim(ctx, "s1", 10)
+		ls, err := claimN(ctx, f, "s1", 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestFreshHosts(t *testing.T) {
 				t.Errorf("fresh, prios, ready (-want +got):\n%s", d)
 			}
 			// the first is released and claimed again
-			ls, err := f.Claim(ctx, "s1", 10)
+			ls, err := claimN(ctx, f, "s1", 10)
 			if err != nil || len(ls) != 1 {
 				t.Fatalf("claim: %v %v", ls, err)
 			}
@@ -132,7 +132,7 @@ func TestFreshWarmHost(t *testing.T) {
 	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0)}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := f.Claim(ctx, "s1", 10)
+	ls, err := claimN(ctx, f, "s1", 10)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("claim: %v %v", ls, err)
 	}
@@ -240,7 +240,7 @@ func TestIdleHostCostsNothing(t *testing.T) {
 	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0)}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := f.Claim(ctx, "s1", 10)
+	ls, err := claimN(ctx, f, "s1", 10)
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("claim: %v %v", ls, err)
 	}
@@ -269,7 +269,7 @@ func TestIdleHostCostsNothing(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) && fields()[0] {
 		time.Sleep(10 * time.Millisecond)
-		if _, err := f.Claim(ctx, "s1", 10); err != nil {
+		if _, err := claimN(ctx, f, "s1", 10); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -86,7 +86,7 @@ func TestSeenGrows(t *testing.T) {
 			// partner's content; link pages have no links
 			pages := 0
 			for {
-				ls, err := f.Claim(ctx, "s1", 200)
+				ls, err := claimN(ctx, f, "s1", 200)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -44,10 +44,11 @@ import (
 // its own shard as usual.
 
 // Redis is the Redis implementation of Frontier, Seeder, Supervisor and
-// Registry, over one shard or several. Its embedded *shard is shard 0, so
-// a crawl of one shard runs exactly today's code.
+// Registry: a crawl, over one shard or several. Every method of it is a
+// crawl-wide operation written out over its shards (shard 0 holds what
+// is crawl-wide); a shard's methods act on that shard alone.
 type Redis struct {
-	*shard
+	opt    Options // the crawl's options as normalized (ExpectedURLs of the whole crawl)
 	shards []*shard
 	home   int // the shard this slave prefers (Options.Slave)
 	// quiet[c][k]: claims of class c (0 static, 1 with render tasks) skip
@@ -115,7 +116,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 			}
 		}
 	}
-	f := &Redis{shards: make([]*shard, n)}
+	f := &Redis{opt: opt, shards: make([]*shard, n)}
 	wait := newReplicaWait(opt)
 	f.quiet[0], f.quiet[1] = make([]quietMark, n), make([]quietMark, n)
 	for k := range n {
@@ -136,7 +137,6 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 		}
 		f.shards[k] = s
 	}
-	f.shard = f.shards[0]
 	if wait != nil {
 		// each shard's node's replicas, counted now: a process whose
 		// first look at a node came while its replica was cut off would
@@ -284,3 +284,19 @@ func sortedShards[V any](m map[int]V) []int {
 	sort.Ints(ks)
 	return ks
 }
+
+var (
+	_ Frontier   = (*Redis)(nil)
+	_ Seeder     = (*Redis)(nil)
+	_ Supervisor = (*Redis)(nil)
+	_ Registry   = (*Redis)(nil)
+
+	_ PolicySeeder = (*Redis)(nil)
+	_ RulesStore   = (*Redis)(nil)
+)
+
+// Keys returns the crawl's keys.
+func (r *Redis) Keys() Keys { return r.shards[0].keys }
+
+// Client returns the Redis client.
+func (r *Redis) Client() redis.UniversalClient { return r.shards[0].rdb }
