@@ -104,10 +104,6 @@ func (f *Redis) reopen(ctx context.Context) error {
 
 // RequeueFailed implements Supervisor over every shard.
 func (f *Redis) RequeueFailed(ctx context.Context, limit int) (int, error) {
-	return f.requeueFailed(ctx, limit)
-}
-
-func (f *Redis) requeueFailed(ctx context.Context, limit int) (int, error) {
 	if len(f.shards) == 1 {
 		return f.shards[0].requeueFailed(ctx, limit)
 	}
