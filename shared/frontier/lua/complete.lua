@@ -302,6 +302,6 @@ register('complete_claim', function()
   local acks = complete_leases(slave, n, now, counts)
   maxn = held_cap(slave, maxn, max_held)
   -- the claim's result follows the acks in the same table
-  if maxn <= 0 then return at_cap(acks) end
+  if maxn <= 0 then return no_lease(acks, -2) end
   return claim_tasks(slave, maxn, render, now, acks)
 end, {quiet = true})
