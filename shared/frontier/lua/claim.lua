@@ -209,7 +209,7 @@ do
       end
     end
     local hosts = {}
-    for k, c in ipairs(cands) do hosts[k] = c[1] end
+    for k = 1, #cands do hosts[k] = cands[k][1] end
     prefetch(hosts)
     return cands
   end
@@ -307,9 +307,10 @@ do
     -- never counted in queued) is dropped and counted as refused. Returns
     -- take less the tasks got.
     local function lease_each(L, host, r, prio, got, take)
-      local out, lz, lh = L.out, L.lease_z, L.lease_h
+      local out, lz, lh, pre, mid = L.out, L.lease_z, L.lease_h, L.lease_pre, L.lease_mid
       local n, seq, now, deadline, deadline_s = L.n, L.seq, L.now, L.deadline, L.deadline_s
-      for _, task in ipairs(got) do
+      for k = 1, #got do
+        local task = got[k]
         local url = task_url(task)
         if not url then
           stat('refused', 1)
@@ -325,7 +326,7 @@ do
           lz[#lz + 1] = deadline_s
           lz[#lz + 1] = url
           lh[#lh + 1] = url
-          lh[#lh + 1] = L.lease_pre .. string.format('%d', seq) .. L.lease_mid .. host .. '\t' .. prio .. '\t' .. task
+          lh[#lh + 1] = pre .. string.format('%d', seq) .. mid .. host .. '\t' .. prio .. '\t' .. task
           local o = #out
           out[o + 1], out[o + 2], out[o + 3], out[o + 4] = host, prio, task, seq
           out[o + 5], out[o + 6], out[o + 7] = now, deadline, ''
@@ -487,9 +488,9 @@ do
     local cands = candidates(maxn, render, now_s)
     --[[mark:k_candidates]]
     local L = new_claim(slave, maxn, render, now, out)
-    for _, c in ipairs(cands) do
+    for k = 1, #cands do
       if L.n >= maxn then break end
-      claim_host(L, c)
+      claim_host(L, cands[k])
       --[[mark:k_host]]
     end
     take_validators(L)

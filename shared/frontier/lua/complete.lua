@@ -77,12 +77,6 @@ end
 -- call's state, S (complete_leases).
 local complete_leases
 do
-  -- next_completion returns the ARGV index of the completion after
-  -- completion c, which starts at i (counts: check_completions')
-  local function next_completion(i, counts, c)
-    return i + COMPLETION + 2 * counts.ev[c] + 4 * counts.pol[c] + TUPLE * counts.links[c]
-  end
-
   -- read_leases returns the lease of each of the n completions, from
   -- ARGV[5] on: lease_fields of its URL's entry in slave's lease data
   -- (k_sld: one HMGET, hmget), false for a URL without one. It loads the
@@ -92,14 +86,14 @@ do
     local urls, i = {}, 5
     for c = 1, n do
       urls[c] = ARGV[i]
-      i = next_completion(i, counts, c)
+      i = i + COMPLETION + 2 * counts.ev[c] + 4 * counts.pol[c] + TUPLE * counts.links[c]
     end
     --[[mark:c_args]]
     local leases, hosts = {}, {}
     local lds = hmget(k_sld(slave), urls)
     --[[mark:c_lease_hmget]]
-    for c, data in ipairs(lds) do
-      local d = false
+    for c = 1, #lds do
+      local data, d = lds[c], false
       if data then
         d = lease_fields(data)
         hosts[#hosts + 1] = d[4]
@@ -134,19 +128,17 @@ do
     if nxt ~= cur then hset(K_HNEXT, host, nxt) end
   end
 
-  -- apply_outcome applies the outcome of the held completion at ARGV[i]
-  -- to its task (host, prio, task: its lease's) for the call S: done
-  -- counts it; retry requeues it (requeue_or_fail) in K_RETRY (ZADD, due
-  -- its retry_in_ms, capped at C.MAX_BACKOFF, after S.now) unless its
-  -- attempts are used; fail puts it in K.FAILED (RPUSH) with the
-  -- completion's reason and takes its cash back from lambda (aopic);
-  -- release queues it again (push, at the front). Counts each in the
-  -- stats.
-  local function apply_outcome(S, i, host, prio, task)
-    local outcome, reason, now = ARGV[i + 2], ARGV[i + 6], S.now
-    if outcome == 'done' then
-      stat('done', 1)
-    elseif outcome == 'retry' then
+  -- settle_undone applies the outcome (retry, fail or release) of the
+  -- held completion at ARGV[i] that is not done to its task (host, prio,
+  -- task: its lease's) for the call S: retry requeues it
+  -- (requeue_or_fail) in K_RETRY (ZADD, due its retry_in_ms, capped at
+  -- C.MAX_BACKOFF, after S.now) unless its attempts are used; fail puts
+  -- it in K.FAILED (RPUSH) with the completion's reason and takes its
+  -- cash back from lambda (aopic); release queues it again (push, at the
+  -- front). Counts each in the stats.
+  local function settle_undone(S, i, host, prio, task, outcome)
+    local reason, now = ARGV[i + 6], S.now
+    if outcome == 'retry' then
       local _, failed, nt = requeue_or_fail(host, prio, task, reason, now, S.slave)
       if not failed then
         local retry_in = whole(ARGV[i + 5], C.MAX_BACKOFF) or 0
@@ -231,49 +223,52 @@ do
 
   -- complete_one acknowledges the completion at ARGV[i] (nev events, nlinks
   -- links, npol policies) for the call S, d being its URL's lease
-  -- (read_leases'). Ack 0 (appended to S.acks) when the lease is not
-  -- held by S.slave with the completion's token, or an earlier completion
-  -- of the call ended it. Else, in order: the host policies
-  -- (set_policies), the lease ended (S.ended, S.ended_list: their entries
-  -- go in complete_leases), the host's slot freed (host_done) and its
-  -- next time (next_time), the outcome (apply_outcome), the host's place
-  -- in the ready sets (ready_host), the events (emit); for a done page the
+  -- (read_leases'), and returns the ARGV index of the next completion.
+  -- Ack 0 (appended to S.acks) when the lease is not held by S.slave with
+  -- the completion's token, or an earlier completion of the call ended
+  -- it. Else, in order: the host policies (set_policies), the lease ended
+  -- (S.ended, S.ended_list: their entries go in complete_leases), the
+  -- host's slot freed (host_done) and its next time (next_time), the
+  -- outcome (done: counted; else settle_undone), the host's place in the
+  -- ready sets (ready_host), the events (emit); for a done page the
   -- content check (duplicate: ack 2, its links not followed) and the
   -- links (enqueue_links, and pay with aopic; S.added counts them). Ack 1
   -- otherwise.
   local function complete_one(S, i, d, nev, nlinks, npol)
     local url, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    local ev_at = i + COMPLETION
+    local pol_at = ev_at + 2 * nev
+    local links_at = pol_at + 4 * npol
     local acks = S.acks
     if S.ended[url] or not (d and d[6] and d[1] == S.slave and d[2] == token) then
       acks[#acks + 1] = 0
-      return
+      return links_at + TUPLE * nlinks
     end
     acks[#acks + 1] = 1
     local host, prio, task = d[4], d[5], d[6]
-    local ev_at = i + COMPLETION
-    local pol_at = ev_at + 2 * nev
-    set_policies(pol_at, npol)
+    if npol > 0 then set_policies(pol_at, npol) end
     S.ended[url] = true
     S.ended_list[#S.ended_list + 1] = url
     CALL.warm[host] = true
     host_done(host)
     next_time(host, outcome, ARGV[i + 3], ARGV[i + 4], S.now)
-    apply_outcome(S, i, host, prio, task)
+    if outcome == 'done' then stat('done', 1) else settle_undone(S, i, host, prio, task, outcome) end
     ready_host(host)
     --[[mark:c_ack]]
     for e = 0, nev - 1 do
       emit(ARGV[ev_at + 2 * e], ARGV[ev_at + 2 * e + 1])
     end
     --[[mark:c_events]]
-    if outcome ~= 'done' then return end
+    if outcome ~= 'done' then return links_at + TUPLE * nlinks end
     local follow = not duplicate(S, url, i)
     if not follow then acks[#acks] = 2 end
     --[[mark:c_content]]
     local targets -- aopic only
     if AOPIC then targets = {} end
-    if follow then S.added = S.added + enqueue_links(S, pol_at + 4 * npol, nlinks, targets) end
+    if follow then S.added = S.added + enqueue_links(S, links_at, nlinks, targets) end
     if AOPIC then pay(-tonumber(prio), targets) end
     --[[mark:c_links]]
+    return links_at + TUPLE * nlinks
   end
 
   -- complete_leases (the chunk local above): the call's state S holds the
@@ -290,8 +285,7 @@ do
     --[[mark:c_prefetch]]
     local i = 5
     for c = 1, n do
-      complete_one(S, i, leases[c], counts.ev[c], counts.links[c], counts.pol[c])
-      i = next_completion(i, counts, c)
+      i = complete_one(S, i, leases[c], counts.ev[c], counts.links[c], counts.pol[c])
       --[[mark:c_other]]
     end
     local acks = S.acks
