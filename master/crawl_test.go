@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -76,60 +77,10 @@ items:
 // reason, and still writes the crawl's items, as flat CSV rows.
 func TestCrawlCommand(t *testing.T) {
 	bin := buildSlave(t)
-	site, err := testsite.Start(testsite.Options{Hosts: 1, PagesPerHost: 20, LinksPerPage: 4, Robots: true, Seed: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer site.Close()
-	u, _ := url.Parse(site.Seeds()[0])
 	dir := t.TempDir()
-	rulesDir := filepath.Join(dir, "rules")
-	if err := os.Mkdir(rulesDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(rulesDir, "pages.yaml"), []byte(strings.ReplaceAll(crawlRules, "HOST", u.Hostname())), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	redisURL := "redis://127.0.0.1:6379/0"
-	if v := os.Getenv("REDCRAWL_TEST_REDIS"); v != "" {
-		redisURL = v
-	}
-	crawl := testutil.CrawlName("crawlcmd")
-	cfgPath := filepath.Join(dir, "config.yaml")
-	yaml := fmt.Sprintf(`redis:
-  url: %s
-mysql:
-  dsn: %s
-crawl:
-  name: %s
-rules:
-  dir: %s
-  poll: 500ms
-fetch:
-  allow_private_networks: true
-politeness:
-  delay: 20ms
-lease:
-  retry_base: 200ms
-slave:
-  heartbeat_interval: 300ms
-  shutdown_timeout: 5s
-  idle_poll: 50ms
-master:
-  quiescence: 500ms
-dedup:
-  expected_urls: 10000
-admin:
-  listen: ""
-`, redisURL, storetest.DSN(t), crawl, rulesDir)
-	if err := os.WriteFile(cfgPath, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ropt, _ := redis.ParseURL(redisURL)
-	rdb := redis.NewClient(ropt)
-	defer rdb.Close()
-	t.Cleanup(func() { testutil.DeleteCrawl(context.Background(), rdb, crawl) })
-
+	site, rulesDir := startCrawlSite(t, dir, testsite.Options{Hosts: 1, PagesPerHost: 20, LinksPerPage: 4, Robots: true, Seed: 4})
+	env := writeCrawlConfig(t, dir, rulesDir, "")
+	crawl, cfgPath := env.crawl, env.cfgPath
 	itemsPath := filepath.Join(dir, "items.jsonl")
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"crawl", "--config", cfgPath, "--slaves", "2", "--slave-binary", bin, site.Seeds()[0], "-o", itemsPath},
@@ -200,6 +151,147 @@ admin:
 	for _, r := range rows[1:] {
 		if !strings.HasPrefix(r[1], "Host 0 page ") || !strings.HasSuffix(r[0], strings.TrimPrefix(r[1], "Host 0 page ")) {
 			t.Errorf("csv row %q", r)
+		}
+	}
+}
+
+// crawlEnv is a crawl of a test's own: its name, its config file, its
+// MySQL database and a client of the test Redis.
+type crawlEnv struct {
+	crawl, cfgPath string
+	db             *sql.DB
+	rdb            *redis.Client
+}
+
+// writeCrawlConfig writes the config of a crawl of its own against the
+// test Redis and a database of its own on the test MariaDB (rules from
+// rulesDir, short delays; extra is YAML appended to it) to dir, and
+// deletes the crawl's keys when the test ends.
+func writeCrawlConfig(t *testing.T, dir, rulesDir, extra string) crawlEnv {
+	t.Helper()
+	var crawl, cfgPath string
+	redisURL := "redis://127.0.0.1:6379/0"
+	if v := os.Getenv("REDCRAWL_TEST_REDIS"); v != "" {
+		redisURL = v
+	}
+	crawl = testutil.CrawlName("crawlcmd")
+	cfgPath = filepath.Join(dir, "config.yaml")
+	dsn := storetest.DSN(t)
+	yaml := fmt.Sprintf(`redis:
+  url: %s
+mysql:
+  dsn: %s
+crawl:
+  name: %s
+rules:
+  dir: %s
+  poll: 500ms
+fetch:
+  allow_private_networks: true
+politeness:
+  delay: 20ms
+lease:
+  retry_base: 200ms
+slave:
+  heartbeat_interval: 300ms
+  shutdown_timeout: 5s
+  idle_poll: 50ms
+master:
+  quiescence: 500ms
+dedup:
+  expected_urls: 10000
+admin:
+  listen: ""
+`, redisURL, dsn, crawl, rulesDir) + extra
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ropt, _ := redis.ParseURL(redisURL)
+	rdb := redis.NewClient(ropt)
+	t.Cleanup(func() {
+		testutil.DeleteCrawl(context.Background(), rdb, crawl)
+		rdb.Close()
+		db.Close()
+	})
+	return crawlEnv{crawl: crawl, cfgPath: cfgPath, db: db, rdb: rdb}
+}
+
+// startCrawlSite starts a test site of hosts × pages and writes the rule
+// file of crawlRules for its hosts into dir/rules, which it returns.
+func startCrawlSite(t *testing.T, dir string, opt testsite.Options) (*testsite.Site, string) {
+	t.Helper()
+	site, err := testsite.Start(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(site.Close)
+	rulesDir := filepath.Join(dir, "rules")
+	if err := os.Mkdir(rulesDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, s := range site.Seeds() {
+		u, _ := url.Parse(s)
+		hosts = append(hosts, u.Hostname())
+	}
+	rule := strings.ReplaceAll(crawlRules, "[HOST]", "["+strings.Join(hosts, ", ")+"]")
+	if err := os.WriteFile(filepath.Join(rulesDir, "pages.yaml"), []byte(rule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return site, rulesDir
+}
+
+// TestCrawlLimits runs master crawl with --max-pages 60 on a site of 150
+// pages (some of them refused by robots.txt, which count no page): the
+// crawl stores 60 pages, or less by at most the pages of one claim batch,
+// finishes by the limit, says so in its stats and in master status, and
+// leaves the rest queued; run again with --max-pages 90 it goes on to 90.
+func TestCrawlLimits(t *testing.T) {
+	bin := buildSlave(t)
+	dir := t.TempDir()
+	site, rulesDir := startCrawlSite(t, dir, testsite.Options{Hosts: 1, PagesPerHost: 150, LinksPerPage: 4, Robots: true, Seed: 9})
+	env := writeCrawlConfig(t, dir, rulesDir, "")
+	crawl, cfgPath, db := env.crawl, env.cfgPath, env.db
+	const batch = 8 // claimBatch of the default slave.concurrency
+
+	for _, tc := range []struct {
+		limit string
+		pages int64
+	}{{"60", 60}, {"90", 90}} {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"crawl", "--config", cfgPath, "--slaves", "2", "--slave-binary", bin, "--max-pages", tc.limit},
+			site.Seeds()...), nil, &stdout, &stderr)
+		if code != 0 {
+			t.Fatalf("master crawl --max-pages %s: exit %d\nstdout:\n%s\nstderr:\n%s", tc.limit, code, stdout.String(), stderr.String())
+		}
+		var n int64
+		if err := db.QueryRow("SELECT COUNT(*) FROM pages WHERE crawl = ?", crawl).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("--max-pages %s: %d pages stored", tc.limit, n)
+		if n > tc.pages || n < tc.pages-batch {
+			t.Errorf("--max-pages %s: %d pages stored, want %d to %d", tc.limit, n, tc.pages-batch, tc.pages)
+		}
+		if want := "finished by its limit max_pages " + tc.limit; !strings.Contains(stdout.String(), want) {
+			t.Errorf("--max-pages %s: the stats do not say %q:\n%s", tc.limit, want, stdout.String())
+		}
+		stdout.Reset()
+		if code := run([]string{"status", "--config", cfgPath}, nil, &stdout, &stderr); code != 0 {
+			t.Fatalf("master status: exit %d: %s", code, stderr.String())
+		}
+		status := strings.Join(strings.Fields(stdout.String()), " ")
+		for _, want := range []string{"finished true", "limits max_pages " + tc.limit + " (" + tc.limit + " taken)",
+			"ended the crawl: max_pages " + tc.limit} {
+			if !strings.Contains(status, want) {
+				t.Errorf("master status lacks %q:\n%s", want, stdout.String())
+			}
+		}
+		if strings.Contains(status, "queued 0 ") {
+			t.Errorf("nothing left queued after a limit of %s pages of 150:\n%s", tc.limit, stdout.String())
 		}
 	}
 }

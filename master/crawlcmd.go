@@ -169,6 +169,16 @@ Show the crawl's counters.
 		st.Crawl, st.Queued, st.RenderQueued, st.InFlight, st.Retry, st.Done, st.Failed, st.Seen, st.Lost, st.Duplicates,
 		st.TrapDropped, st.SlavesAlive, st.RenderSlaves, st.PagesPerSec, rv, st.Paused, st.Finished)
 	fmt.Fprintf(tw, "shards\t%s\n", shards)
+	if l := st.Limits; l != nil {
+		line := masterd.LimitString(l, "")
+		if l.Over != "" {
+			line += "; reached: " + l.Over
+		}
+		if l.EndedBy != "" {
+			line += "; ended the crawl: " + masterd.LimitString(l, l.EndedBy)
+		}
+		fmt.Fprintf(tw, "limits\t%s\n", line)
+	}
 	if n := st.PrivateRefused; n != nil && *n > 0 {
 		fmt.Fprintf(tw, "private addresses refused\t%d (set fetch.allow_private_networks: true to crawl loopback or intranet sites)\n", *n)
 	}

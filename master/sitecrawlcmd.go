@@ -44,6 +44,9 @@ func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	fields := f.String("item-fields", "", "with -o: flat rows of these item fields (comma-separated; url and the other envelope names allowed), no envelope")
 	slaveBinary := f.String("slave-binary", "", "the slave binary the slaves are processes of (default: the slave beside this master)")
 	verbose := f.Bool("verbose", false, "log the master's and the slaves' info lines too (default: warnings and errors)")
+	maxPages := f.Int64("max-pages", 0, "end the crawl once it claimed this many pages (over crawl.max_pages; 0 = no limit)")
+	maxItems := f.Int64("max-items", 0, "end the crawl once its pages gave this many items (over crawl.max_items; 0 = no limit)")
+	maxDuration := f.Duration("max-duration", 0, "end the crawl this long after it starts (over crawl.max_duration; 0 = no limit)")
 	// flags may follow the URLs
 	var urls []string
 	for rest := args; ; {
@@ -74,6 +77,21 @@ func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	cfg, code := loadConfig(*cfgPath, *crawl, stderr)
 	if cfg == nil {
 		return code
+	}
+	if f.Given("max-pages") || f.Given("max-items") || f.Given("max-duration") {
+		if f.Given("max-pages") {
+			cfg.Crawl.MaxPages = *maxPages
+		}
+		if f.Given("max-items") {
+			cfg.Crawl.MaxItems = *maxItems
+		}
+		if f.Given("max-duration") {
+			cfg.Crawl.MaxDuration = *maxDuration
+		}
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintf(stderr, "master crawl: %v\n", err)
+			return 2
+		}
 	}
 	if !*verbose {
 		cfg.Log.Level = "warn" // the progress line says how it goes

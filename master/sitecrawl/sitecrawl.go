@@ -143,8 +143,12 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 		if front, err = frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(&cfg)); err != nil {
 			return fmt.Errorf("crawl: %w", err)
 		}
-		// the rules before any slave runs: its first pages get their items
+		// the rules before any slave runs: its first pages get their items;
+		// the limits too, which the slaves read when they open the crawl
 		if _, err := masterd.PublishRules(ctx, &cfg, front); err != nil {
+			return err
+		}
+		if _, _, err := masterd.ApplyLimits(ctx, &cfg, front, nil); err != nil {
 			return err
 		}
 		if st0, err = front.Stats(ctx); err != nil {
@@ -251,6 +255,9 @@ func slaveConfig(cfg config.Config) config.Config {
 // Hint says why a crawl may have fetched nothing, from its stats.
 func Hint(st masterd.CrawlStats, seed masterd.SeedResult) string {
 	switch {
+	case st.EndedBy() != "":
+		return fmt.Sprintf("crawl %s was ended by its limit %s: run it with a higher one to go on",
+			st.Crawl, masterd.LimitString(st.Limits, st.EndedBy()))
 	case seed.Added == 0 && seed.Seen > 0:
 		return fmt.Sprintf("every start URL was already seen by crawl %s: crawl again under another name (--crawl NAME) or recrawl it (master seed --recrawl --crawl %s)",
 			st.Crawl, st.Crawl)

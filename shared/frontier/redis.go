@@ -244,6 +244,9 @@ type shard struct {
 	// contentKey keys the slots of scoped content hashes
 	// (Completion.ContentScope: scopedContent), random per process
 	contentKey [32]byte
+	// lim is what this process knows of the crawl's limits (shard 0's
+	// only: limits.go)
+	lim limitState
 }
 
 var (

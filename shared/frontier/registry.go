@@ -38,9 +38,15 @@ func (f *shard) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Cont
 		return Control{}, fmt.Errorf("heartbeat: no result")
 	}
 	c := controlOf(hb.Slave, arr[1:])
-	if c.Finished, err = f.Finished(ctx); err != nil {
-		return Control{}, fmt.Errorf("heartbeat: %w", err)
+	// the finish mark, and whether the crawl has limits (limits.go)
+	pipe := f.rdb.Pipeline()
+	fin := pipe.HGet(ctx, f.keys.Finish, "finished")
+	lim := pipe.Exists(ctx, f.keys.Limits)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Control{}, wrap("heartbeat: finished", err)
 	}
+	c.Finished = fin.Err() == nil
+	f.lim.on.Store(lim.Val() > 0)
 	return c, nil
 }
 
@@ -188,6 +194,7 @@ func (f *shard) snapshot(ctx context.Context) (Snapshot, error) {
 	ready := pipe.ZCard(ctx, f.keys.Ready)
 	fresh := pipe.HLen(ctx, f.keys.Fresh)
 	control := pipe.HGetAll(ctx, f.keys.Control)
+	limits := pipe.HGetAll(ctx, f.keys.Limits)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Snapshot{}, wrap("stats", err)
 	}
@@ -233,6 +240,7 @@ func (f *shard) snapshot(ctx context.Context) (Snapshot, error) {
 	if fa := get(finish.Val(), "finished"); fa > 0 {
 		s.Finished, s.FinishedAt = true, fa
 	}
+	s.Limits = limitsOf(limits)
 	snap := Snapshot{Stats: s, Now: tm.Val(), Draining: drainingOf(control.Val())}
 	registered, render, err := decodeRegistry(regArr)
 	if err != nil {

@@ -151,6 +151,9 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	if opt.Slave != "" {
 		f.home = JumpHash(hashString(opt.Slave), n)
 	}
+	if err := f.readLimited(ctx); err != nil {
+		return nil, fmt.Errorf("new frontier: %w", err)
+	}
 	return f, nil
 }
 

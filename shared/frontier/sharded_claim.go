@@ -25,10 +25,12 @@ func (f *Redis) ClaimWait(ctx context.Context, slave string, max int) ([]Lease, 
 // shard first and fills the rest of max from the other shards in turn
 // (claimSharded).
 func (f *Redis) ClaimWaitOpts(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error) {
-	if len(f.shards) == 1 {
-		return f.shard.ClaimWaitOpts(ctx, slave, max, opts)
-	}
-	return f.claimSharded(ctx, slave, max, opts, nil)
+	return f.limitClaim(ctx, max, func(max int) (ClaimResult, error) {
+		if len(f.shards) == 1 {
+			return f.shard.ClaimWaitOpts(ctx, slave, max, opts)
+		}
+		return f.claimSharded(ctx, slave, max, opts, nil)
+	})
 }
 
 // claimSharded claims up to max tasks: the home shard's first (home, when
@@ -139,6 +141,9 @@ func (f *Redis) woke(k int) {
 
 // Complete implements Frontier.
 func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]bool, error) {
+	if f.countCompletions(cs) {
+		defer f.giveBack(ctx)
+	}
 	if len(f.shards) == 1 {
 		return f.shard.Complete(ctx, slave, cs)
 	}
@@ -150,10 +155,19 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 // first, then the completions of each shard, the home shard's with the
 // claim.
 func (f *Redis) CompleteClaim(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
-	if len(f.shards) == 1 {
-		return f.shard.CompleteClaim(ctx, slave, cs, max, opts)
+	if f.countCompletions(cs) && max <= 0 {
+		defer f.giveBack(ctx)
 	}
-	return f.completeSharded(ctx, slave, cs, max, opts)
+	var acked []bool
+	res, err := f.limitClaim(ctx, max, func(max int) (res ClaimResult, err error) {
+		if len(f.shards) == 1 {
+			acked, res, err = f.shard.CompleteClaim(ctx, slave, cs, max, opts)
+		} else {
+			acked, res, err = f.completeSharded(ctx, slave, cs, max, opts)
+		}
+		return res, err
+	})
+	return acked, res, err
 }
 
 func (f *Redis) completeSharded(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
