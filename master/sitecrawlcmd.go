@@ -43,6 +43,7 @@ func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	out := f.String("o", "", "write the crawl's items to FILE (replaced): .jsonl, .json or .csv")
 	fields := f.String("item-fields", "", "with -o: flat rows of these item fields (comma-separated; url and the other envelope names allowed), no envelope")
 	slaveBinary := f.String("slave-binary", "", "the slave binary the slaves are processes of (default: the slave beside this master)")
+	fresh := f.Bool("fresh", false, "drop the crawl first (as master drop: its Redis keys and MySQL rows) and crawl it anew")
 	verbose := f.Bool("verbose", false, "log the master's and the slaves' info lines too (default: warnings and errors)")
 	maxPages := f.Int64("max-pages", 0, "end the crawl once it claimed this many pages (over crawl.max_pages; 0 = no limit)")
 	maxItems := f.Int64("max-items", 0, "end the crawl once its pages gave this many items (over crawl.max_items; 0 = no limit)")
@@ -60,7 +61,7 @@ func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		rest = f.Args()[1:]
 	}
 	opt := sitecrawl.Options{Seeds: urls, Slaves: *slaves, Out: *out, Stdout: stdout, SlaveOutput: stderr,
-		Terminal: isTerminal(stdout)}
+		Terminal: isTerminal(stdout), Fresh: *fresh}
 	for _, name := range strings.Split(*fields, ",") {
 		if name = strings.TrimSpace(name); name != "" {
 			opt.ItemFields = append(opt.ItemFields, name)

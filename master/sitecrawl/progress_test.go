@@ -43,7 +43,9 @@ func TestHint(t *testing.T) {
 		seed masterd.SeedResult
 		want string
 	}{
-		{masterd.CrawlStats{Crawl: "c"}, masterd.SeedResult{Seen: 1}, "every start URL was already seen by crawl c: crawl again under another name (--crawl NAME) or recrawl it (master seed --recrawl --crawl c)"},
+		{masterd.CrawlStats{Crawl: "c"}, masterd.SeedResult{Seen: 1}, "every start URL was already seen by crawl c: start it again with --fresh (drops it first), crawl under another name (--crawl NAME) or recrawl it (master seed --recrawl --crawl c)"},
+		{masterd.CrawlStats{Crawl: "c", Limits: &frontier.LimitStats{MaxPages: 10, EndedBy: "max_pages"}}, masterd.SeedResult{Seen: 1},
+			"crawl c was ended by its limit max_pages 10: run it with a higher one to go on"},
 		{masterd.CrawlStats{Crawl: "c", Exceptions: map[string]int64{"blocked": 1}}, masterd.SeedResult{Added: 1}, "fetches to private addresses were refused: a site on loopback or an intranet needs fetch.allow_private_networks: true"},
 		{masterd.CrawlStats{Crawl: "c", Exceptions: map[string]int64{"dns": 1}}, masterd.SeedResult{Added: 1}, "see what failed: master exceptions --crawl c"},
 	} {

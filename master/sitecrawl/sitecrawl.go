@@ -39,7 +39,10 @@ type Options struct {
 	// rows flat (masterd.ExportOptions.Fields).
 	Out        string
 	ItemFields []string
-	Logger     *slog.Logger // the master's log; default slog.Default()
+	// Fresh drops the crawl first (masterd.DropCrawl: its Redis keys and
+	// MySQL rows), refusing while its slaves or master run.
+	Fresh  bool
+	Logger *slog.Logger // the master's log; default slog.Default()
 	// Stdout receives the progress, the output file's count and the
 	// summary; SlaveOutput the slaves' logs (nil: discarded).
 	Stdout      io.Writer
@@ -117,6 +120,13 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 		out = f
 	}
 
+	if opt.Fresh {
+		d, err := masterd.DropCrawl(ctx, &cfg, false, false)
+		if err != nil {
+			return res, fmt.Errorf("--fresh: %w", err)
+		}
+		fmt.Fprintf(opt.Stdout, "crawl %s: dropped (%d Redis keys, %d MySQL rows)\n", cfg.Crawl.Name, d.Keys, d.Rows)
+	}
 	before, err := masterd.ReadCrawlStats(ctx, &cfg)
 	if err != nil {
 		return res, err
@@ -259,8 +269,8 @@ func Hint(st masterd.CrawlStats, seed masterd.SeedResult) string {
 		return fmt.Sprintf("crawl %s was ended by its limit %s: run it with a higher one to go on",
 			st.Crawl, masterd.LimitString(st.Limits, st.EndedBy()))
 	case seed.Added == 0 && seed.Seen > 0:
-		return fmt.Sprintf("every start URL was already seen by crawl %s: crawl again under another name (--crawl NAME) or recrawl it (master seed --recrawl --crawl %s)",
-			st.Crawl, st.Crawl)
+		return fmt.Sprintf("every start URL was already seen by crawl %s: start it again with --fresh (drops it first), "+
+			"crawl under another name (--crawl NAME) or recrawl it (master seed --recrawl --crawl %s)", st.Crawl, st.Crawl)
 	case st.Exceptions[events.KindBlocked] > 0:
 		return "fetches to private addresses were refused: a site on loopback or an intranet needs fetch.allow_private_networks: true"
 	case st.Exceptions[events.KindRobotsDenied] > 0:

@@ -1,0 +1,117 @@
+package frontier_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
+	"github.com/redcrawl/redcrawl/shared/events"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+)
+
+// TestDropCrawl drops crawls of one shard and of three, on one Redis and
+// on a Redis Cluster of three masters (the shards' tags spread over its
+// nodes): after the drop a SCAN of every node finds no key of the crawl,
+// whose keys it counted; a crawl whose name starts with the dropped one's
+// keeps all of its keys.
+func TestDropCrawl(t *testing.T) {
+	single := testRedis(t)
+	for _, tc := range []struct {
+		name    string
+		cluster bool
+		shards  int
+	}{
+		{"one redis, 1 shard", false, 1},
+		{"one redis, 3 shards", false, 3},
+		{"cluster, 3 shards", true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			var rdb redis.UniversalClient = single
+			nodes := []redis.UniversalClient{single}
+			if tc.cluster {
+				rc := testutil.StartCluster(t, 3, 0)
+				opt, err := redis.ParseClusterURL(rc.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cc := redis.NewClusterClient(opt)
+				t.Cleanup(func() { cc.Close() })
+				rdb, nodes = cc, nil
+				for _, nd := range rc.Nodes {
+					nodes = append(nodes, nd.Client)
+				}
+			}
+			crawl := uniqueCrawl(t, rdb, "drop")
+			other := crawl + "x" // a name the pattern must not reach
+			t.Cleanup(func() { testutil.DeleteCrawl(ctx, rdb, other) })
+			for _, name := range []string{crawl, other} {
+				f, err := frontier.NewRedis(ctx, rdb, frontier.Options{Crawl: name, Shards: tc.shards, HostConcurrency: 1,
+					LeaseDuration: time.Minute, MaxAttempts: 3, ExpectedURLs: 10000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var seeds []frontier.Task
+				for i := range 40 {
+					seeds = append(seeds, tk(fmt.Sprintf("http://h%d.test/", i), 0))
+				}
+				if _, err := f.Seed(ctx, seeds); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.HeartbeatControl(ctx, events.Heartbeat{Slave: "s1"}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.Claim(ctx, "s1", 5); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := f.SetLimits(ctx, frontier.Limits{MaxPages: 100}, 0, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			keysOf := func(name string) []string {
+				var out []string
+				for _, nd := range nodes {
+					it := nd.Scan(ctx, 0, frontier.CrawlPattern(name), 1000).Iterator()
+					for it.Next(ctx) {
+						out = append(out, it.Val())
+					}
+					if err := it.Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return out
+			}
+			before, otherBefore := keysOf(crawl), len(keysOf(other))
+			shardKeys := 0
+			for _, k := range before {
+				if !strings.HasPrefix(k, "crawl:{"+crawl+"}:") {
+					shardKeys++
+				}
+			}
+			if tc.shards > 1 && shardKeys == 0 {
+				t.Fatalf("no key of shards 1 and 2 among %d", len(before))
+			}
+			n, err := frontier.DropCrawl(ctx, rdb, crawl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != int64(len(before)) {
+				t.Errorf("DropCrawl says %d keys, %d were there", n, len(before))
+			}
+			if left := keysOf(crawl); len(left) > 0 {
+				t.Errorf("%d keys left after the drop: %v", len(left), left)
+			}
+			if got := len(keysOf(other)); got != otherBefore || got == 0 {
+				t.Errorf("crawl %s: %d keys after the drop of %s, %d before", other, got, crawl, otherBefore)
+			}
+			if _, err := frontier.DropCrawl(ctx, rdb, "bad:name"); err == nil {
+				t.Error("DropCrawl took a name with a colon")
+			}
+		})
+	}
+}
