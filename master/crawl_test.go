@@ -153,6 +153,43 @@ func TestCrawlCommand(t *testing.T) {
 			t.Errorf("csv row %q", r)
 		}
 	}
+
+	// master export writes what crawl -o writes: the same flat rows, and
+	// a JSON array continued by --append
+	for _, tc := range []struct {
+		args []string
+		want int // items in the file
+	}{
+		{[]string{"-o", csvPath, "--item-fields", "url,title"}, wantItems},
+		{[]string{"-o", filepath.Join(dir, "items.json")}, wantItems},
+		{[]string{"-o", filepath.Join(dir, "items.json"), "--append", "--rule", "pages"}, 2 * wantItems},
+	} {
+		stderr.Reset()
+		before, _ := os.ReadFile(csvPath)
+		if code := run(append([]string{"export", "--config", cfgPath}, tc.args...), nil, &stdout, &stderr); code != 0 {
+			t.Fatalf("master export %q: exit %d: %s", tc.args, code, stderr.String())
+		}
+		b, err := os.ReadFile(tc.args[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(tc.args[1], ".csv") {
+			if !bytes.Equal(b, before) {
+				t.Errorf("master export -o %s --item-fields url,title differs from master crawl's:\n%s\n%s", csvPath, b, before)
+			}
+			continue
+		}
+		var arr []map[string]any
+		if err := json.Unmarshal(b, &arr); err != nil || len(arr) != tc.want || arr[0]["data"] == nil {
+			t.Errorf("master export %q: %v, %d items, want %d in their envelope", tc.args, err, len(arr), tc.want)
+		}
+	}
+	for _, args := range [][]string{{"-o", filepath.Join(dir, "items.txt")}, {"--append"}, {"--format", "xml"}} {
+		stderr.Reset()
+		if code := run(append([]string{"export", "--config", cfgPath}, args...), nil, &stdout, &stderr); code != 2 {
+			t.Errorf("master export %q: exit %d, want 2: %s", args, code, stderr.String())
+		}
+	}
 }
 
 // crawlEnv is a crawl of a test's own: its name, its config file, its

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/redcrawl/redcrawl/master/sitecrawl"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
@@ -41,6 +40,7 @@ func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	cfgPath, crawl := configFlags(f)
 	slaves := f.Int("slaves", 2, "slave processes")
 	out := f.String("o", "", "write the crawl's items to FILE (replaced): .jsonl, .json or .csv")
+	appendTo := f.Bool("append", false, "with -o: add this run's items to FILE (a JSON array continued, CSV rows under its header) instead of replacing it with every item")
 	fields := f.String("item-fields", "", "with -o: flat rows of these item fields (comma-separated; url and the other envelope names allowed), no envelope")
 	slaveBinary := f.String("slave-binary", "", "the slave binary the slaves are processes of (default: the slave beside this master)")
 	fresh := f.Bool("fresh", false, "drop the crawl first (as master drop: its Redis keys and MySQL rows) and crawl it anew")
@@ -61,12 +61,8 @@ func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		rest = f.Args()[1:]
 	}
 	opt := sitecrawl.Options{Seeds: urls, Slaves: *slaves, Out: *out, Stdout: stdout, SlaveOutput: stderr,
-		Terminal: isTerminal(stdout), Fresh: *fresh}
-	for _, name := range strings.Split(*fields, ",") {
-		if name = strings.TrimSpace(name); name != "" {
-			opt.ItemFields = append(opt.ItemFields, name)
-		}
-	}
+		Terminal: isTerminal(stdout), Fresh: *fresh, Append: *appendTo}
+	opt.ItemFields = splitFields(*fields)
 	if *slaves < 1 {
 		fmt.Fprintf(stderr, "master crawl: --slaves %d: want 1 to 64\n", *slaves)
 		return 2

@@ -39,6 +39,10 @@ type Options struct {
 	// rows flat (masterd.ExportOptions.Fields).
 	Out        string
 	ItemFields []string
+	// Append adds the items this run stored (new, or updated by a fetch
+	// again) to Out instead of replacing it with every item of the crawl
+	// (masterd.OpenExport).
+	Append bool
 	// Fresh drops the crawl first (masterd.DropCrawl: its Redis keys and
 	// MySQL rows), refusing while its slaves or master run.
 	Fresh  bool
@@ -79,6 +83,9 @@ func CheckOptions(opt Options) error {
 	if len(opt.ItemFields) > 0 && opt.Out == "" {
 		return errors.New("--item-fields goes with -o FILE")
 	}
+	if opt.Append && opt.Out == "" {
+		return errors.New("--append goes with -o FILE")
+	}
 	return nil
 }
 
@@ -110,13 +117,14 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 	if err := cfg.Validate(); err != nil {
 		return res, err
 	}
-	var out *os.File
+	runStart := time.Now()
+	var out *masterd.ExportFile
 	if opt.Out != "" { // before the crawl: a path that cannot be written fails now
-		f, err := os.Create(opt.Out)
+		f, err := masterd.OpenExport(opt.Out, masterd.FormatOfPath(opt.Out), opt.Append)
 		if err != nil {
 			return res, fmt.Errorf("-o: %w", err)
 		}
-		defer f.Close()
+		defer f.Abort()
 		out = f
 	}
 
@@ -220,12 +228,11 @@ loop:
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer cancel()
 	if out != nil {
-		res.Items, err = masterd.Export(octx, &cfg, masterd.ExportOptions{Crawl: cfg.Crawl.Name,
-			Format: masterd.FormatOfPath(opt.Out), Fields: opt.ItemFields}, out)
-		if err == nil {
-			err = out.Close()
+		eopt := masterd.ExportOptions{Crawl: cfg.Crawl.Name, Fields: opt.ItemFields}
+		if opt.Append {
+			eopt.Since = runStart
 		}
-		if err != nil {
+		if res.Items, err = out.Write(octx, &cfg, eopt); err != nil {
 			return res, fmt.Errorf("-o %s: %w", opt.Out, err)
 		}
 	}
@@ -240,7 +247,9 @@ loop:
 	fmt.Fprintln(opt.Stdout)
 	res.Stats.Render(opt.Stdout)
 	fmt.Fprintf(opt.Stdout, "\nthis run: %d pages fetched in %s", res.Fetched, elapsed.Round(100*time.Millisecond))
-	if out != nil {
+	if out != nil && opt.Append {
+		fmt.Fprintf(opt.Stdout, "; %d items of this run added to %s", res.Items, opt.Out)
+	} else if out != nil {
 		fmt.Fprintf(opt.Stdout, "; %d items written to %s", res.Items, opt.Out)
 	}
 	fmt.Fprintln(opt.Stdout)
