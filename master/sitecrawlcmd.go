@@ -8,6 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/redcrawl/redcrawl/master/sitecrawl"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
@@ -102,16 +105,54 @@ func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return 2
 	}
 	opt.SlaveBinary = bin
-	res, err := sitecrawl.Run(ctx, cfg, opt)
+	// the first Ctrl-C or SIGTERM stops the crawl gracefully, the second
+	// at once (main's context, cancelled by the first, is not used)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	stop := make(chan struct{})
+	opt.Stop = stop
+	runCtx, atOnce := context.WithCancel(context.WithoutCancel(ctx))
+	defer atOnce()
+	var got atomic.Value // the first signal
+	go func() {
+		select {
+		case sig := <-sigs:
+			got.Store(sig)
+		case <-runCtx.Done():
+			return
+		}
+		close(stop)
+		select {
+		case <-sigs:
+			atOnce()
+		case <-runCtx.Done():
+		}
+	}()
+	res, err := sitecrawl.Run(runCtx, cfg, opt)
+	atOnce()
 	if err != nil {
 		fmt.Fprintf(stderr, "master crawl: %v\n", err)
 		return 1
+	}
+	if res.Interrupted {
+		sig, _ := got.Load().(os.Signal)
+		return exitSignaled(sig)
 	}
 	if res.Fetched == 0 {
 		fmt.Fprintf(stderr, "master crawl: no page fetched: %s\n", sitecrawl.Hint(res.Stats, res.Seed))
 		return 1
 	}
 	return 0
+}
+
+// exitSignaled is the exit status of a command a signal stopped: 128 and
+// its number, as a shell says (130 after Ctrl-C).
+func exitSignaled(sig os.Signal) int {
+	if n, ok := sig.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 130
 }
 
 // isTerminal reports whether w is a terminal (a character device).

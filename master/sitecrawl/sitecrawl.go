@@ -51,6 +51,12 @@ type Options struct {
 	// summary; SlaveOutput the slaves' logs (nil: discarded).
 	Stdout      io.Writer
 	SlaveOutput io.Writer
+	// Stop stops the crawl gracefully when it receives (the first Ctrl-C
+	// or SIGTERM of master crawl): the slaves finish or hand back their
+	// pages and leave, the master stores every event in MySQL, Out is
+	// written. ctx ending stops it at once: the slaves are killed, and Run
+	// returns without waiting for the master (the process is ending).
+	Stop <-chan struct{}
 	// Terminal draws the progress as a bar redrawn in place; otherwise a
 	// plain line is printed every ProgressEvery (default 5s).
 	Terminal      bool
@@ -63,9 +69,13 @@ type Result struct {
 	Stats   masterd.CrawlStats // the whole crawl's, after this run
 	Fetched int64              // page rows this run added
 	Items   int                // items written to Options.Out
-	// Interrupted: ctx ended before the crawl finished; the crawl stays
-	// in Redis for master run and slave run to continue.
-	Interrupted bool
+	// Interrupted: the crawl was stopped before it finished (Options.Stop,
+	// or ctx); it stays in Redis and MySQL, and the same run again goes
+	// on. AtOnce: by ctx, without storing the events or writing Out.
+	Interrupted, AtOnce bool
+	// InFlightAtStop is the pages in flight when Options.Stop came: the
+	// most that are fetched again when the crawl goes on.
+	InFlightAtStop int64
 }
 
 // CheckOptions reports what is wrong with opt before anything runs (bad
@@ -188,7 +198,11 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 	if err != nil {
 		return res, err
 	}
-	defer run.Stop()
+	defer func() {
+		if !res.AtOnce { // at once: not waiting for the master
+			run.Stop()
+		}
+	}()
 
 	bar := &progress{w: opt.Stdout, terminal: opt.Terminal, start: start, done0: st0.Done}
 	every := opt.ProgressEvery
@@ -196,11 +210,32 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 		every = 250 * time.Millisecond
 	}
 	tick := time.NewTicker(every)
+	var stopped chan struct{} // closed once a graceful stop is over
 loop:
 	for {
 		select {
 		case <-run.Done():
 			break loop
+		case <-ctx.Done():
+			// at once: the slaves killed, nothing stored or written; their
+			// leases go back once the next master finds them dead
+			tick.Stop()
+			bar.end()
+			run.Kill()
+			res.Interrupted, res.AtOnce = true, true
+			fmt.Fprintf(opt.Stdout, "stopped at once: the pages in flight are fetched again when the crawl goes on "+
+				"(the same command again); the events not yet in MySQL are stored then\n")
+			return res, nil
+		case <-opt.Stop:
+			opt.Stop = nil
+			if st, err := front.Stats(context.WithoutCancel(ctx)); err == nil {
+				res.InFlightAtStop = st.InFlight
+			}
+			bar.end()
+			fmt.Fprintf(opt.Stdout, "stopping: the slaves finish or hand back the %d pages in flight, the master stores "+
+				"their events (press Ctrl-C again to stop at once)\n", res.InFlightAtStop)
+			stopped = make(chan struct{})
+			go func() { run.Stop(); close(stopped) }()
 		case <-tick.C:
 			if st, err := front.Stats(ctx); err == nil {
 				bar.show(st)
@@ -208,14 +243,25 @@ loop:
 		}
 	}
 	tick.Stop()
-	if st, err := front.Stats(context.WithoutCancel(ctx)); err == nil {
+	if stopped != nil {
+		// the master exits once the slaves left: wait for the rest of
+		// the stop, or a second signal
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			run.Kill()
+			res.Interrupted, res.AtOnce = true, true
+			return res, nil
+		}
+	}
+	if st, err := front.Stats(context.WithoutCancel(ctx)); err == nil && stopped == nil {
 		bar.show(st)
 	}
 	bar.end()
 	if err := run.Wait(); err != nil {
 		return res, err // a slave died, or the master failed
 	}
-	res.Interrupted = ctx.Err() != nil
+	res.Interrupted = stopped != nil
 	if !res.Interrupted {
 		// the slaves see the finish with their next heartbeat and leave
 		run.WaitSlaves(3*cfg.Slave.HeartbeatInterval + cfg.Slave.ShutdownTimeout + 10*time.Second)
@@ -254,7 +300,8 @@ loop:
 	}
 	fmt.Fprintln(opt.Stdout)
 	if res.Interrupted {
-		fmt.Fprintf(opt.Stdout, "interrupted: crawl %s stays in Redis; continue it with master run and slave run\n", cfg.Crawl.Name)
+		fmt.Fprintf(opt.Stdout, "stopped: crawl %s stays in Redis and MySQL; run the same command again to go on "+
+			"(or master run and slave run)\n", cfg.Crawl.Name)
 	}
 	return res, nil
 }

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
+	"github.com/redcrawl/redcrawl/shared/frontier"
+)
+
+// masterBin is bin/master built once for the package's tests
+// (buildMaster), in slaveBin's directory.
+var masterBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildMaster builds bin/master once, beside the slave of buildSlave, and
+// returns its path.
+func buildMaster(t *testing.T) string {
+	t.Helper()
+	buildSlave(t)
+	masterBin.once.Do(func() {
+		masterBin.path = filepath.Join(slaveBin.dir, "master")
+		out, err := exec.Command("go", "build", "-o", masterBin.path, "github.com/redcrawl/redcrawl/master").CombinedOutput()
+		if err != nil {
+			masterBin.err = fmt.Errorf("go build master: %v\n%s", err, out)
+		}
+	})
+	if masterBin.err != nil {
+		t.Fatal(masterBin.err)
+	}
+	return masterBin.path
+}
+
+// stoppingRE reads the pages in flight when master crawl was stopped.
+var stoppingRE = regexp.MustCompile(`stopping: the slaves finish or hand back the (\d+) pages in flight`)
+
+// TestCrawlStopResume stops master crawl (the program, with two slave
+// processes) with SIGINT once about 30% of a site is fetched, and runs
+// the same command again: the first run stops gracefully (exit 130, the
+// pages in flight said, the items file written), the second finishes
+// the site; no page is fetched twice but at most those in flight at the
+// stop, and the items file, written by both runs with --append, holds
+// every item once.
+func TestCrawlStopResume(t *testing.T) {
+	bin := buildMaster(t)
+	dir := t.TempDir()
+	site, rulesDir := startCrawlSite(t, dir, testsite.Options{Hosts: 3, PagesPerHost: 80, LinksPerPage: 4, Robots: true,
+		Seed: 11, Latency: 20 * time.Millisecond})
+	env := writeCrawlConfig(t, dir, rulesDir, "")
+	ctx := context.Background()
+	want := site.Expected()
+	itemsPath := filepath.Join(dir, "items.jsonl")
+	args := append([]string{"crawl", "--config", env.cfgPath, "--slaves", "2", "-o", itemsPath, "--append"}, site.HostURLs()...)
+	crawl := func(stopAt int64) (code int, stdout string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		if stopAt > 0 {
+			statsKey := frontier.NewKeys(env.crawl).Stats
+			deadline := time.Now().Add(2 * time.Minute)
+			for {
+				done, _ := env.rdb.HGet(ctx, statsKey, "done").Int64()
+				if done >= stopAt {
+					break
+				}
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					t.Fatalf("%d pages done in 2 minutes, want %d before the stop\n%s\n%s", done, stopAt, out.String(), errOut.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := <-exited
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		if testing.Verbose() {
+			t.Logf("master crawl:\n%s", out.String())
+		}
+		return cmd.ProcessState.ExitCode(), out.String() + errOut.String()
+	}
+
+	code, out := crawl(int64(len(want)) * 3 / 10)
+	m := stoppingRE.FindStringSubmatch(out)
+	if code != 130 || m == nil || !strings.Contains(out, "run the same command again") {
+		t.Fatalf("stopped crawl: exit %d, want 130 saying the pages in flight and how to go on:\n%s", code, out)
+	}
+	inFlight, _ := strconv.Atoi(m[1])
+	first := site.HitCounts()
+	if fetched := countPages(first, want); fetched >= len(want) {
+		t.Fatalf("the whole site was fetched before the stop (%d pages)", fetched)
+	}
+	firstItems := readItems(t, itemsPath)
+	if len(firstItems) == 0 {
+		t.Error("the stopped run wrote no item")
+	}
+
+	code, out = crawl(0)
+	if code != 0 || !strings.Contains(out, "finished") {
+		t.Fatalf("the crawl again: exit %d, want 0 and finished:\n%s", code, out)
+	}
+	hits := site.HitCounts()
+	again := 0
+	for u := range want {
+		if hits[u] == 0 {
+			t.Errorf("%s never fetched", u)
+		}
+		again += hits[u] - 1
+	}
+	t.Logf("stopped after %d of %d pages with %d in flight; %d fetched again", countPages(first, want), len(want), inFlight, again)
+	if again > inFlight {
+		t.Errorf("%d pages fetched twice, more than the %d in flight at the stop", again, inFlight)
+	}
+	items := readItems(t, itemsPath)
+	seen := map[string]int{}
+	for _, it := range items {
+		seen[it]++
+	}
+	wantItems := 0
+	for u := range want {
+		if strings.Contains(u, "/page/") {
+			wantItems++
+		}
+	}
+	for it, n := range seen {
+		if n > 1 {
+			t.Errorf("item %s %d times in the file", it, n)
+		}
+	}
+	if len(seen) != wantItems {
+		t.Errorf("%d distinct items in the file (%d from the stopped run), want %d", len(seen), len(firstItems), wantItems)
+	}
+}
+
+// countPages counts the site's pages that were requested.
+func countPages(hits, want map[string]int) int {
+	n := 0
+	for u := range want {
+		if hits[u] > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// readItems reads an items file of JSON Lines: each item's rule, item
+// and URL.
+func readItems(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var rec struct{ Rule, Item, URL string }
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("items line %q: %v", sc.Text(), err)
+		}
+		out = append(out, rec.Rule+" "+rec.Item+" "+rec.URL)
+	}
+	return out
+}
