@@ -117,11 +117,6 @@ func (m *Master) Run(ctx context.Context) error {
 		return err
 	}
 	defer m.close()
-	if n, err := moveLegacySeeds(ctx, m.cfg, m.front, m.store); err != nil {
-		m.log.Warn("legacy redis seed set not moved to mysql yet: the next seed or recrawl moves it", "err", err)
-	} else if n > 0 {
-		m.log.Info("legacy redis seed set moved to mysql", "seeds", n)
-	}
 
 	compCtx, stopComps := context.WithCancel(ctx)
 	defer stopComps()

@@ -61,7 +61,8 @@ type API struct {
 	MaxStream int64 `mapstructure:"max_stream"`
 	// DecodeBudget is the most bytes of request bodies the API decodes at
 	// once, every token together (at least MaxBody): what bounds the
-	// master's memory under many large requests.
+	// master's memory under many large requests. The tokens share it
+	// fairly, served in turn: one that floods it keeps only itself waiting.
 	DecodeBudget int64 `mapstructure:"decode_budget"`
 }
 

@@ -124,7 +124,7 @@ var slaveGroups = []struct {
 		}
 		return out
 	}, []string{"+lpush", "+rpush", "+lpop", "+llen", "+zadd", "+zrange", "+zrem", "+zpopmin", "+zscore", "+zincrby", "+exists"}},
-	// dedup: the seen buckets (sets; hashes in crawls of a fixed layout)
+	// dedup: the seen buckets (sets)
 	// and the Bloom filter's segments
 	{func(k Keys) []string { return []string{k.Prefix + sfxSeen + "*"} },
 		[]string{"+sismember", "+sadd", "+smembers", "+srem", "+hexists", "+hsetnx"}},
@@ -143,7 +143,7 @@ var slaveOwnCommands = []string{"+zadd", "+zrem", "+zrange", "+zcard", "+hget", 
 	"+hlen", "+get", "+set", "+exists", "+del", "+unlink"}
 
 // slaveReadCommands read the settings, the rule set, the control hash, the
-// scope hosts (the legacy set and the fingerprint sets) and the finish hash.
+// scope sets and the finish hash.
 var slaveReadCommands = []string{"+get", "+hget", "+hmget", "+hkeys", "+hgetall", "+sismember", "+exists"}
 
 // ACLRules returns the Redis ACL rules (the arguments of ACL SETUSER after
@@ -180,7 +180,7 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 		}
 		var read, quiet, events, registry, own []string
 		for _, k := range both {
-			read = append(read, k.Settings, k.Rules, k.Control, k.ScopeHosts, k.Prefix+sfxScope+"*", k.Finish)
+			read = append(read, k.Settings, k.Rules, k.Control, k.Prefix+sfxScope+"*", k.Finish)
 			// the keys a claim or a completion asks about in one EXISTS
 			// (FRESH.quiet in lua/cache.lua: K.quiet), keys of several groups
 			quiet = append(quiet, k.HostPDelay, k.HostJitter, k.HostConc, k.HostDelay, k.RenderReady, k.Validators,

@@ -66,7 +66,7 @@ func TestDropCrawl(t *testing.T) {
 				if _, err := f.HeartbeatControl(ctx, events.Heartbeat{Slave: "s1"}); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := f.Claim(ctx, "s1", 5); err != nil {
+				if _, err := f.ClaimWaitOpts(ctx, "s1", 5, frontier.ClaimOptions{}); err != nil {
 					t.Fatal(err)
 				}
 				if _, _, err := f.SetLimits(ctx, frontier.Limits{MaxPages: 100}, 0, 0); err != nil {

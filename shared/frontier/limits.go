@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redcrawl/redcrawl/shared/events"
 )
 
@@ -80,7 +78,8 @@ type limitState struct {
 
 // readLimited reads whether the crawl has limits.
 func (f *Redis) readLimited(ctx context.Context) error {
-	n, err := f.rdb.Exists(ctx, f.keys.Limits).Result()
+	s := f.shards[0]
+	n, err := s.rdb.Exists(ctx, s.keys.Limits).Result()
 	if err != nil {
 		return wrap("read limits", err)
 	}
@@ -97,7 +96,7 @@ func (f *Redis) SetLimits(ctx context.Context, lim Limits, pages, items int64) (
 	if lim.MaxPages < 0 || lim.MaxItems < 0 || lim.MaxPages > maxLimit || lim.MaxItems > maxLimit {
 		return "", false, fmt.Errorf("set limits: max_pages %d, max_items %d: want 0 to %d", lim.MaxPages, lim.MaxItems, int64(maxLimit))
 	}
-	arr, err := f.callSlice(ctx, "limits_set", lim.MaxPages, lim.MaxItems, boolArg(lim.Timed),
+	arr, err := f.shards[0].callSlice(ctx, "limits_set", lim.MaxPages, lim.MaxItems, boolArg(lim.Timed),
 		min(max(pages, 0), maxLimit), min(max(items, 0), maxLimit))
 	if err != nil {
 		return "", false, wrap("set limits", err)
@@ -114,7 +113,8 @@ func (f *Redis) SetLimits(ctx context.Context, lim Limits, pages, items int64) (
 // LimitOver records that a limit the master keeps (LimitMaxDuration) is
 // reached: no claim takes a page from then on.
 func (f *Redis) LimitOver(ctx context.Context, name string) error {
-	return wrap("limit over", f.rdb.HSet(ctx, f.keys.Limits, "over", name).Err())
+	s := f.shards[0]
+	return wrap("limit over", s.rdb.HSet(ctx, s.keys.Limits, "over", name).Err())
 }
 
 // LimitReached names the limit the crawl's counts reach, "" for none (or
@@ -128,9 +128,10 @@ func (f *Redis) LimitReached(ctx context.Context) (string, error) {
 // mark, and ended in the limits hash): the master's finisher, once the
 // limit is reached and no page is in flight.
 func (f *Redis) EndByLimit(ctx context.Context, name string) error {
-	pipe := f.rdb.TxPipeline()
-	pipe.HSet(ctx, f.keys.Finish, "finished", time.Now().UnixMilli())
-	pipe.HSet(ctx, f.keys.Limits, "ended", name)
+	s := f.shards[0]
+	pipe := s.rdb.TxPipeline()
+	pipe.HSet(ctx, s.keys.Finish, "finished", time.Now().UnixMilli())
+	pipe.HSet(ctx, s.keys.Limits, "ended", name)
 	_, err := pipe.Exec(ctx)
 	return wrap("end by limit", err)
 }
@@ -157,7 +158,7 @@ func (f *Redis) take(ctx context.Context, want int) (int, string, error) {
 	}
 	back := min(f.lim.back.Swap(0), maxLimitItems)
 	items := min(f.lim.items.Swap(0), maxLimitItems)
-	arr, err := f.callSlice(ctx, "limit_take", min(max(want, 0), maxClaim), back, items)
+	arr, err := f.shards[0].callSlice(ctx, "limit_take", min(max(want, 0), maxClaim), back, items)
 	if err == nil && len(arr) != 2 {
 		err = fmt.Errorf("%d values", len(arr))
 	}
@@ -231,5 +232,3 @@ func (f *Redis) limitClaim(ctx context.Context, max int, claim func(max int) (Cl
 	return res, err
 }
 
-// limitsOf reads the limits hash for a snapshot.
-func limitsOf(cmd *redis.MapStringStringCmd) *LimitStats { return limitStats(cmd.Val()) }
