@@ -271,7 +271,7 @@ func startCrawlSite(t *testing.T, dir string, opt testsite.Options) (*testsite.S
 		t.Fatal(err)
 	}
 	var hosts []string
-	for _, s := range site.Seeds() {
+	for _, s := range site.HostURLs() {
 		u, _ := url.Parse(s)
 		hosts = append(hosts, u.Hostname())
 	}

@@ -190,3 +190,82 @@ func readItems(t *testing.T, path string) []string {
 	}
 	return out
 }
+
+// TestCrawlStopAtOnce stops master crawl with a second SIGINT while its
+// slaves still finish their slow pages: it exits at once (130), leaves
+// the items file it was to replace as it was, and the same command again
+// fetches the whole site, the killed slaves' pages once a master found
+// them dead.
+func TestCrawlStopAtOnce(t *testing.T) {
+	bin := buildMaster(t)
+	dir := t.TempDir()
+	site, rulesDir := startCrawlSite(t, dir, testsite.Options{Hosts: 3, PagesPerHost: 8, LinksPerPage: 3, Robots: true,
+		Seed: 12, Latency: time.Second})
+	t.Setenv("CRAWLER_MASTER_DEAD_AFTER", "2s")
+	env := writeCrawlConfig(t, dir, rulesDir, "")
+	itemsPath := filepath.Join(dir, "items.jsonl")
+	if err := os.WriteFile(itemsPath, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"crawl", "--config", env.cfgPath, "--slaves", "2", "-o", itemsPath}, site.HostURLs()...)
+	cmd := exec.Command(bin, args...)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = pw, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	ctx := context.Background()
+	statsKey := frontier.NewKeys(env.crawl).Stats
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if done, _ := env.rdb.HGet(ctx, statsKey, "done").Int64(); done >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("not 3 pages done in a minute: %s", errOut.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	var out strings.Builder
+	for l := range lines {
+		out.WriteString(l + "\n")
+		if strings.HasPrefix(l, "stopping:") {
+			cmd.Process.Signal(syscall.SIGINT) // while the slaves finish their pages of a second
+		}
+	}
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(out.String(), "stopped at once") {
+		t.Fatalf("stopped twice: exit %d, want 130 saying it stopped at once:\n%s\n%s", code, out.String(), errOut.String())
+	}
+	if b, _ := os.ReadFile(itemsPath); string(b) != "old\n" {
+		t.Errorf("the items file was written: %q", b)
+	}
+	var stdout, stderr bytes.Buffer
+	again := exec.Command(bin, args...)
+	again.Stdout, again.Stderr = &stdout, &stderr
+	if err := again.Run(); err != nil {
+		t.Fatalf("the crawl again: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	hits := site.HitCounts()
+	for u := range site.Expected() {
+		if hits[u] == 0 {
+			t.Errorf("%s never fetched", u)
+		}
+	}
+	if items := readItems(t, itemsPath); len(items) != 3*7 {
+		t.Errorf("%d items in the file, want %d", len(items), 3*7)
+	}
+}
