@@ -115,6 +115,8 @@ func TestCrawlCommand(t *testing.T) {
 	out := strings.Join(strings.Fields(stdout.String()), " ") // the table's padding aside
 	for _, want := range []string{
 		"crawl " + crawl + ": 1 seeds added",
+		"pace: at most 1 request at a time to a host, 20ms apart plus 25% on average: about 40.0 pages/s a host. " +
+			"On a site you own, lower politeness.delay and raise politeness.host_concurrency to go faster",
 		"crawl " + crawl + " finished",
 		"pages 20 (2xx 20,",
 		fmt.Sprintf("items %d", wantItems),

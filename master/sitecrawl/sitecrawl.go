@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"time"
 
@@ -157,6 +158,7 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 	var front *frontier.Redis
 	var st0 frontier.Stats
 	var start time.Time
+	var hostRate float64
 	seeded := func(seed masterd.SeedResult) error {
 		res.Seed = seed
 		fmt.Fprintf(opt.Stdout, "crawl %s: %d seeds added, %d already seen, %d rejected; %d slaves\n",
@@ -178,6 +180,13 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 		}
 		if _, _, err := masterd.ApplyLimits(ctx, &cfg, front, nil); err != nil {
 			return err
+		}
+		// what sets the pace: the politeness of the first seed's host
+		set, _ := masterd.LoadRules(&cfg) // published above: valid
+		if u, err := url.Parse(opt.Seeds[0]); err == nil {
+			p := paceOf(&cfg, set, u)
+			hostRate = p.perHost()
+			fmt.Fprintln(opt.Stdout, p)
 		}
 		if st0, err = front.Stats(ctx); err != nil {
 			return fmt.Errorf("crawl: %w", err)
@@ -204,7 +213,7 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 		}
 	}()
 
-	bar := &progress{w: opt.Stdout, terminal: opt.Terminal, start: start, done0: st0.Done}
+	bar := &progress{w: opt.Stdout, terminal: opt.Terminal, start: start, done0: st0.Done, hostRate: hostRate}
 	every := opt.ProgressEvery
 	if opt.Terminal {
 		every = 250 * time.Millisecond
