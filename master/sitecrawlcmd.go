@@ -17,25 +17,35 @@ import (
 	"github.com/redcrawl/redcrawl/shared/cli"
 )
 
-const crawlUsage = `usage: master crawl [--config config.yaml] [--crawl NAME] [--slaves N] [-o items.jsonl|.json|.csv] [--item-fields a,b] [--slave-binary bin/slave] URL...
+const crawlUsage = `usage: master crawl [--config config.yaml] [--crawl NAME] [--slaves N] [-o items.jsonl|.json|.csv] [--item-fields a,b] [--append] [--fresh] [--max-pages N] [--max-items N] [--max-duration D] [--slave-binary bin/slave] URL...
 
 Crawl a site with one command: seed the URLs, run a master here and N
 slaves (processes of the slave binary beside this master) until the crawl
-is finished, with a progress line; write the items to -o (JSON Lines,
-JSON or CSV by the extension) and print the crawl's stats. -o replaces
-FILE and writes every item stored under the crawl's name, from earlier
-runs too (--crawl NAME for a fresh one). Each item is written in its
-envelope, {"crawl", "rule", "item", "url", "fetched_at", "data": {the
-fields}}; --item-fields a,b writes flat rows of those fields instead. The same Redis, MySQL,
+is finished, with a progress line and an estimate of the time left; write
+the items to -o (JSON Lines, JSON or CSV by the extension) and print the
+crawl's stats. -o replaces FILE, once the crawl ends, with every item
+stored under the crawl's name, from earlier runs too; --append adds this
+run's items to it instead. Each item is written in its envelope, {"crawl",
+"rule", "item", "url", "fetched_at", "data": {the fields}}; --item-fields
+a,b writes flat rows of those fields instead. The same Redis, MySQL,
 config and rule files as master run and slave run, which can continue the
 crawl on more machines; no dashboard or work API (master run serves
 them). A site on loopback or an intranet needs
-fetch.allow_private_networks: true. Politeness applies: at the default
+fetch.allow_private_networks: true.
+
+Politeness sets the pace, said at the start: at the default
 politeness.delay of 1s a site of one host is fetched at about a page a
-second. --verbose logs the master's and the slaves' info lines.
+second. --max-pages, --max-items and --max-duration end the crawl early
+(crawl.max_pages, max_items, max_duration), --fresh drops the crawl first
+(as master drop) and crawls it anew. The first Ctrl-C or SIGTERM stops
+gracefully (the pages in flight finished or handed back, every event
+stored, -o written), a second at once; the same command again goes on
+where the crawl stopped. --verbose logs the master's and the slaves' info
+lines.
 
 Exit status: 0 when pages were fetched, 1 when nothing was (or the crawl
-could not run), 2 bad usage or bad config.
+could not run), 2 bad usage or bad config, 130 (143) when stopped by
+SIGINT (SIGTERM).
 `
 
 func crawlCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
