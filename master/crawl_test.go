@@ -23,40 +23,58 @@ import (
 	"github.com/redcrawl/redcrawl/master/store/storetest"
 )
 
-// slaveBin is bin/slave built once for the package's tests (buildSlave),
-// in a directory TestMain removes.
-var slaveBin struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
+// binaries are bin/slave and bin/master built once each for the package's
+// tests (buildSlave, buildMaster), in one directory TestMain removes: the
+// master finds the slave beside it.
+var binaries struct {
+	mu    sync.Mutex
+	dir   string
+	built map[string]error // by name
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if slaveBin.dir != "" {
-		os.RemoveAll(slaveBin.dir)
+	if binaries.dir != "" {
+		os.RemoveAll(binaries.dir)
 	}
 	os.Exit(code)
 }
 
 // buildSlave builds bin/slave once and returns its path.
-func buildSlave(t *testing.T) string {
+func buildSlave(t *testing.T) string { return buildBinary(t, "slave") }
+
+// buildMaster builds bin/master once, beside bin/slave, and returns its
+// path.
+func buildMaster(t *testing.T) string {
+	buildSlave(t)
+	return buildBinary(t, "master")
+}
+
+// buildBinary builds the program of the module's package name once and
+// returns its path.
+func buildBinary(t *testing.T, name string) string {
 	t.Helper()
-	slaveBin.once.Do(func() {
-		if slaveBin.dir, slaveBin.err = os.MkdirTemp("", "redcrawl-test-slave-"); slaveBin.err != nil {
-			return
-		}
-		slaveBin.path = filepath.Join(slaveBin.dir, "slave")
-		out, err := exec.Command("go", "build", "-o", slaveBin.path, "github.com/redcrawl/redcrawl/slave").CombinedOutput()
+	binaries.mu.Lock()
+	defer binaries.mu.Unlock()
+	if binaries.dir == "" {
+		dir, err := os.MkdirTemp("", "redcrawl-test-bin-")
 		if err != nil {
-			slaveBin.err = fmt.Errorf("go build slave: %v\n%s", err, out)
+			t.Fatal(err)
 		}
-	})
-	if slaveBin.err != nil {
-		t.Fatal(slaveBin.err)
+		binaries.dir, binaries.built = dir, map[string]error{}
 	}
-	return slaveBin.path
+	path := filepath.Join(binaries.dir, name)
+	err, done := binaries.built[name]
+	if !done {
+		if out, berr := exec.Command("go", "build", "-o", path, "github.com/redcrawl/redcrawl/"+name).CombinedOutput(); berr != nil {
+			err = fmt.Errorf("go build %s: %v\n%s", name, berr, out)
+		}
+		binaries.built[name] = err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // crawlRules is the test's rule file: an item per ordinary page.

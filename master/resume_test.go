@@ -6,14 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,32 +19,6 @@ import (
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
-
-// masterBin is bin/master built once for the package's tests
-// (buildMaster), in slaveBin's directory.
-var masterBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// buildMaster builds bin/master once, beside the slave of buildSlave, and
-// returns its path.
-func buildMaster(t *testing.T) string {
-	t.Helper()
-	buildSlave(t)
-	masterBin.once.Do(func() {
-		masterBin.path = filepath.Join(slaveBin.dir, "master")
-		out, err := exec.Command("go", "build", "-o", masterBin.path, "github.com/redcrawl/redcrawl/master").CombinedOutput()
-		if err != nil {
-			masterBin.err = fmt.Errorf("go build master: %v\n%s", err, out)
-		}
-	})
-	if masterBin.err != nil {
-		t.Fatal(masterBin.err)
-	}
-	return masterBin.path
-}
 
 // stoppingRE reads the pages in flight when master crawl was stopped.
 var stoppingRE = regexp.MustCompile(`stopping: the slaves finish or hand back the (\d+) pages in flight`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,18 +34,15 @@ func TestDropCrawl(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			var rdb redis.UniversalClient = single
-			nodes := []redis.UniversalClient{single}
+			// each node's keys: the cluster's masters (no replicas)
+			each := func(fn func(c *redis.Client)) { fn(single) }
 			if tc.cluster {
-				rc := testutil.StartCluster(t, 3, 0)
-				opt, err := redis.ParseClusterURL(rc.URL)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cc := redis.NewClusterClient(opt)
-				t.Cleanup(func() { cc.Close() })
-				rdb, nodes = cc, nil
-				for _, nd := range rc.Nodes {
-					nodes = append(nodes, nd.Client)
+				cc := testCluster(t)
+				rdb = cc
+				each = func(fn func(c *redis.Client)) {
+					if err := cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error { fn(c); return nil }); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			crawl := uniqueCrawl(t, rdb, "drop")
@@ -74,16 +72,19 @@ func TestDropCrawl(t *testing.T) {
 				}
 			}
 			keysOf := func(name string) []string {
+				var mu sync.Mutex
 				var out []string
-				for _, nd := range nodes {
-					it := nd.Scan(ctx, 0, frontier.CrawlPattern(name), 1000).Iterator()
+				each(func(c *redis.Client) {
+					it := c.Scan(ctx, 0, frontier.CrawlPattern(name), 1000).Iterator()
 					for it.Next(ctx) {
+						mu.Lock()
 						out = append(out, it.Val())
+						mu.Unlock()
 					}
 					if err := it.Err(); err != nil {
-						t.Fatal(err)
+						t.Error(err)
 					}
-				}
+				})
 				return out
 			}
 			before, otherBefore := keysOf(crawl), len(keysOf(other))
