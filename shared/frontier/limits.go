@@ -231,4 +231,3 @@ func (f *Redis) limitClaim(ctx context.Context, max int, claim func(max int) (Cl
 	}
 	return res, err
 }
-
