@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -302,53 +303,79 @@ func startCrawlSite(t *testing.T, dir string, opt testsite.Options) (*testsite.S
 	return site, rulesDir
 }
 
-// TestCrawlLimits runs master crawl with --max-pages 60 on a site of 150
-// pages (some of them refused by robots.txt, which count no page): the
-// crawl stores 60 pages, or less by at most the pages of one claim batch,
-// finishes by the limit, says so in its stats and in master status, and
-// leaves the rest queued; run again with --max-pages 90 it goes on to 90.
+// TestCrawlLimits runs master crawl with limits on a site of 400 pages
+// (some of them refused by robots.txt, which count no page), the crawl
+// going on each time: --max-pages 100 stores 100 pages, or less by at
+// most the pages of one claim batch, and finishes by the limit, saying
+// so in its stats and in master status, with work left queued; --max-pages
+// 150 goes on to 150; --max-duration 1s ends it after a second, and
+// --max-items N once its pages gave N items, passed by at most the items
+// of a claim batch.
 func TestCrawlLimits(t *testing.T) {
 	bin := buildSlave(t)
 	dir := t.TempDir()
-	site, rulesDir := startCrawlSite(t, dir, testsite.Options{Hosts: 1, PagesPerHost: 150, LinksPerPage: 4, Robots: true, Seed: 9})
+	site, rulesDir := startCrawlSite(t, dir, testsite.Options{Hosts: 1, PagesPerHost: 400, LinksPerPage: 4, Robots: true, Seed: 9})
 	env := writeCrawlConfig(t, dir, rulesDir, "")
-	crawl, cfgPath, db := env.crawl, env.cfgPath, env.db
 	const batch = 8 // claimBatch of the default slave.concurrency
-
-	for _, tc := range []struct {
-		limit string
-		pages int64
-	}{{"60", 60}, {"90", 90}} {
-		var stdout, stderr bytes.Buffer
-		code := run(append([]string{"crawl", "--config", cfgPath, "--slaves", "2", "--slave-binary", bin, "--max-pages", tc.limit},
-			site.Seeds()...), nil, &stdout, &stderr)
-		if code != 0 {
-			t.Fatalf("master crawl --max-pages %s: exit %d\nstdout:\n%s\nstderr:\n%s", tc.limit, code, stdout.String(), stderr.String())
-		}
+	count := func(table string) int64 {
+		t.Helper()
 		var n int64
-		if err := db.QueryRow("SELECT COUNT(*) FROM pages WHERE crawl = ?", crawl).Scan(&n); err != nil {
+		if err := env.db.QueryRow("SELECT COUNT(*) FROM "+table+" WHERE crawl = ?", env.crawl).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("--max-pages %s: %d pages stored", tc.limit, n)
-		if n > tc.pages || n < tc.pages-batch {
-			t.Errorf("--max-pages %s: %d pages stored, want %d to %d", tc.limit, n, tc.pages-batch, tc.pages)
+		return n
+	}
+	between := func(what string, n, lo, hi int64) {
+		t.Helper()
+		t.Logf("%d %s stored", n, what)
+		if n < lo || n > hi {
+			t.Errorf("%d %s stored, want %d to %d", n, what, lo, hi)
 		}
-		if want := "finished by its limit max_pages " + tc.limit; !strings.Contains(stdout.String(), want) {
-			t.Errorf("--max-pages %s: the stats do not say %q:\n%s", tc.limit, want, stdout.String())
+	}
+	var items int64 // the max_items of the last run
+	for _, tc := range []struct {
+		args  func() []string
+		ended string // what the stats say ended the crawl
+		check func()
+	}{
+		{func() []string { return []string{"--max-pages", "100"} }, "max_pages 100",
+			func() { between("pages", count("pages"), 100-batch, 100) }},
+		{func() []string { return []string{"--max-pages", "150"} }, "max_pages 150",
+			func() { between("pages", count("pages"), 150-batch, 150) }},
+		{func() []string { return []string{"--max-pages", "0", "--max-duration", "1s"} }, "max_duration",
+			func() {
+				if n := count("pages"); n < 150 || n >= 400 {
+					t.Errorf("%d pages after --max-duration 1s, want more than before and not all", n)
+				}
+			}},
+		{func() []string {
+			items = count("items") + 20
+			return []string{"--max-items", strconv.FormatInt(items, 10)}
+		}, "max_items", func() { between("items", count("items"), items, items+batch) }},
+	} {
+		args := tc.args()
+		var stdout, stderr bytes.Buffer
+		code := run(append(append([]string{"crawl", "--config", env.cfgPath, "--slaves", "2", "--slave-binary", bin}, args...),
+			site.Seeds()...), nil, &stdout, &stderr)
+		if code != 0 {
+			t.Fatalf("master crawl %q: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout.String(), stderr.String())
+		}
+		tc.check()
+		if want := "finished by its limit " + tc.ended; !strings.Contains(stdout.String(), want) {
+			t.Errorf("%q: the stats do not say %q:\n%s", args, want, stdout.String())
 		}
 		stdout.Reset()
-		if code := run([]string{"status", "--config", cfgPath}, nil, &stdout, &stderr); code != 0 {
+		if code := run([]string{"status", "--config", env.cfgPath}, nil, &stdout, &stderr); code != 0 {
 			t.Fatalf("master status: exit %d: %s", code, stderr.String())
 		}
 		status := strings.Join(strings.Fields(stdout.String()), " ")
-		for _, want := range []string{"finished true", "limits max_pages " + tc.limit + " (" + tc.limit + " taken)",
-			"ended the crawl: max_pages " + tc.limit} {
+		for _, want := range []string{"finished true", "ended the crawl: " + tc.ended} {
 			if !strings.Contains(status, want) {
-				t.Errorf("master status lacks %q:\n%s", want, stdout.String())
+				t.Errorf("%q: master status lacks %q:\n%s", args, want, stdout.String())
 			}
 		}
 		if strings.Contains(status, "queued 0 ") {
-			t.Errorf("nothing left queued after a limit of %s pages of 150:\n%s", tc.limit, stdout.String())
+			t.Errorf("%q: nothing left queued:\n%s", args, stdout.String())
 		}
 	}
 }
