@@ -130,6 +130,9 @@ var slaveGroups = []struct {
 		[]string{"+sismember", "+sadd", "+smembers", "+srem", "+hexists", "+hsetnx"}},
 	{func(k Keys) []string { return []string{k.Prefix + sfxBloom + "*"} }, []string{"+getbit", "+setbit"}},
 	{func(k Keys) []string { return []string{k.Prefix + sfxContent + "*"} }, []string{"+hsetnx", "+hget"}},
+	// the crawl's limits: a claim takes pages, a completion counts items
+	// (limits.lua: limit_take)
+	{func(k Keys) []string { return []string{k.Limits} }, []string{"+exists", "+hmget", "+hincrby"}},
 	// robots.txt records: the slave reads and writes them itself
 	{func(k Keys) []string { return []string{k.Prefix + sfxRobots + "*"} }, []string{"+get", "+set", "+pttl"}},
 }

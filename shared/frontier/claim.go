@@ -14,10 +14,12 @@ import (
 // shard first and fills the rest of max from the other shards in turn
 // (claimSharded).
 func (f *Redis) ClaimWaitOpts(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error) {
-	if len(f.shards) == 1 {
-		return f.shards[0].claim(ctx, slave, max, opts)
-	}
-	return f.claimSharded(ctx, slave, max, opts, nil)
+	return f.limitClaim(ctx, max, func(max int) (ClaimResult, error) {
+		if len(f.shards) == 1 {
+			return f.shards[0].claim(ctx, slave, max, opts)
+		}
+		return f.claimSharded(ctx, slave, max, opts, nil)
+	})
 }
 
 // claimSharded claims up to max tasks: the home shard's first (home, when

@@ -16,6 +16,9 @@ import (
 
 // Complete implements Frontier.
 func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]bool, error) {
+	if f.countCompletions(cs) {
+		defer f.giveBack(ctx)
+	}
 	if len(f.shards) == 1 {
 		return f.shards[0].complete(ctx, slave, cs)
 	}
@@ -27,10 +30,19 @@ func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]
 // first, then the completions of each shard, the home shard's with the
 // claim.
 func (f *Redis) CompleteClaim(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
-	if len(f.shards) == 1 {
-		return f.shards[0].completeClaim(ctx, slave, cs, max, opts)
+	if f.countCompletions(cs) && max <= 0 {
+		defer f.giveBack(ctx)
 	}
-	return f.completeSharded(ctx, slave, cs, max, opts)
+	var acked []bool
+	res, err := f.limitClaim(ctx, max, func(max int) (res ClaimResult, err error) {
+		if len(f.shards) == 1 {
+			acked, res, err = f.shards[0].completeClaim(ctx, slave, cs, max, opts)
+		} else {
+			acked, res, err = f.completeSharded(ctx, slave, cs, max, opts)
+		}
+		return res, err
+	})
+	return acked, res, err
 }
 
 func (f *Redis) completeSharded(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {

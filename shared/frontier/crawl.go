@@ -54,6 +54,8 @@ type Redis struct {
 	// quiet[c][k]: claims of class c (0 static, 1 with render tasks) skip
 	// shard k for a while after it had nothing to lease (claimSharded)
 	quiet [2][]quietMark
+	// lim is what this process knows of the crawl's limits (limits.go)
+	lim limitState
 }
 
 // quietMark is one shard's quiet for one class of claims: until when
@@ -149,6 +151,9 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	}
 	if opt.Slave != "" {
 		f.home = JumpHash(hashString(opt.Slave), n)
+	}
+	if err := f.readLimited(ctx); err != nil {
+		return nil, fmt.Errorf("new frontier: %w", err)
 	}
 	return f, nil
 }

@@ -227,6 +227,9 @@ type Stats struct {
 	// Shards breaks the queues down by shard (a crawl of several shards
 	// only; the totals above are their sums).
 	Shards []ShardStats `json:"shards,omitempty"`
+	// Limits are the crawl's limits and their counts, nil when it has
+	// none (limits.go).
+	Limits *LimitStats `json:"limits,omitempty"`
 }
 
 // ShardStats is one shard's part of Stats.

@@ -124,6 +124,14 @@ import (
 //	                                  random, in every session cookie's MAC; r:<id> -> expiry
 //	                                  (unix ms) of a session revoked by its logout. Shard 0
 //	                                  only; the master and admin users may, a slave may not
+//	crawl:{name}:limits        hash   shard 0 only, while the crawl has a limit (crawl.max_pages,
+//	                                  max_items, max_duration: limits.go, lua/limits.lua):
+//	                                  max_pages, max_items, timed (the master writes them);
+//	                                  pages, the pages stored and in flight (taken for claims,
+//	                                  less those no page came of), and items, the items the
+//	                                  completions found (limit_take); over, a limit the
+//	                                  master's clock reached; ended, the limit that ended the
+//	                                  crawl
 //	crawl:{name}:val           hash   url -> etag \t last_modified \t checksum: the validators
 //	                                  of a page a recrawl re-enqueued (Task.Revisit), written
 //	                                  by the reseed function and taken (HMGET, HDEL) by the
@@ -202,6 +210,9 @@ type Keys struct {
 	// Sessions holds the dashboard's login sessions (sessions.go); the
 	// library's functions never touch it.
 	Sessions string
+	// Limits holds the crawl's page and item limits and their counts
+	// (limits.go), shard 0 only.
+	Limits string
 }
 
 // fixedKeys names the fixed keys once: the name the library's functions
@@ -238,6 +249,7 @@ var fixedKeys = []struct {
 	{"CFG", "cfg", func(k *Keys) *string { return &k.Settings }},
 	{"OWNER", "owner", func(k *Keys) *string { return &k.Owner }},
 	{"MASTERS", "masters", func(k *Keys) *string { return &k.Masters }},
+	{"LIMITS", "limits", func(k *Keys) *string { return &k.Limits }},
 }
 
 const (
@@ -265,6 +277,12 @@ func NewKeys(crawl string) Keys {
 	}
 	return k
 }
+
+// CrawlPattern is the SCAN pattern of every key of a crawl, its other
+// shards' (crawl:{name:k}:…, whatever their tags: placement.go) included:
+// the name followed by the tag's end or a colon, which no name holds
+// (ValidName), nor a glob character.
+func CrawlPattern(crawl string) string { return "crawl:{" + crawl + "[}:]*" }
 
 // SlaveLease returns the key of a slave's leases: a zset url -> deadline
 // (ms). Only the slave's own Redis user may write it.

@@ -54,7 +54,7 @@ func TestLibraryVersion(t *testing.T) {
 func TestLibraryFunctions(t *testing.T) {
 	fns := lib.functions()
 	want := []string{"claim", "complete", "complete_claim", "drain", "drop_stream", "extend", "finish",
-		"finish_sharded", "heartbeat", "idle", "init", "leave", "links", "masters", "member_bit", "memory",
+		"finish_sharded", "heartbeat", "idle", "init", "leave", "limit_take", "limits_set", "links", "masters", "member_bit", "memory",
 		"own", "recover_expired", "registry", "requeue_failed", "reseed", "retire", "seed", "seen_has", "shard_count", "snapshot"}
 	if strings.Join(fns, ",") != strings.Join(want, ",") {
 		t.Errorf("functions %v, want %v", fns, want)

@@ -39,9 +39,15 @@ func (r *Redis) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Cont
 		return Control{}, fmt.Errorf("heartbeat: no result")
 	}
 	c := controlOf(hb.Slave, arr[1:])
-	if c.Finished, err = r.Finished(ctx); err != nil {
-		return Control{}, fmt.Errorf("heartbeat: %w", err)
+	// the finish mark, and whether the crawl has limits (limits.go)
+	pipe := f.rdb.Pipeline()
+	fin := pipe.HGet(ctx, f.keys.Finish, "finished")
+	lim := pipe.Exists(ctx, f.keys.Limits)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Control{}, wrap("heartbeat: finished", err)
 	}
+	c.Finished = fin.Err() == nil
+	r.lim.on.Store(lim.Val() > 0)
 	return c, nil
 }
 

@@ -96,6 +96,7 @@ func (f *shard) readSnapshot(ctx context.Context) (Snapshot, error) {
 	ready := pipe.ZCard(ctx, f.keys.Ready)
 	fresh := pipe.HLen(ctx, f.keys.Fresh)
 	control := pipe.HGetAll(ctx, f.keys.Control)
+	limits := pipe.HGetAll(ctx, f.keys.Limits)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Snapshot{}, wrap("stats", err)
 	}
@@ -136,6 +137,7 @@ func (f *shard) readSnapshot(ctx context.Context) (Snapshot, error) {
 		RecrawlRun:   get(st.Val(), statRecrawlRun),
 		RecrawlAt:    get(st.Val(), statRecrawlAt),
 	}
+	s.Limits = limitStats(limits.Val())
 	s.PausedSince = pausedSince(control.Val()[ctlPaused])
 	s.Paused = !s.PausedSince.IsZero()
 	if fa := get(finish.Val(), "finished"); fa > 0 {
