@@ -19,7 +19,7 @@ import (
 // The frontier's Lua is one Redis Functions library (Redis >= 7.0): the
 // files of lua/, in libraryFiles' order, after a header written here from
 // the key schema (keys.go) and the limits below. A function is called by
-// its name, NS + what the file registers (FCALL rc10_claim 1 <meta> ...),
+// its name, NS + what the file registers (FCALL rc11_claim 1 <meta> ...),
 // with the crawl's meta key as its one key and the crawl's prefix first in
 // ARGV; each function's KEYS/ARGV/returns contract is beside it in its
 // file, and the Go method that calls it says which.
