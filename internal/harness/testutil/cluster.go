@@ -212,6 +212,26 @@ func (c *Cluster) Kill(addr string) error {
 	return nil
 }
 
+// Restart starts a node Kill killed again, on its port and directory: it
+// reads its nodes.conf back and rejoins the cluster, as a replica of the
+// master that took over its slots if one did (restart a killed master only
+// after WaitFailover: with no AOF it comes back empty, and as the master
+// of its slots it would hand its replica that emptiness). It waits until
+// the process answers, not until the cluster is healthy (WaitHealthy).
+func (c *Cluster) Restart(addr string) error {
+	nd := c.Node(addr)
+	if nd == nil {
+		return fmt.Errorf("restart %s: no such node", addr)
+	}
+	if err := nd.Server.Restart(); err != nil {
+		return fmt.Errorf("restart %s: %w", addr, err)
+	}
+	c.mu.Lock()
+	delete(c.killed, addr)
+	c.mu.Unlock()
+	return nil
+}
+
 // Pause stops the node at addr with SIGSTOP (see Server.Pause): a paused
 // replica falls behind its master, whose writes then wait in the master's
 // buffers, lost if the master dies before Resume.
