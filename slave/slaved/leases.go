@@ -75,7 +75,7 @@ func (s *Slave) extender(ctx context.Context) {
 		}
 		var old []frontier.Lease
 		for _, l := range s.held() {
-			if time.Since(l.LeasedAt) > every {
+			if s.now().Sub(l.LeasedAt) > every {
 				old = append(old, l)
 			}
 		}

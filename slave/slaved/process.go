@@ -192,7 +192,7 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	s.noteFetch(res.Duration)
 	page := &events.Page{Crawl: s.cfg.Crawl.Name, URL: l.URL, FinalURL: l.URL, Status: res.Status,
 		ContentType: res.Header.Get("Content-Type"), Bytes: res.Body.Size(), Depth: l.Depth,
-		FetchedAt: time.Now().UnixMilli(), Slave: s.id, DurationMS: res.Duration.Milliseconds(), Attempt: l.Attempt,
+		FetchedAt: s.now().UnixMilli(), Slave: s.id, DurationMS: res.Duration.Milliseconds(), Attempt: l.Attempt,
 		Proxy: res.Proxy, Rendered: res.Rendered, LastMod: l.LastMod}
 	rs := s.ruleFor(u)
 	if rs != nil {
@@ -415,7 +415,7 @@ func (s *Slave) exceptionSnapshot(c *frontier.Completion, kind string, status in
 		host = u.Hostname()
 	}
 	s.addEvent(c, &events.Exception{Crawl: s.cfg.Crawl.Name, Kind: kind, URL: c.Lease.URL, Host: host,
-		Slave: s.id, Attempt: c.Lease.Attempt, Status: status, Message: msg, At: time.Now().UnixMilli(),
+		Slave: s.id, Attempt: c.Lease.Attempt, Status: status, Message: msg, At: s.now().UnixMilli(),
 		Snapshot: snapshot})
 }
 
@@ -457,7 +457,7 @@ func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completio
 func (s *Slave) fetchRobots(ctx context.Context, u *url.URL, host string, rs *rules.RuleSet) (*robots.Robots, error) {
 	target := robotsURL(u)
 	fr := fetchRequest(target, rs) // the site's session, user agents and headers
-	rec := frontier.RobotsRecord{FetchedAt: time.Now()}
+	rec := frontier.RobotsRecord{FetchedAt: s.now()}
 	var fetchErr error // why rec.Status is 0
 	for hop := 0; ; hop++ {
 		fr.URL = target

@@ -83,6 +83,18 @@ type Options struct {
 	// crawl is finished, as its heartbeat tells it: a slave run for one
 	// crawl.
 	ExitWhenDone bool
+	// Clock is the slave's wall clock, what it dates its records with and
+	// reads robots.txt records by; nil = time.Now. Tests set one minutes
+	// off, as a machine's may be: leases are judged by Redis's clock.
+	Clock func() time.Time
+}
+
+// now is the slave's wall clock (Options.Clock).
+func (s *Slave) now() time.Time {
+	if s.opt.Clock != nil {
+		return s.opt.Clock()
+	}
+	return time.Now()
 }
 
 // Slave is one crawling process.
@@ -299,7 +311,7 @@ func (s *Slave) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	s.robots = newRobotsCache(s.front, s.cfg.Politeness.RobotsTTL)
+	s.robots = newRobotsCache(s.front, s.cfg.Politeness.RobotsTTL, s.now)
 
 	pubCtx, stopPub := context.WithCancel(bg)
 	defer stopPub()
