@@ -11,12 +11,20 @@ import (
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
 
+// heldLease is a lease in flight and when this slave got it, by its own
+// monotonic clock: the lease's LeasedAt is Redis's clock, from which the
+// slave's may be minutes off.
+type heldLease struct {
+	frontier.Lease
+	got time.Time
+}
+
 func (s *Slave) track(l frontier.Lease, add bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, had := s.leases[l.URL]
 	if add {
-		s.leases[l.URL] = l
+		s.leases[l.URL] = heldLease{Lease: l, got: time.Now()}
 	} else {
 		delete(s.leases, l.URL)
 	}
@@ -51,10 +59,10 @@ func (s *Slave) inFlight() int64 {
 	return int64(len(s.leases))
 }
 
-func (s *Slave) held() []frontier.Lease {
+func (s *Slave) held() []heldLease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]frontier.Lease, 0, len(s.leases))
+	out := make([]heldLease, 0, len(s.leases))
 	for _, l := range s.leases {
 		out = append(out, l)
 	}
@@ -62,7 +70,9 @@ func (s *Slave) held() []frontier.Lease {
 }
 
 // extender pushes the deadlines of leases held for more than a third of
-// the lease duration, so long fetches are not taken back.
+// the lease duration, so long fetches are not taken back. How long a lease
+// has been held is the slave's own measure since it got it, never its
+// wall clock against the lease's time, which is Redis's.
 func (s *Slave) extender(ctx context.Context) {
 	every := s.cfg.Lease.Duration / 3
 	t := time.NewTicker(every)
@@ -75,8 +85,8 @@ func (s *Slave) extender(ctx context.Context) {
 		}
 		var old []frontier.Lease
 		for _, l := range s.held() {
-			if s.now().Sub(l.LeasedAt) > every {
-				old = append(old, l)
+			if time.Since(l.got) > every {
+				old = append(old, l.Lease)
 			}
 		}
 		if len(old) == 0 {

@@ -170,7 +170,7 @@ type Slave struct {
 	metricsAddr atomic.Value   // bound host:port of /metrics (string), sent in heartbeats
 
 	mu     sync.Mutex
-	leases map[string]frontier.Lease // in flight, by URL; its size is the slave's in-flight count
+	leases map[string]heldLease // in flight, by URL; its size is the slave's in-flight count
 }
 
 // HostsKnown returns how many hosts the slave's DNS cache holds now, the
@@ -210,7 +210,7 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 		rl: ratelog.New(log, 30*time.Second), plan: planner, canon: planner.Canonicalizer(), scope: planner.Scope(),
 		traps:    planner.Traps(),
 		handlers: NewHandlers(), dups: newDupCache(1 << 16), overload: newOverload(),
-		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
+		leases: map[string]heldLease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1),
 		token: robots.ProductToken(cfg.Fetch.UserAgent), linkOpt: linkOptions(cfg)}
 	s.rulesRejected.Store("")
