@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +49,21 @@ func TestSoak(t *testing.T) {
 	if out := os.Getenv(envSoakOut); out != "" {
 		if err := os.WriteFile(out, []byte(line+"\n"), 0o644); err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// TestMakeSoak: make soak runs TestSoak with the settings it reads.
+func TestMakeSoak(t *testing.T) {
+	b, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := string(b)
+	for _, want := range []string{"\nsoak: services\n", envSoakDuration + "=$(SOAK_DURATION)", envSoakSeed + "=$(SOAK_SEED)",
+		envSoakOut + "=", "-run '^TestSoak$$' ./internal/e2e/"} {
+		if !strings.Contains(mk, want) {
+			t.Errorf("Makefile lacks %q", want)
 		}
 	}
 }

@@ -11,9 +11,9 @@ import (
 )
 
 // memoryCap is the most RSS a process of each role may reach in a soak:
-// several times what a crawl of the soak's size needs (docs/testing.md),
-// so that only a leak that grows with the run's length or its faults
-// reaches it.
+// several times what a crawl of the soak's size needs (an hour's peaks
+// are in docs/CONTRIBUTING.md), so that only a leak that grows with the
+// run's length or its faults reaches it.
 var memoryCap = map[string]int64{
 	"master":       256 << 20,
 	"slave":        192 << 20,
