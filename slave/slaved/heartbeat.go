@@ -46,6 +46,9 @@ func (s *Slave) heartbeater(ctx context.Context) {
 		hbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatTimeout)
 		err := s.heartbeat(hbCtx, hb)
 		cancel()
+		if err == nil {
+			s.beatSent.Store(&now)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -27,6 +27,9 @@ var errShutdown = errors.New("slave stopping")
 // process fetches one leased task and says what became of it.
 func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completion {
 	c := frontier.Completion{Lease: l, Outcome: frontier.Done}
+	if !s.mayFetch(l) {
+		return s.giveBack(ctx, c)
+	}
 	u, err := url.Parse(l.URL)
 	if err != nil {
 		s.exception(&c, events.KindParse, 0, fmt.Sprintf("parse url: %v", err))
@@ -73,6 +76,9 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	if ended {
 		return c
 	}
+	if !s.mayFetch(l) { // robots.txt took long
+		return s.giveBack(ctx, frontier.Completion{Lease: l})
+	}
 	res, ended, err := s.fetchHooked(ctx, &c, r, func(ctx context.Context, hdr http.Header) (*Response, error) {
 		return s.fetchOrRender(ctx, l, u, rs, rr, hdr)
 	})
@@ -108,6 +114,16 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	}
 	c = s.handle(ctx, c, u, res, p)
 	s.finishResponse(ctx, &c, p)
+	return c
+}
+
+// giveBack gives back, unfetched, a lease the master may have taken back
+// (mayFetch): a completion that releases it if it still holds it, and is
+// refused if not.
+func (s *Slave) giveBack(ctx context.Context, c frontier.Completion) frontier.Completion {
+	s.rl.Log(ctx, levelWarn, "give-back", "leases given back unfetched: no heartbeat went through lately or the lease is ending, so the master may have taken them back",
+		"url", c.Lease.URL)
+	c.Outcome = frontier.Release
 	return c
 }
 

@@ -169,6 +169,10 @@ type Slave struct {
 	met         *metrics.Slave // Prometheus metrics, served at slave.metrics_listen
 	metricsAddr atomic.Value   // bound host:port of /metrics (string), sent in heartbeats
 
+	// beatSent is when the last heartbeat that went through was sent
+	// (monotonic; nil before the first): mayFetch
+	beatSent atomic.Pointer[time.Time]
+
 	mu     sync.Mutex
 	leases map[string]heldLease // in flight, by URL; its size is the slave's in-flight count
 }
