@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/store"
 )
 
@@ -143,22 +144,29 @@ func (r *Round) check(finished bool) result {
 	report("pages without exactly one pages row", badRows)
 
 	// politeness, as the site saw it (its wall clock, as Redis's)
-	byHost := map[string][]time.Time{}
+	byHost := map[string][]testsite.Hit{}
 	for _, h := range hits {
-		byHost[h.Host] = append(byHost[h.Host], h.At.Round(0))
+		h.At = h.At.Round(0)
+		byHost[h.Host] = append(byHost[h.Host], h)
 	}
 	var gaps []string
-	for host, ts := range byHost {
-		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
-		for i := 1; i < len(ts); i++ {
-			if gap := ts[i].Sub(ts[i-1]); gap < politeDelay {
-				if inLoss(ts[i-1]) || inLoss(ts[i]) {
-					res.gapsAfterLoss++
-					continue
-				}
-				res.gaps++
-				gaps = append(gaps, fmt.Sprintf("%s: %v apart at %s", host, gap, ts[i].Format("15:04:05.000")))
+	for host, hs := range byHost {
+		sort.Slice(hs, func(i, j int) bool { return hs[i].At.Before(hs[j].At) })
+		for i := 1; i < len(hs); i++ {
+			a, b := hs[i-1], hs[i]
+			gap := b.At.Sub(a.At)
+			if gap >= politeDelay {
+				continue
 			}
+			what := fmt.Sprintf("%s: %v apart at %s (%s by %s, %s by %s)", host, gap, b.At.Format("15:04:05.000"),
+				a.Path, a.UserAgent, b.Path, b.UserAgent)
+			if inLoss(a.At) || inLoss(b.At) {
+				res.gapsAfterLoss++
+				r.log.Info("politeness gap after a Redis data loss", "gap", what)
+				continue
+			}
+			res.gaps++
+			gaps = append(gaps, what)
 		}
 	}
 	report(fmt.Sprintf("requests to one host closer than the delay %v", politeDelay), gaps)

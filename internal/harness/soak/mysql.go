@@ -65,12 +65,11 @@ func newMySQLUser(t testing.TB) mysqlUser {
 	return u
 }
 
-// database makes a crawl's database (storetest.DSN), migrates it as root
-// and grants the user its runtime privileges; it returns the root DSN
-// and the database's name.
-func (u mysqlUser) database(t testing.TB) (rootDSN, name string) {
+// grant migrates the database of rootDSN (storetest.DSN) as root and
+// grants the user its runtime privileges there; it returns the
+// database's name.
+func (u mysqlUser) grant(t testing.TB, rootDSN string) string {
 	t.Helper()
-	rootDSN = storetest.DSN(t)
 	ctx, cancel := ctxFor(60 * time.Second)
 	defer cancel()
 	db, err := store.Open(ctx, rootDSN)
@@ -91,7 +90,7 @@ func (u mysqlUser) database(t testing.TB) (rootDSN, name string) {
 			t.Fatalf("soak: %s: %v", q, err)
 		}
 	}
-	return rootDSN, cfg.DBName
+	return cfg.DBName
 }
 
 // dsn is the user's DSN for database db at addr (host:port).

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,13 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/tcpproxy"
-	"github.com/redcrawl/redcrawl/internal/harness/testcert"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
-	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/redisconn"
@@ -130,11 +127,11 @@ func (r *Round) setup() {
 	r.site = site
 	t.Cleanup(site.Close)
 
-	rootDSN, dbName := r.s.mysql.database(t)
-	r.dbName = dbName
-	cfg := config.Default()
+	// the crawl tests' config (its own crawl and database, short leases,
+	// heartbeats and quiescence), with the soak's Redis, delay and lease
+	cfg := crawltest.Config(t)
 	cfg.Crawl.Name = testutil.CrawlName(fmt.Sprintf("soak%d", r.n))
-	cfg.MySQL.DSN = rootDSN
+	r.dbName = r.s.mysql.grant(t, cfg.MySQL.DSN)
 	switch r.topo {
 	case Single:
 		cfg.Redis.URL = "redis://" + r.s.redis.Addr + "/0"
@@ -143,44 +140,19 @@ func (r *Round) setup() {
 		cfg.Redis.URL, cfg.Redis.Cluster = rc.URL, true
 		cfg.Crawl.Shards = shards
 	}
-	for _, raw := range site.HostURLs() {
-		u, err := url.Parse(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Crawl.AllowHosts = append(cfg.Crawl.AllowHosts, u.Hostname())
-	}
-	cfg.Fetch.AllowPrivateNetworks = true
-	cfg.Fetch.Timeout = 5 * time.Second
-	cfg.Admin.Listen = "127.0.0.1:0"
+	cfg.Crawl.AllowHosts = crawltest.SiteHosts(site)
 	cfg.Politeness.Delay = politeDelay
-	cfg.Politeness.Jitter = 0.2
 	cfg.Lease.Duration = leaseDuration
-	cfg.Lease.RetryBase = 200 * time.Millisecond
-	cfg.Slave.Concurrency = 8
-	cfg.Slave.HeartbeatInterval = 300 * time.Millisecond
-	cfg.Slave.ShutdownTimeout = 3 * time.Second
-	cfg.Slave.IdlePoll = 50 * time.Millisecond
-	cfg.Master.DeadAfter = 2 * time.Second
-	cfg.Master.RecoverInterval = 200 * time.Millisecond
-	cfg.Master.Quiescence = 800 * time.Millisecond
-	cfg.Master.HeartbeatSample = time.Second
 	cfg.Master.ShardLease = 3 * time.Second
-	cfg.Dedup.ExpectedURLs = 10000
 	cfg.Render.Enabled = false
 	cfg.Rules.Dir = filepath.Join(r.dir, "rules")
 	if err := os.Mkdir(cfg.Rules.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	certs := testcert.Write(t, r.dir)
-	cfg.API.Listen = freeAddr(t)
-	cfg.API.TLSCert, cfg.API.TLSKey = certs.ServerCert, certs.ServerKey
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	r.cfg = &cfg
+	apiSlaves := crawltest.WithAPI(t, cfg) // validates cfg
+	r.cfg = cfg
 	t.Cleanup(func() {
-		if rdb, err := redisconn.New(&cfg); err == nil {
+		if rdb, err := redisconn.New(cfg); err == nil {
 			ctx, cancel := ctxFor(30 * time.Second)
 			testutil.DeleteCrawl(ctx, rdb, cfg.Crawl.Name)
 			cancel()
@@ -205,7 +177,7 @@ func (r *Round) setup() {
 	// the master, its MySQL through a proxy
 	r.mysqlProxy = r.proxy(r.s.mysql.addr)
 	mc := *r.cfg
-	mc.MySQL.DSN = r.s.mysql.dsn(r.mysqlProxy.Addr(), dbName)
+	mc.MySQL.DSN = r.s.mysql.dsn(r.mysqlProxy.Addr(), r.dbName)
 	r.master = r.program("master", "master", r.s.bins.master, &mc, "run")
 
 	// the direct slaves, each through a proxy of its own to a Single Redis
@@ -217,12 +189,16 @@ func (r *Round) setup() {
 			sc.Redis.URL = "redis://" + p.Addr() + "/0"
 		}
 		id := fmt.Sprintf("d%d", i+1)
+		sc.Fetch.UserAgent = userAgent(id)
 		r.slaves = append(r.slaves, r.program(id, "slave", r.s.bins.slave, sc, "run", "--id", id))
 	}
 
 	// the work API's slave, through a proxy to the master
 	r.apiProxy = r.proxy(r.cfg.API.Listen)
-	r.api = r.program("a1", "api_slave", r.s.bins.slave, r.apiConfig("a1", certs), "run", "--id", "a1")
+	ac := apiSlaves.Config("a1") // its token, the masters' CA, no Redis or MySQL it could reach
+	ac.Slave.API.URLs = []string{"https://" + r.apiProxy.Addr()}
+	ac.Fetch.UserAgent = userAgent("a1")
+	r.api = r.program("a1", "api_slave", r.s.bins.slave, ac, "run", "--id", "a1")
 
 	for _, p := range append([]*proc{r.master, r.api}, r.slaves...) {
 		if err := p.start(); err != nil {
@@ -232,39 +208,15 @@ func (r *Round) setup() {
 	r.clock = startClockSlave(r)
 }
 
+// userAgent names slave id in its requests, so that the site's log says
+// who fetched what; robots.txt's product token stays redcrawl.
+func userAgent(id string) string { return "redcrawl/0.1 (soak " + id + ")" }
+
 // slaveConfig is a direct slave's config.
 func (r *Round) slaveConfig() *config.Config {
 	c := *r.cfg
 	c.API = config.Default().API
 	c.MySQL.DSN = "nobody:x@tcp(127.0.0.1:1)/none" // a slave has no use for MySQL
-	return &c
-}
-
-// apiConfig is the config of the work API's slave id: its token, the
-// masters' CA, and no Redis or MySQL it could reach.
-func (r *Round) apiConfig(id string, certs testcert.Files) *config.Config {
-	t := r.t
-	ctx, cancel := ctxFor(30 * time.Second)
-	defer cancel()
-	db, err := store.Open(ctx, r.cfg.MySQL.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tok, _, err := db.IssueToken(ctx, r.cfg.Crawl.Name, id, store.TokenLimits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokFile := filepath.Join(r.dir, id+".token")
-	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := *r.slaveConfig()
-	c.Redis.URL, c.Redis.Cluster = "redis://127.0.0.1:1/0", false
-	c.Slave.API = config.SlaveAPI{URLs: []string{"https://" + r.apiProxy.Addr()}, TokenFile: tokFile, CAFile: certs.CA}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
 	return &c
 }
 
@@ -380,6 +332,7 @@ func startClockSlave(r *Round) *clockSlave {
 	r.record(fault{kind: faultClock, target: "clock", from: time.Now(), to: time.Now(),
 		detail: time.Duration(c.off.Load()).String()})
 	cfg := r.slaveConfig()
+	cfg.Fetch.UserAgent = userAgent("clock")
 	logf, err := os.Create(filepath.Join(r.dir, "clock.log"))
 	if err != nil {
 		r.t.Fatal(err)
@@ -422,13 +375,4 @@ func clockOffset(rng *rand.Rand) time.Duration {
 		return -d
 	}
 	return d
-}
-
-func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
