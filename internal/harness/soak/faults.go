@@ -155,7 +155,7 @@ func (r *Round) fault(kind string) (fault, error) {
 		if k := r.rng.IntN(targets); k < len(r.redisProxies) {
 			p, f.target = r.redisProxies[k], r.slaves[k].name+" from redis"
 		} else {
-			p, f.target = r.apiProxy, r.api.name+" from the work API"
+			p, f.target = r.apiProxy, apiPartition
 		}
 		p.SetPartitioned(true)
 		time.Sleep(leaseDuration + between(r.rng, time.Second, 6*time.Second))
@@ -263,6 +263,9 @@ func (r *Round) failover() (lossFrom, lossTo time.Time, target, detail string, e
 	err = rc.WaitHealthy(ctx)
 	return
 }
+
+// apiPartition is the target of a partition of the work API's slave.
+const apiPartition = "a1 from the work API"
 
 // between is a duration in [lo, hi).
 func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {

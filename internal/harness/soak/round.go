@@ -68,6 +68,7 @@ type Round struct {
 	// failedBefore: the test had failed before this crawl (its logs are
 	// not dumped for that)
 	failedBefore bool
+	masterExit   time.Time // when the master exited by itself
 
 	mu     sync.Mutex
 	faults []fault
@@ -272,6 +273,7 @@ func (r *Round) watch(stop chan struct{}, start time.Time) bool {
 			}
 		}
 		if r.master.endedByItself() {
+			r.masterExit = time.Now()
 			r.log.Info("master exited", "after", time.Since(start).Round(100*time.Millisecond))
 			if !stopped {
 				// the master's end during faults: a crash (check says so)
@@ -288,9 +290,16 @@ func (r *Round) watch(stop chan struct{}, start time.Time) bool {
 	}
 }
 
-// finish waits for the slaves to leave once the master exited.
+// finish waits for the slaves to leave once the master exited. The work
+// API's slave learns the crawl's end from the master, which waits for it
+// a moment only: one that was cut off or down then cannot learn it, and
+// is stopped.
 func (r *Round) finish() bool {
 	ok := true
+	if r.apiAway(r.masterExit.Add(-3*time.Second), r.masterExit) && !r.api.wait(5*time.Second) {
+		r.log.Info("the work API's slave was away when the master exited: stopped")
+		r.api.kill()
+	}
 	for _, p := range append([]*proc{r.api}, r.slaves...) {
 		if !p.wait(30 * time.Second) {
 			r.t.Errorf("crawl %d (%s): slave %s still runs 30s after the master exited", r.n, r.topo, p.name)
@@ -302,6 +311,20 @@ func (r *Round) finish() bool {
 		ok = false
 	}
 	return ok
+}
+
+// apiAway reports whether a fault kept the work API's slave from the
+// master at some time between from and to.
+func (r *Round) apiAway(from, to time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.faults {
+		if (f.kind == faultAPIRestart || f.kind == faultPartition && f.target == apiPartition) &&
+			!f.from.After(to) && !f.to.Before(from) {
+			return true
+		}
+	}
+	return false
 }
 
 // teardown stops whatever still runs (after a failure) and frees the
