@@ -165,6 +165,15 @@ func TestStartCluster(t *testing.T) {
 	if d := cmp.Diff(wantMasters, mustMasters(t, ctx, c)); d != "" {
 		t.Errorf("masters after the restart (-want +got):\n%s", d)
 	}
+
+	// roles turned around: the promoted replica, killed, fails over to
+	// the first victim, its replica now
+	if err := c.Kill(promoted); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.WaitFailover(ctx, promoted); err != nil || again != victim {
+		t.Fatalf("failover of %s: %q promoted, %v; want %s", promoted, again, err, victim)
+	}
 }
 
 func mustMasters(t *testing.T, ctx context.Context, c *Cluster) []string {
