@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/tcpproxy"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
@@ -72,13 +74,20 @@ type Round struct {
 
 	mu     sync.Mutex
 	faults []fault
+
+	closers []func() // what teardown undoes, in reverse
+	ended   sync.Once
 }
+
+// onEnd has teardown call f.
+func (r *Round) onEnd(f func()) { r.closers = append(r.closers, f) }
 
 // round runs crawl n on topo and checks it.
 func (s *Soak) round(n int, topo Topology) {
 	t := s.t
 	t.Helper()
 	r := &Round{s: s, t: t, n: n, topo: topo, rng: s.rng(n), dir: t.TempDir(), failedBefore: t.Failed()}
+	t.Cleanup(r.teardown) // a crawl cut short by t.Fatal
 	r.log = s.log.With("crawl", n, "redis", topo.String())
 	r.setup()
 	start := time.Now()
@@ -126,7 +135,7 @@ func (r *Round) setup() {
 		t.Fatal(err)
 	}
 	r.site = site
-	t.Cleanup(site.Close)
+	r.onEnd(site.Close)
 
 	// the crawl tests' config (its own crawl and database, short leases,
 	// heartbeats and quiescence), with the soak's Redis, delay and lease
@@ -152,14 +161,7 @@ func (r *Round) setup() {
 	}
 	apiSlaves := crawltest.WithAPI(t, cfg) // validates cfg
 	r.cfg = cfg
-	t.Cleanup(func() {
-		if rdb, err := redisconn.New(cfg); err == nil {
-			ctx, cancel := ctxFor(30 * time.Second)
-			testutil.DeleteCrawl(ctx, rdb, cfg.Crawl.Name)
-			cancel()
-			rdb.Close()
-		}
-	})
+	r.onEnd(r.deleteCrawl)
 
 	ctx, cancel := ctxFor(60 * time.Second)
 	defer cancel()
@@ -170,7 +172,7 @@ func (r *Round) setup() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rdb.Close() })
+	r.onEnd(func() { rdb.Close() })
 	if r.front, err = frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(r.cfg)); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +232,7 @@ func (r *Round) program(name, role, bin string, cfg *config.Config, args ...stri
 	}
 	args = append(args, "--config", path, "--exit-when-done")
 	p := newProc(name, role, bin, filepath.Join(r.dir, name+".log"), r.s.mem, args...)
-	t.Cleanup(p.kill)
+	r.onEnd(p.kill)
 	return p
 }
 
@@ -239,7 +241,7 @@ func (r *Round) proxy(target string) *tcpproxy.Proxy {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.t.Cleanup(func() { p.Close() })
+	r.onEnd(func() { p.Close() })
 	return p
 }
 
@@ -327,17 +329,34 @@ func (r *Round) apiAway(from, to time.Time) bool {
 	return false
 }
 
-// teardown stops whatever still runs (after a failure) and frees the
-// round's ports; the round's Redis keys and database go at the test's end.
+// teardown stops what still runs (after a failure: the crawl's end
+// stopped the rest), deletes the crawl's Redis keys and frees the round's
+// ports and clients, once; the crawl's database goes at the test's end.
 func (r *Round) teardown() {
-	for _, p := range append([]*proc{r.master, r.api}, r.slaves...) {
-		p.kill()
+	r.ended.Do(func() {
+		for i := len(r.closers) - 1; i >= 0; i-- {
+			r.closers[i]()
+		}
+	})
+}
+
+// deleteCrawl deletes the crawl's keys from every master of its Redis.
+func (r *Round) deleteCrawl() {
+	ctx, cancel := ctxFor(time.Minute)
+	defer cancel()
+	if r.topo == Single {
+		c := redis.NewClient(&redis.Options{Addr: r.s.redis.Addr})
+		defer c.Close()
+		testutil.DeleteCrawl(ctx, c, r.cfg.Crawl.Name)
+		return
 	}
-	r.clock.stop()
-	for _, p := range append([]*tcpproxy.Proxy{r.apiProxy, r.mysqlProxy}, r.redisProxies...) {
-		p.Close()
+	masters, err := r.s.rc.Masters(ctx)
+	if err != nil {
+		return
 	}
-	r.site.Close()
+	for _, m := range masters {
+		testutil.DeleteCrawl(ctx, r.s.rc.Node(m).Client, r.cfg.Crawl.Name)
+	}
 }
 
 // clockSlave is a direct slave in this process whose clock is minutes
@@ -373,7 +392,7 @@ func startClockSlave(r *Round) *clockSlave {
 		defer logf.Close()
 		c.err = s.Run(ctx)
 	}()
-	r.t.Cleanup(c.stop)
+	r.onEnd(c.stop)
 	return c
 }
 
