@@ -80,7 +80,6 @@ func (r *Round) check(finished bool) result {
 		return false
 	}
 	hits := r.site.Hits()
-	res.fetches = len(hits)
 	count := map[string]int{}
 	lossHits := map[string]int{} // a URL's fetches in a loss window
 	for _, h := range hits {
@@ -94,6 +93,7 @@ func (r *Round) check(finished bool) result {
 	var missing, extra, badRows []string
 	for u, want := range expected {
 		got := count[u]
+		res.fetches += got
 		if got < want {
 			missing = append(missing, fmt.Sprintf("%s (%d of %d)", u, got, want))
 		}
@@ -131,8 +131,6 @@ func (r *Round) check(finished bool) result {
 	if allowed := hosts*(1+r.api.runs()) + len(lost) + hosts*len(windows); robots > allowed {
 		t.Errorf("%srobots.txt fetched %d times for %d hosts, want at most %d", label, robots, hosts, allowed)
 	}
-	res.fetches -= robots - hosts
-	res.refetches += max(robots-hosts, 0)
 	report := func(what string, l []string) {
 		if len(l) > 0 {
 			sort.Strings(l)

@@ -155,8 +155,8 @@ type Figures struct {
 	Took    time.Duration
 	Rounds  map[Topology]int
 	Faults  map[string]int // by kind (the fault* constants)
-	Pages   int            // URLs of the sites crawled (robots.txt included)
-	Fetches int            // requests the sites received
+	Pages   int            // pages of the sites crawled (robots.txt not counted)
+	Fetches int            // requests the sites received for them
 	// Refetches are fetches beyond a URL's expected ones; LostLeases the
 	// leases taken back (lost_tasks rows); AfterLoss the re-fetches
 	// excused by a Redis data loss (a URL fetched in its window).
