@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -36,18 +34,8 @@ func TestSlaveClockOff(t *testing.T) {
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			ropt, _ := cfg.RedisOptions()
-			rdb := redis.NewClient(ropt)
-			defer rdb.Close()
 			ctx := context.Background()
-			f, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(cfg))
-			if err != nil {
-				t.Fatal(err)
-			}
-			st := f.Stream("test")
-			if err := st.EnsureGroup(ctx); err != nil {
-				t.Fatal(err)
-			}
+			f, st := testFrontier(t, cfg)
 			seedURL, _ := url.Parse(site.Seeds()[0])
 			if _, err := f.Seed(ctx, []frontier.Task{{URL: seedURL.String(), Host: seedURL.Host, ScopeHost: seedURL.Hostname()}}); err != nil {
 				t.Fatal(err)
