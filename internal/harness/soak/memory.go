@@ -1,13 +1,12 @@
 package soak
 
 import (
-	"bufio"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 )
 
 // memoryCap is the most RSS a process of each role may reach in a soak:
@@ -83,7 +82,7 @@ func (m *memory) note(role string, pid int) {
 	if pid <= 0 {
 		return
 	}
-	if v := statusBytes(pid, "VmHWM"); v > m.peak[role] {
+	if v := testutil.ProcStatus(pid, "VmHWM"); v > m.peak[role] {
 		m.peak[role] = v
 	}
 }
@@ -115,24 +114,4 @@ func (m *memory) check(t testing.TB) {
 			t.Errorf("memory: a %s process reached %d MiB RSS, more than its cap of %d MiB", role, v>>20, c>>20)
 		}
 	}
-}
-
-// statusBytes returns a "kB" field of /proc/<pid>/status in bytes, or 0.
-func statusBytes(pid int, field string) int64 {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return n << 10
-		}
-	}
-	return 0
 }
