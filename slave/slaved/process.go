@@ -24,6 +24,10 @@ import (
 // back untried.
 var errShutdown = errors.New("slave stopping")
 
+// errGiveBack marks a request not made: its lease may have been taken
+// back by the master (mayFetch).
+var errGiveBack = errors.New("lease given back unfetched: the master may have taken it back")
+
 // process fetches one leased task and says what became of it.
 func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completion {
 	c := frontier.Completion{Lease: l, Outcome: frontier.Done}
@@ -43,6 +47,9 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 		if errors.Is(err, errShutdown) {
 			c.Outcome = frontier.Release
 			return c
+		}
+		if errors.Is(err, errGiveBack) {
+			return s.giveBack(ctx, frontier.Completion{Lease: l})
 		}
 		var re *robotsError
 		if err != nil {
@@ -76,12 +83,12 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	if ended {
 		return c
 	}
-	if !s.mayFetch(l) { // robots.txt took long
-		return s.giveBack(ctx, frontier.Completion{Lease: l})
-	}
 	res, ended, err := s.fetchHooked(ctx, &c, r, func(ctx context.Context, hdr http.Header) (*Response, error) {
 		return s.fetchOrRender(ctx, l, u, rs, rr, hdr)
 	})
+	if errors.Is(err, errGiveBack) {
+		return s.giveBack(ctx, frontier.Completion{Lease: l})
+	}
 	if ended {
 		return c
 	}
@@ -154,6 +161,11 @@ func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL,
 		return nil, err
 	}
 	defer release()
+	// the last moment before the request: robots.txt, the hooks and the
+	// governor may have taken long
+	if !s.mayFetch(l) {
+		return nil, errGiveBack
+	}
 	if rr != nil {
 		return s.renderFetch(ctx, l, rs, rr)
 	}
@@ -450,6 +462,9 @@ func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completio
 	}
 	rules := e.rules
 	if !ok {
+		if !s.mayFetch(c.Lease) {
+			return nil, errGiveBack
+		}
 		rules, err = s.fetchRobots(ctx, u, host, rs)
 		if err != nil {
 			return nil, err
