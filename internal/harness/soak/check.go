@@ -12,7 +12,28 @@ import (
 
 // result is what one crawl did, for the figures.
 type result struct {
-	pages, fetches, refetches, lost, afterLoss, gaps, gapsAfterLoss int
+	pages, fetches, refetches, lost, afterLoss, gaps, gapsAfterLoss, gapsAfterFreeze int
+}
+
+// wakeWindow is how soon after a frozen slave wakes a request of its
+// counts as one it was about to send when it was frozen.
+const wakeWindow = 50 * time.Millisecond
+
+// woke reports whether hit h is a request its slave sent as it woke from
+// a freeze: one it had decided to send, its lease still its own, when it
+// was frozen. No check of the slave's can close that window (the freeze
+// may land between the check and the request); the slave's last check
+// comes just before the request (slaved's mayFetch).
+func (r *Round) woke(h testsite.Hit) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.faults {
+		if f.kind == faultSlaveFreeze && h.UserAgent == userAgent(f.target) &&
+			!h.At.Before(f.to) && h.At.Sub(f.to) <= wakeWindow {
+			return true
+		}
+	}
+	return false
 }
 
 // check checks a crawl's invariants once its master exited:
@@ -25,7 +46,8 @@ type result struct {
 //   - a page was fetched again only for a lease taken back (a lost_tasks
 //     row) or after Redis lost data (a fetch of it in a loss window);
 //   - no two requests to one host came closer than politeness.delay, but
-//     right after Redis lost data;
+//     right after Redis lost data, or a request a frozen slave sent as it
+//     woke (woke);
 //   - no process crashed: every run the soak did not kill exited 0, at
 //     the crawl's end, and no log holds a panic.
 //
@@ -161,6 +183,11 @@ func (r *Round) check(finished bool) result {
 			if inLoss(a.At) || inLoss(b.At) {
 				res.gapsAfterLoss++
 				r.log.Info("politeness gap after a Redis data loss", "gap", what)
+				continue
+			}
+			if r.woke(a) || r.woke(b) {
+				res.gapsAfterFreeze++
+				r.log.Info("politeness gap as a frozen slave woke", "gap", what)
 				continue
 			}
 			res.gaps++

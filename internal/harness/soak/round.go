@@ -104,7 +104,8 @@ func (s *Soak) round(n int, topo Topology) {
 	took := time.Since(start)
 	res := r.check(finished)
 	r.log.Info("crawl ended", "took", took.Round(time.Second), "pages", res.pages, "refetches", res.refetches,
-		"lost_leases", res.lost, "gaps", res.gaps, "faults", len(r.faults))
+		"lost_leases", res.lost, "gaps", res.gaps, "gaps_after_loss", res.gapsAfterLoss,
+		"gaps_as_woke", res.gapsAfterFreeze, "faults", len(r.faults))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fig.Rounds == nil {
@@ -121,6 +122,7 @@ func (s *Soak) round(n int, topo Topology) {
 	s.fig.AfterLoss += res.afterLoss
 	s.fig.Gaps += res.gaps
 	s.fig.GapsAfterLoss += res.gapsAfterLoss
+	s.fig.GapsAfterFreeze += res.gapsAfterFreeze
 	r.teardown()
 }
 

@@ -162,9 +162,10 @@ type Figures struct {
 	// excused by a Redis data loss (a URL fetched in its window).
 	Refetches, LostLeases, AfterLoss int
 	// Gaps are two requests to one host closer than politeness.delay;
-	// GapsAfterLoss those right after Redis lost data (excused).
-	Gaps, GapsAfterLoss int
-	PeakRSS             map[string]int64 // bytes, by role
+	// GapsAfterLoss those right after Redis lost data, GapsAfterFreeze
+	// those of a request a frozen slave sent as it woke (both excused).
+	Gaps, GapsAfterLoss, GapsAfterFreeze int
+	PeakRSS                              map[string]int64 // bytes, by role
 }
 
 func (f *Figures) add(kind string) {
@@ -177,9 +178,10 @@ func (f *Figures) add(kind string) {
 // Line is the figures in one line.
 func (f Figures) Line() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak: seed=%d took=%v crawls=%d (single %d, cluster %d) pages=%d fetches=%d refetches=%d lost_leases=%d refetches_after_data_loss=%d politeness_gaps=%d (after data loss %d) faults:",
+	fmt.Fprintf(&b, "soak: seed=%d took=%v crawls=%d (single %d, cluster %d) pages=%d fetches=%d refetches=%d lost_leases=%d refetches_after_data_loss=%d politeness_gaps=%d (after data loss %d, as a frozen slave woke %d) faults:",
 		f.Seed, f.Took.Round(time.Second), f.Rounds[Single]+f.Rounds[Cluster], f.Rounds[Single], f.Rounds[Cluster],
-		f.Pages, f.Fetches, f.Refetches, f.LostLeases, f.AfterLoss, f.Gaps+f.GapsAfterLoss, f.GapsAfterLoss)
+		f.Pages, f.Fetches, f.Refetches, f.LostLeases, f.AfterLoss, f.Gaps+f.GapsAfterLoss+f.GapsAfterFreeze,
+		f.GapsAfterLoss, f.GapsAfterFreeze)
 	for _, k := range allFaults {
 		fmt.Fprintf(&b, " %s=%d", k, f.Faults[k])
 	}
