@@ -339,6 +339,10 @@ func (r *Round) teardown() {
 		for i := len(r.closers) - 1; i >= 0; i-- {
 			r.closers[i]()
 		}
+		r.closers = nil
+		if r.site != nil {
+			r.site.ResetHits() // the test's cleanup keeps the round to its end, not its log
+		}
 	})
 }
 
