@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/events"
@@ -109,7 +108,7 @@ func TestHostileAPIMemory(t *testing.T) {
 	go func() {
 		defer sampler.Done()
 		for {
-			if rss := procHWM(cmd.Process.Pid); rss > peak.Load() {
+			if rss := testutil.ProcStatus(cmd.Process.Pid, "VmHWM"); rss > peak.Load() {
 				peak.Store(rss)
 			}
 			select {
@@ -187,24 +186,6 @@ func TestHostileAPIMemory(t *testing.T) {
 			t.Errorf("an honest slave's record refused: %s", x.Message)
 		}
 	}
-}
-
-// procHWM is a process's peak resident set so far in bytes (VmHWM; 0
-// when it is gone).
-func procHWM(pid int) int64 {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 func tail(s string, n int) string {

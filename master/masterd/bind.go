@@ -18,9 +18,12 @@ import (
 // forged_event exception takes its place (forgedException).
 
 // maxAhead is how far ahead of the master's clock the time of an event
-// from a slave's stream may be: a slave's clock a little fast is
-// tolerated; an item or a page dated in the future would win over every
-// real fetch of its URL until that date (items, page_validators).
+// from a slave's stream may be, once bound to the time its entry was
+// written (source.written): an item or a page dated in the future would
+// win over every real fetch of its URL until that date (items,
+// page_validators). An honest slave's fast clock never gets that far: its
+// records are dated no later than Redis wrote them; only an entry id a
+// slave chose itself (its Redis user may XADD to its own stream) can be.
 const maxAhead = 5 * time.Minute
 
 // maxQuoted is the most bytes of a forged value a forged_event message
@@ -35,6 +38,9 @@ type source struct {
 	// slave is the slave whose own stream it is; "" for the crawl's own
 	// stream, which only the master and its scripts write.
 	slave string
+	// written is when Redis appended the entry (unix ms, its id's time,
+	// Redis's clock); 0 when the id says nothing.
+	written int64
 }
 
 // sourceOf returns the source of an entry of crawl's streams by its
@@ -42,12 +48,23 @@ type source struct {
 // "<slave>~<k>/<id>" for one of shard k's, "~<k>/<id>" or "<id>" for the
 // crawl's own.
 func sourceOf(crawl, streamID string) source {
-	tag, _, ok := strings.Cut(streamID, "/")
+	tag, id, ok := strings.Cut(streamID, "/")
 	if !ok {
-		return source{crawl: crawl}
+		return source{crawl: crawl, written: idTime(streamID)}
 	}
 	slave, _, _ := strings.Cut(tag, "~")
-	return source{crawl: crawl, slave: slave}
+	return source{crawl: crawl, slave: slave, written: idTime(id)}
+}
+
+// idTime is the time of a stream entry id ("<ms>-<seq>"), 0 if it has
+// none.
+func idTime(id string) int64 {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // forgery is why an event may not be stored: the field of its record that
@@ -97,10 +114,13 @@ func boundFields(env *events.Envelope) []bound {
 
 // bind checks env's records against src and fills the crawl and slave a
 // record leaves empty with src's. Every record must name src's crawl; a
-// record from a slave's stream must also name that slave and carry a time
-// at most maxAhead after now. The crawl's own stream is the master's: its
-// records may name any slave (a lost lease, a death) and any time. bind
-// returns nil when env may be stored, else why not (and changes nothing).
+// record from a slave's stream must also name that slave, and its time is
+// its slave's clock, so it is taken as no later than when Redis wrote its
+// entry (src.written): a slave whose clock runs minutes fast has its
+// records dated by Redis's, not refused. That time must be at most
+// maxAhead after now. The crawl's own stream is the master's: its records
+// may name any slave (a lost lease, a death) and any time. bind returns
+// nil when env may be stored, else why not (and changes nothing).
 func bind(env *events.Envelope, src source, now time.Time) *forgery {
 	fs := boundFields(env)
 	for _, f := range fs {
@@ -119,13 +139,16 @@ func bind(env *events.Envelope, src source, now time.Time) *forgery {
 			return &forgery{field: "slave", slave: who,
 				msg: fmt.Sprintf("slave %s is not the stream's %s", quote(*f.slave), quote(src.slave))}
 		}
-		if limit := now.Add(maxAhead).UnixMilli(); *f.at > limit {
+		if at, limit := src.dated(*f.at), now.Add(maxAhead).UnixMilli(); at > limit {
 			return &forgery{field: f.atName, slave: who,
-				msg: fmt.Sprintf("%s %d is %s ahead of the master's clock (at most %s)", f.atName, *f.at,
-					ahead(*f.at, now), maxAhead)}
+				msg: fmt.Sprintf("%s %d is %s ahead of the master's clock (at most %s)", f.atName, at,
+					ahead(at, now), maxAhead)}
 		}
 	}
 	for _, f := range fs {
+		if src.slave != "" {
+			*f.at = src.dated(*f.at)
+		}
 		if *f.crawl == "" {
 			*f.crawl = src.crawl
 		}
@@ -134,6 +157,15 @@ func bind(env *events.Envelope, src source, now time.Time) *forgery {
 		}
 	}
 	return nil
+}
+
+// dated is a slave's record's time at, no later than its entry was
+// written.
+func (src source) dated(at int64) int64 {
+	if src.written > 0 && at > src.written {
+		return src.written
+	}
+	return at
 }
 
 // ahead says how far ms, a time after now, is ahead of now: to the

@@ -16,11 +16,13 @@ func TestSourceOf(t *testing.T) {
 		streamID string
 		want     source
 	}{
-		{"1700000000000-0", source{crawl: "news"}},
-		{"~3/1700000000000-0", source{crawl: "news"}},
-		{"pi1/1700000000000-0", source{crawl: "news", slave: "pi1"}},
-		{"pi1~3/1700000000000-0", source{crawl: "news", slave: "pi1"}},
-		{"host-12.a_b~12/1-2", source{crawl: "news", slave: "host-12.a_b"}},
+		{"1700000000000-0", source{crawl: "news", written: 1700000000000}},
+		{"~3/1700000000000-0", source{crawl: "news", written: 1700000000000}},
+		{"pi1/1700000000000-0", source{crawl: "news", slave: "pi1", written: 1700000000000}},
+		{"pi1~3/1700000000000-0", source{crawl: "news", slave: "pi1", written: 1700000000000}},
+		{"host-12.a_b~12/1-2", source{crawl: "news", slave: "host-12.a_b", written: 1}},
+		{"pi1/x-2", source{crawl: "news", slave: "pi1"}},
+		{"pi1/-5-2", source{crawl: "news", slave: "pi1"}},
 	} {
 		if got := sourceOf("news", tc.streamID); got != tc.want {
 			t.Errorf("sourceOf(%q) = %+v, want %+v", tc.streamID, got, tc.want)
@@ -34,6 +36,7 @@ func TestBind(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	ms := now.UnixMilli()
 	slaveStream := source{crawl: "news", slave: "pi1"}
+	writtenNow := source{crawl: "news", slave: "pi1", written: ms}
 	ownStream := source{crawl: "news"}
 	type want struct {
 		Field, Slave, Msg string
@@ -57,6 +60,18 @@ func TestBind(t *testing.T) {
 		{name: "clock 5 minutes and 1 ms fast", src: slaveStream,
 			env:  events.Envelope{Item: &events.Item{Crawl: "news", Slave: "pi1", FetchedAt: ms + 300_001}},
 			want: &want{"fetched_at", "pi1", "fetched_at 1800000300001 is 5m0s ahead of the master's clock (at most 5m0s)"}},
+		{name: "clock 10 minutes fast: dated when its entry was written", src: writtenNow,
+			env:   events.Envelope{Page: &events.Page{Crawl: "news", Slave: "pi1", FetchedAt: ms + 600_000}},
+			after: events.Envelope{Page: &events.Page{Crawl: "news", Slave: "pi1", FetchedAt: ms}}},
+		{name: "clock 10 minutes slow: its own time", src: writtenNow,
+			env:   events.Envelope{Item: &events.Item{Crawl: "news", Slave: "pi1", FetchedAt: ms - 600_000}},
+			after: events.Envelope{Item: &events.Item{Crawl: "news", Slave: "pi1", FetchedAt: ms - 600_000}}},
+		{name: "an entry id a slave chose, an hour ahead", src: source{crawl: "news", slave: "pi1", written: ms + 3_600_000},
+			env:  events.Envelope{Item: &events.Item{Crawl: "news", Slave: "pi1", FetchedAt: ms + 7_200_000}},
+			want: &want{"fetched_at", "pi1", "fetched_at 1800003600000 is 1h0m0s ahead of the master's clock (at most 5m0s)"}},
+		{name: "the master's stream keeps its times", src: source{crawl: "news", written: ms},
+			env:   events.Envelope{Lost: &events.Lost{Crawl: "news", Slave: "o1", DetectedAt: ms + 600_000}},
+			after: events.Envelope{Lost: &events.Lost{Crawl: "news", Slave: "o1", DetectedAt: ms + 600_000}}},
 		{name: "another crawl", src: slaveStream,
 			env:  events.Envelope{Item: &events.Item{Crawl: "other", Slave: "pi1", FetchedAt: ms}},
 			want: &want{"crawl", "pi1", `crawl "other" is not the stream's "news"`}},

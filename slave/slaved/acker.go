@@ -50,7 +50,7 @@ func newAcker(s *Slave) *batcher[frontier.Completion] {
 // lost ones do not (dupcache.go).
 func (s *Slave) acksDone(batch []frontier.Completion, acked []bool) {
 	for i, c := range batch {
-		s.track(c.Lease, false)
+		s.track(c.Lease, time.Time{}, false)
 		if c.ContentHash != 0 && c.Outcome == frontier.Done {
 			if acked[i] {
 				s.dups.acked(c.ContentHash)

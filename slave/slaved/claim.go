@@ -98,7 +98,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			s.rulesSeen(res.RulesVersion)
 		}
 		for _, l := range leases {
-			s.track(l, true) // pins the hosts' DNS entries before they are resolved
+			s.track(l, claimStart, true) // pins the hosts' DNS entries before they are resolved
 		}
 		if s.dns != nil && len(leases) > 1 {
 			// resolve the other tasks' hosts while the first ones fetch

@@ -36,7 +36,7 @@ func (s *Slave) heartbeater(ctx context.Context) {
 			state = "draining"
 		}
 		hb := events.Heartbeat{Crawl: s.cfg.Crawl.Name, Slave: s.id, Host: s.host, PID: os.Getpid(),
-			At: now.UnixMilli(), StartedAt: s.started.UnixMilli(), Pages: pages, Errors: s.errors.Load(),
+			At: s.now().UnixMilli(), StartedAt: s.started.UnixMilli(), Pages: pages, Errors: s.errors.Load(),
 			InFlight: s.inFlight(), Bytes: s.bytes.Load(), RSS: rss(), PagesPerSec: rate,
 			Concurrency: s.cfg.Slave.Concurrency, State: state, MetricsAddr: s.metricsAddress(),
 			Render: s.canRender.Load(), RulesVersion: s.rulesVersion()}
@@ -46,6 +46,9 @@ func (s *Slave) heartbeater(ctx context.Context) {
 		hbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatTimeout)
 		err := s.heartbeat(hbCtx, hb)
 		cancel()
+		if err == nil {
+			s.beatSent.Store(&now)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return

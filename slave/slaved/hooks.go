@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"runtime/debug"
 	"strings"
-	"time"
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -316,7 +315,7 @@ func (s *Slave) finishResponse(ctx context.Context, c *frontier.Completion, p *P
 		s.addLinks(c, p.links, c.Lease.Depth+1, "added by a hook")
 	}
 	if len(p.items) > 0 {
-		now := time.Now().UnixMilli()
+		now := s.now().UnixMilli()
 		for _, it := range p.items {
 			s.emitItem(ctx, c, it, now)
 		}

@@ -11,12 +11,23 @@ import (
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
 
-func (s *Slave) track(l frontier.Lease, add bool) {
+// heldLease is a lease in flight and until when it is surely this
+// slave's, by its own monotonic clock: a lease duration after the claim
+// or the extension that gave it was sent. The lease's LeasedAt and
+// Deadline are Redis's clock, from which the slave's may be minutes off.
+type heldLease struct {
+	frontier.Lease
+	until time.Time
+}
+
+// track adds a lease the claim sent at asked returned (add), or forgets
+// one.
+func (s *Slave) track(l frontier.Lease, asked time.Time, add bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, had := s.leases[l.URL]
 	if add {
-		s.leases[l.URL] = l
+		s.leases[l.URL] = heldLease{Lease: l, until: asked.Add(s.cfg.Lease.Duration)}
 	} else {
 		delete(s.leases, l.URL)
 	}
@@ -51,18 +62,20 @@ func (s *Slave) inFlight() int64 {
 	return int64(len(s.leases))
 }
 
-func (s *Slave) held() []frontier.Lease {
+func (s *Slave) held() []heldLease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]frontier.Lease, 0, len(s.leases))
+	out := make([]heldLease, 0, len(s.leases))
 	for _, l := range s.leases {
 		out = append(out, l)
 	}
 	return out
 }
 
-// extender pushes the deadlines of leases held for more than a third of
-// the lease duration, so long fetches are not taken back.
+// extender pushes the deadlines of leases claimed or extended more than a
+// third of the lease duration ago, so long fetches are not taken back.
+// How long ago is the slave's own measure, never its wall clock against
+// the lease's time, which is Redis's.
 func (s *Slave) extender(ctx context.Context) {
 	every := s.cfg.Lease.Duration / 3
 	t := time.NewTicker(every)
@@ -75,22 +88,56 @@ func (s *Slave) extender(ctx context.Context) {
 		}
 		var old []frontier.Lease
 		for _, l := range s.held() {
-			if time.Since(l.LeasedAt) > every {
-				old = append(old, l)
+			if time.Until(l.until) < s.cfg.Lease.Duration-every {
+				old = append(old, l.Lease)
 			}
 		}
 		if len(old) == 0 {
 			continue
 		}
+		asked := time.Now()
 		held, err := s.front.Extend(ctx, s.id, old)
 		if err != nil {
 			s.rl.Log(ctx, levelWarn, "extend", "extend leases", "err", err)
 			continue
 		}
+		s.mu.Lock()
 		for i, ok := range held {
 			if !ok {
 				s.log.Debug("lease lost while fetching", "url", old[i].URL)
+				continue
+			}
+			if h, ok := s.leases[old[i].URL]; ok && h.Token == old[i].Token {
+				h.until = asked.Add(s.cfg.Lease.Duration)
+				s.leases[old[i].URL] = h
 			}
 		}
+		s.mu.Unlock()
 	}
+}
+
+// mayFetch reports whether a request for lease l may start now: the
+// master cannot have taken it back yet, by the slave's own (monotonic)
+// clock. The master takes a lease back when its deadline passes, and all
+// of a slave's when its heartbeats stop for master.dead_after; a slave
+// that was frozen (a pause, a swap storm, SIGSTOP) or cut off from Redis
+// or the work API for that long must not fetch what another slave may
+// fetch now, as that would break the host's politeness delay. So a lease
+// is fetched only while a quarter of its duration is left and the last
+// heartbeat that went through was sent less than three quarters of
+// master.dead_after ago. A lease the slave does not track (FetchOne,
+// Parse) may always be fetched.
+func (s *Slave) mayFetch(l frontier.Lease) bool {
+	s.mu.Lock()
+	h, ok := s.leases[l.URL]
+	s.mu.Unlock()
+	if !ok || h.Token != l.Token {
+		return true
+	}
+	now := time.Now()
+	if h.until.Sub(now) < s.cfg.Lease.Duration/4 {
+		return false
+	}
+	beat := s.beatSent.Load()
+	return beat == nil || now.Sub(*beat) < s.cfg.Master.DeadAfter*3/4
 }

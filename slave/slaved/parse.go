@@ -141,7 +141,7 @@ func (s *Slave) Parse(ctx context.Context, rawURL string, opt ParseOptions) (*Pa
 	case !s.cfg.Politeness.ObeyRobots:
 		out.Robots = "not asked: politeness.obey_robots is off"
 	default:
-		s.robots = newRobotsCache(&memRobots{}, s.cfg.Politeness.RobotsTTL)
+		s.robots = newRobotsCache(&memRobots{}, s.cfg.Politeness.RobotsTTL, s.now)
 		defer func() { s.robots = nil }()
 	}
 	dups := s.dups

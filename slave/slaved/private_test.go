@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -32,18 +30,8 @@ func TestPrivateAddressRefused(t *testing.T) {
 			cfg := testConfig(t, site)
 			cfg.Fetch.AllowPrivateNetworks = false
 			cfg.Politeness.ObeyRobots = obey
-			ropt, _ := cfg.RedisOptions()
-			rdb := redis.NewClient(ropt)
-			defer rdb.Close()
 			ctx := context.Background()
-			f, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(cfg))
-			if err != nil {
-				t.Fatal(err)
-			}
-			st := f.Stream("test")
-			if err := st.EnsureGroup(ctx); err != nil {
-				t.Fatal(err)
-			}
+			f, st := testFrontier(t, cfg)
 			seed, _ := url.Parse(site.Seeds()[0])
 			var tasks []frontier.Task
 			for _, p := range []string{"", "x1", "x2"} {

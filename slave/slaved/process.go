@@ -24,9 +24,16 @@ import (
 // back untried.
 var errShutdown = errors.New("slave stopping")
 
+// errGiveBack marks a request not made: its lease may have been taken
+// back by the master (mayFetch).
+var errGiveBack = errors.New("lease given back unfetched: the master may have taken it back")
+
 // process fetches one leased task and says what became of it.
 func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completion {
 	c := frontier.Completion{Lease: l, Outcome: frontier.Done}
+	if !s.mayFetch(l) {
+		return s.giveBack(ctx, c)
+	}
 	u, err := url.Parse(l.URL)
 	if err != nil {
 		s.exception(&c, events.KindParse, 0, fmt.Sprintf("parse url: %v", err))
@@ -40,6 +47,9 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 		if errors.Is(err, errShutdown) {
 			c.Outcome = frontier.Release
 			return c
+		}
+		if errors.Is(err, errGiveBack) {
+			return s.giveBack(ctx, frontier.Completion{Lease: l})
 		}
 		var re *robotsError
 		if err != nil {
@@ -76,6 +86,9 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	res, ended, err := s.fetchHooked(ctx, &c, r, func(ctx context.Context, hdr http.Header) (*Response, error) {
 		return s.fetchOrRender(ctx, l, u, rs, rr, hdr)
 	})
+	if errors.Is(err, errGiveBack) {
+		return s.giveBack(ctx, frontier.Completion{Lease: l})
+	}
 	if ended {
 		return c
 	}
@@ -111,6 +124,16 @@ func (s *Slave) process(ctx context.Context, l frontier.Lease) frontier.Completi
 	return c
 }
 
+// giveBack gives back, unfetched, a lease the master may have taken back
+// (mayFetch): a completion that releases it if it still holds it, and is
+// refused if not.
+func (s *Slave) giveBack(ctx context.Context, c frontier.Completion) frontier.Completion {
+	s.rl.Log(ctx, levelWarn, "give-back", "leases given back unfetched: no heartbeat went through lately or the lease is ending, so the master may have taken them back",
+		"url", c.Lease.URL)
+	c.Outcome = frontier.Release
+	return c
+}
+
 // renderRule is the render rule a task is rendered by, nil when it is
 // fetched: a render task whose rule still says so (a rule edited since the
 // URL was queued falls back to a static fetch), on a slave that can render.
@@ -138,6 +161,11 @@ func (s *Slave) fetchOrRender(ctx context.Context, l frontier.Lease, u *url.URL,
 		return nil, err
 	}
 	defer release()
+	// the last moment before the request: robots.txt, the hooks and the
+	// governor may have taken long
+	if !s.mayFetch(l) {
+		return nil, errGiveBack
+	}
 	if rr != nil {
 		return s.renderFetch(ctx, l, rs, rr)
 	}
@@ -192,7 +220,7 @@ func (s *Slave) handle(ctx context.Context, c frontier.Completion, u *url.URL, r
 	s.noteFetch(res.Duration)
 	page := &events.Page{Crawl: s.cfg.Crawl.Name, URL: l.URL, FinalURL: l.URL, Status: res.Status,
 		ContentType: res.Header.Get("Content-Type"), Bytes: res.Body.Size(), Depth: l.Depth,
-		FetchedAt: time.Now().UnixMilli(), Slave: s.id, DurationMS: res.Duration.Milliseconds(), Attempt: l.Attempt,
+		FetchedAt: s.now().UnixMilli(), Slave: s.id, DurationMS: res.Duration.Milliseconds(), Attempt: l.Attempt,
 		Proxy: res.Proxy, Rendered: res.Rendered, LastMod: l.LastMod}
 	rs := s.ruleFor(u)
 	if rs != nil {
@@ -415,7 +443,7 @@ func (s *Slave) exceptionSnapshot(c *frontier.Completion, kind string, status in
 		host = u.Hostname()
 	}
 	s.addEvent(c, &events.Exception{Crawl: s.cfg.Crawl.Name, Kind: kind, URL: c.Lease.URL, Host: host,
-		Slave: s.id, Attempt: c.Lease.Attempt, Status: status, Message: msg, At: time.Now().UnixMilli(),
+		Slave: s.id, Attempt: c.Lease.Attempt, Status: status, Message: msg, At: s.now().UnixMilli(),
 		Snapshot: snapshot})
 }
 
@@ -434,6 +462,9 @@ func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completio
 	}
 	rules := e.rules
 	if !ok {
+		if !s.mayFetch(c.Lease) {
+			return nil, errGiveBack
+		}
 		rules, err = s.fetchRobots(ctx, u, host, rs)
 		if err != nil {
 			return nil, err
@@ -457,7 +488,7 @@ func (s *Slave) robotsFor(ctx context.Context, u *url.URL, c *frontier.Completio
 func (s *Slave) fetchRobots(ctx context.Context, u *url.URL, host string, rs *rules.RuleSet) (*robots.Robots, error) {
 	target := robotsURL(u)
 	fr := fetchRequest(target, rs) // the site's session, user agents and headers
-	rec := frontier.RobotsRecord{FetchedAt: time.Now()}
+	rec := frontier.RobotsRecord{FetchedAt: s.now()}
 	var fetchErr error // why rec.Status is 0
 	for hop := 0; ; hop++ {
 		fr.URL = target

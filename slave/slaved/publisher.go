@@ -2,7 +2,6 @@ package slaved
 
 import (
 	"context"
-	"time"
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -25,7 +24,7 @@ func newPublisher(s *Slave) *batcher[frontier.Event] {
 func (s *Slave) proxyEvent(ev session.Event) {
 	at := ev.At
 	if at.IsZero() {
-		at = time.Now()
+		at = s.now()
 	}
 	rec := &events.Proxy{Crawl: s.cfg.Crawl.Name, Slave: s.id, Proxy: ev.Proxy, State: ev.State,
 		Reason: ev.Reason, Errors: ev.Errors, Uses: ev.Uses, At: at.UnixMilli()}

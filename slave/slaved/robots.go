@@ -29,6 +29,7 @@ type robotsCache struct {
 	store     robotsStore
 	ttl       time.Duration
 	retryFail time.Duration
+	now       func() time.Time // the slave's clock (Slave.now)
 	mu        sync.Mutex
 	entries   map[string]robotsEntry
 	maxSize   int
@@ -105,8 +106,8 @@ func (e *robotsError) Error() string {
 
 func (e *robotsError) Unwrap() error { return e.err }
 
-func newRobotsCache(store robotsStore, ttl time.Duration) *robotsCache {
-	return &robotsCache{store: store, ttl: ttl, retryFail: time.Minute, entries: map[string]robotsEntry{}, maxSize: 10000}
+func newRobotsCache(store robotsStore, ttl time.Duration, now func() time.Time) *robotsCache {
+	return &robotsCache{store: store, ttl: ttl, now: now, retryFail: time.Minute, entries: map[string]robotsEntry{}, maxSize: 10000}
 }
 
 // rulesFor interprets a robots.txt fetch result per RFC 9309 §2.3.1:
@@ -132,7 +133,7 @@ func (c *robotsCache) expiry(rec frontier.RobotsRecord) time.Time {
 // lookup returns the rules for a host from memory or the shared store;
 // ok is false when they must be fetched.
 func (c *robotsCache) lookup(ctx context.Context, host string) (robotsEntry, bool, error) {
-	now := time.Now()
+	now := c.now()
 	c.mu.Lock()
 	e, ok := c.entries[host]
 	c.mu.Unlock()
@@ -155,7 +156,7 @@ func (c *robotsCache) lookup(ctx context.Context, host string) (robotsEntry, boo
 func (c *robotsCache) fetched(ctx context.Context, host string, rec frontier.RobotsRecord) (*robots.Robots, error) {
 	e := robotsEntry{rules: rulesFor(rec), status: rec.Status, expires: c.expiry(rec), cause: causeOf(rec)}
 	// the shared record expires in Redis when it stops being trusted
-	rec.TTL = time.Until(e.expires)
+	rec.TTL = e.expires.Sub(c.now())
 	c.put(host, e)
 	return e.rules, c.store.PutRobots(ctx, host, rec)
 }
@@ -164,7 +165,7 @@ func (c *robotsCache) put(host string, e robotsEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.entries) >= c.maxSize {
-		now := time.Now()
+		now := c.now()
 		for h, old := range c.entries {
 			if now.After(old.expires) || len(c.entries) >= c.maxSize {
 				delete(c.entries, h)

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
@@ -115,5 +114,5 @@ func (s *Slave) followCanonical(c *frontier.Completion, page *events.Page, u *ur
 		s.addLinks(c, []*url.URL{cu}, c.Lease.Depth+1, "canonical")
 	}
 	s.addEvent(c, &events.Duplicate{Crawl: s.cfg.Crawl.Name, URL: c.Lease.URL, FirstURL: page.Canonical,
-		ContentHash: page.Checksum, Slave: s.id, At: time.Now().UnixMilli()})
+		ContentHash: page.Checksum, Slave: s.id, At: s.now().UnixMilli()})
 }

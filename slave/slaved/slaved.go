@@ -82,6 +82,18 @@ type Options struct {
 	// crawl is finished, as its heartbeat tells it: a slave run for one
 	// crawl.
 	ExitWhenDone bool
+	// Clock is the slave's wall clock, what it dates its records with and
+	// reads robots.txt records by; nil = time.Now. Tests set one minutes
+	// off, as a machine's may be: leases are judged by Redis's clock.
+	Clock func() time.Time
+}
+
+// now is the slave's wall clock (Options.Clock).
+func (s *Slave) now() time.Time {
+	if s.opt.Clock != nil {
+		return s.opt.Clock()
+	}
+	return time.Now()
 }
 
 // Slave is one crawling process.
@@ -156,8 +168,12 @@ type Slave struct {
 	met         *metrics.Slave // Prometheus metrics, served at slave.metrics_listen
 	metricsAddr atomic.Value   // bound host:port of /metrics (string), sent in heartbeats
 
+	// beatSent is when the last heartbeat that went through was sent
+	// (monotonic; nil before the first): mayFetch
+	beatSent atomic.Pointer[time.Time]
+
 	mu     sync.Mutex
-	leases map[string]frontier.Lease // in flight, by URL; its size is the slave's in-flight count
+	leases map[string]heldLease // in flight, by URL; its size is the slave's in-flight count
 }
 
 // HostsKnown returns how many hosts the slave's DNS cache holds now, the
@@ -197,7 +213,7 @@ func New(cfg *config.Config, opt Options) (*Slave, error) {
 		rl: ratelog.New(log, 30*time.Second), plan: planner, canon: planner.Canonicalizer(), scope: planner.Scope(),
 		traps:    planner.Traps(),
 		handlers: NewHandlers(), dups: newDupCache(1 << 16), overload: newOverload(),
-		leases: map[string]frontier.Lease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
+		leases: map[string]heldLease{}, rulesReload: make(chan struct{}, 1), acked: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1),
 		token: robots.ProductToken(cfg.Fetch.UserAgent), linkOpt: linkOptions(cfg)}
 	s.rulesRejected.Store("")
@@ -298,7 +314,7 @@ func (s *Slave) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	s.robots = newRobotsCache(s.front, s.cfg.Politeness.RobotsTTL)
+	s.robots = newRobotsCache(s.front, s.cfg.Politeness.RobotsTTL, s.now)
 
 	pubCtx, stopPub := context.WithCancel(bg)
 	defer stopPub()

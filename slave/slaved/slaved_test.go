@@ -46,6 +46,25 @@ func testConfig(t testing.TB, site *testsite.Site) *config.Config {
 	return &cfg
 }
 
+// testFrontier opens cfg's crawl in Redis with its event stream's
+// consumer group "test"; the client is closed when the test ends.
+func testFrontier(t testing.TB, cfg *config.Config) (*frontier.Redis, *frontier.Stream) {
+	t.Helper()
+	ropt, _ := cfg.RedisOptions()
+	rdb := redis.NewClient(ropt)
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	f, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := f.Stream("test")
+	if err := st.EnsureGroup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return f, st
+}
+
 // TestGracefulLeave crawls a small site with one slave, stops it, and
 // checks that it left cleanly: no goroutines, no leases, deregistered with
 // a join and a leave in the event stream.
@@ -57,18 +76,8 @@ func TestGracefulLeave(t *testing.T) {
 	}
 	defer site.Close()
 	cfg := testConfig(t, site)
-	ropt, _ := cfg.RedisOptions()
-	rdb := redis.NewClient(ropt)
-	defer rdb.Close()
 	ctx := context.Background()
-	f, err := frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := f.Stream("test")
-	if err := st.EnsureGroup(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f, st := testFrontier(t, cfg)
 	seedURL, _ := url.Parse(site.Seeds()[0])
 	if _, err := f.Seed(ctx, []frontier.Task{{URL: seedURL.String(), Host: seedURL.Host, ScopeHost: seedURL.Hostname()}}); err != nil {
 		t.Fatal(err)

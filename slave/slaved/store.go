@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -34,7 +33,7 @@ func (s *Slave) storeExchange(c *frontier.Completion, u *url.URL, res *Response,
 	}
 	ex := warc.Exchange{
 		TargetURI:      u.String(),
-		Date:           time.Now().Add(-res.Duration),
+		Date:           s.now().Add(-res.Duration),
 		Request:        res.Request,
 		ResponseHeader: responseBlock(res),
 		Body:           res.Body.NewReader(),

@@ -2,12 +2,13 @@
 // machine. It can delay every byte it forwards, both ways, by a fixed
 // time (a network's round trip: the bench's work API slaves and their
 // master, as if the slaves ran at a distance), and be taken down and
-// brought back (a server outage without touching the server: tests).
+// brought back (a server outage without touching the server: tests), or
+// partitioned and healed (a network that holds packets: the connections
+// stay open, nothing arrives, and what was sent arrives late).
 package tcpproxy
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -23,6 +24,8 @@ type Proxy struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 	down  bool
+	// healed is closed when a partition heals; nil when not partitioned
+	healed chan struct{}
 }
 
 // Start listens on a free loopback port and forwards each connection to
@@ -55,11 +58,44 @@ func (p *Proxy) SetDown(down bool) {
 	}
 }
 
+// SetPartitioned cuts the network between the two sides without closing
+// anything (true) or heals it (false). While partitioned, connections stay
+// open and new ones are accepted, but nothing is forwarded either way: what
+// either side sends waits in the proxy and the kernel's buffers and is
+// delivered when the partition heals, even if its sender has closed the
+// connection meanwhile (a request its client gave up on still reaches the
+// server, late).
+func (p *Proxy) SetPartitioned(partitioned bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case partitioned && p.healed == nil:
+		p.healed = make(chan struct{})
+	case !partitioned && p.healed != nil:
+		close(p.healed)
+		p.healed = nil
+	}
+}
+
+// waitHealed returns once the proxy is not partitioned.
+func (p *Proxy) waitHealed() {
+	for {
+		p.mu.Lock()
+		ch := p.healed
+		p.mu.Unlock()
+		if ch == nil {
+			return
+		}
+		<-ch
+	}
+}
+
 // Close stops accepting, cuts every connection and waits for the proxy's
 // goroutines to end.
 func (p *Proxy) Close() error {
 	err := p.ln.Close()
 	p.SetDown(true)
+	p.SetPartitioned(false)
 	p.wg.Wait()
 	return err
 }
@@ -102,6 +138,7 @@ func (p *Proxy) serve(in net.Conn) {
 		return
 	}
 	defer p.untrack(in)
+	p.waitHealed()
 	out, err := net.DialTimeout("tcp", p.target, 10*time.Second)
 	if err != nil {
 		return
@@ -123,8 +160,19 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	defer src.Close()
 	defer dst.Close()
 	if p.delay <= 0 {
-		io.Copy(dst, src)
-		return
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				p.waitHealed()
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return // EOF, a reset or a cut
+			}
+		}
 	}
 	// each read is written delay after it was read, in order
 	type chunk struct {
@@ -137,6 +185,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		defer close(done)
 		for c := range q {
 			time.Sleep(time.Until(c.due))
+			p.waitHealed()
 			if _, err := dst.Write(c.b); err != nil {
 				dst.Close() // the reader ends when src closes
 				for range q {

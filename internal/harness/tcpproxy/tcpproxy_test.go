@@ -142,3 +142,84 @@ func serve(t *testing.T, handle func(net.Conn)) net.Listener {
 	}()
 	return ln
 }
+
+// TestSetPartitioned: while partitioned, a connection stays open and what
+// is sent is not forwarded; what a client sent and then gave up on (it
+// closed the connection) still reaches the server once the partition
+// heals, and the proxy forwards both ways again.
+func TestSetPartitioned(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	got := make(chan string, 4)
+	ln := serve(t, func(c net.Conn) {
+		b, _ := io.ReadAll(c)
+		got <- string(b)
+	})
+	defer ln.Close()
+	echoLn := serve(t, func(c net.Conn) { io.Copy(c, c) })
+	defer echoLn.Close()
+	for _, rtt := range []time.Duration{0, 10 * time.Millisecond} {
+		p, err := Start(ln.Addr().String(), rtt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("before ")); err != nil {
+			t.Fatal(err)
+		}
+		p.SetPartitioned(true)
+		p.SetPartitioned(true) // twice: still one partition
+		late, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatalf("dial while partitioned: %v", err)
+		}
+		late.Write([]byte("late"))
+		late.Close() // the client gives up
+		select {
+		case s := <-got:
+			t.Fatalf("rtt %v: the server got %q while partitioned", rtt, s)
+		case <-time.After(100 * time.Millisecond):
+		}
+		c.Write([]byte("during"))
+		c.Close()
+		p.SetPartitioned(false)
+		want := map[string]bool{"before during": true, "late": true}
+		for range 2 {
+			select {
+			case s := <-got:
+				if !want[s] {
+					t.Errorf("rtt %v: the server got %q, want one of %v", rtt, s, want)
+				}
+				delete(want, s)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("rtt %v: nothing delivered after the partition healed; missing %v", rtt, want)
+			}
+		}
+		p.Close()
+	}
+
+	// healed, the proxy answers again
+	p, err := Start(echoLn.Addr().String(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.SetPartitioned(true)
+	c.Write([]byte("x"))
+	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("read %d bytes through a partition", n)
+	}
+	p.SetPartitioned(false)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Errorf("after the partition healed: %v", err)
+	}
+}

@@ -67,6 +67,9 @@ type Cluster struct {
 
 	mu     sync.Mutex
 	killed map[string]bool
+	// replicas holds, for a node Kill killed, its replicas at the kill:
+	// the nodes one of which takes over (WaitFailover)
+	replicas map[string][]string
 }
 
 // StartCluster starts masters + masters·replicasPerMaster redis-server
@@ -98,7 +101,7 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, opts ...ClusterO
 	if o.NodeTimeout <= 0 {
 		o.NodeTimeout = time.Second
 	}
-	c := &Cluster{killed: map[string]bool{}}
+	c := &Cluster{killed: map[string]bool{}, replicas: map[string][]string{}}
 	n := masters * (1 + replicasPerMaster)
 	for range n {
 		srv := StartServer(t, ServerOptions{Name: "redis-server",
@@ -199,16 +202,50 @@ func (c *Cluster) Live() []*ClusterNode {
 }
 
 // Kill kills the node at addr with SIGKILL (no shutdown, nothing saved)
-// and waits for the process to exit.
+// and waits for the process to exit. It notes the node's replicas first,
+// as the cluster has them now (a failover may have turned the roles it
+// was created with around), for WaitFailover.
 func (c *Cluster) Kill(addr string) error {
 	nd := c.Node(addr)
 	if nd == nil {
 		return fmt.Errorf("kill %s: no such node", addr)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	replicas, err := c.replicasNow(ctx, addr)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("kill %s: %w", addr, err)
+	}
+	c.kill(nd, replicas)
+	return nil
+}
+
+// kill kills nd, noting its replicas.
+func (c *Cluster) kill(nd *ClusterNode, replicas []string) {
 	c.mu.Lock()
-	c.killed[addr] = true
+	c.killed[nd.Addr] = true
+	c.replicas[nd.Addr] = replicas
 	c.mu.Unlock()
 	nd.Server.Kill()
+}
+
+// Restart starts a node Kill killed again, on its port and directory: it
+// reads its nodes.conf back and rejoins the cluster, as a replica of the
+// master that took over its slots if one did (restart a killed master only
+// after WaitFailover: with no AOF it comes back empty, and as the master
+// of its slots it would hand its replica that emptiness). It waits until
+// the process answers, not until the cluster is healthy (WaitHealthy).
+func (c *Cluster) Restart(addr string) error {
+	nd := c.Node(addr)
+	if nd == nil {
+		return fmt.Errorf("restart %s: no such node", addr)
+	}
+	if err := nd.Server.Restart(); err != nil {
+		return fmt.Errorf("restart %s: %w", addr, err)
+	}
+	c.mu.Lock()
+	delete(c.killed, addr)
+	c.mu.Unlock()
 	return nil
 }
 
@@ -235,16 +272,19 @@ func (c *Cluster) KillBehind(ctx context.Context, addr string, during func()) er
 	if nd == nil {
 		return fmt.Errorf("kill %s: no such node", addr)
 	}
-	replicas := c.ReplicasOf(addr)
+	replicas, err := c.replicasNow(ctx, addr)
+	if err != nil {
+		return fmt.Errorf("kill %s: %w", addr, err)
+	}
 	for _, r := range replicas {
 		if err := c.Pause(r); err != nil {
 			return err
 		}
 	}
-	err := nd.Client.ClientKillByFilter(ctx, "TYPE", "replica").Err()
+	err = nd.Client.ClientKillByFilter(ctx, "TYPE", "replica").Err()
 	if err == nil {
 		during()
-		err = c.Kill(addr)
+		c.kill(nd, replicas)
 	}
 	for _, r := range replicas {
 		if rerr := c.Resume(r); err == nil {

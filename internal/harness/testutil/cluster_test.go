@@ -151,6 +151,38 @@ func TestStartCluster(t *testing.T) {
 	if d := cmp.Diff(wantMasters, after); d != "" {
 		t.Errorf("masters after the failover (-want +got):\n%s", d)
 	}
+
+	// the killed master, restarted, rejoins as the replica of its own
+	if err := c.Restart(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if role, err := c.Role(ctx, victim); err != nil || role != "replica" {
+		t.Errorf("restarted %s says role %q %v, want replica", victim, role, err)
+	}
+	if d := cmp.Diff(wantMasters, mustMasters(t, ctx, c)); d != "" {
+		t.Errorf("masters after the restart (-want +got):\n%s", d)
+	}
+
+	// roles turned around: the promoted replica, killed, fails over to
+	// the first victim, its replica now
+	if err := c.Kill(promoted); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.WaitFailover(ctx, promoted); err != nil || again != victim {
+		t.Fatalf("failover of %s: %q promoted, %v; want %s", promoted, again, err, victim)
+	}
+}
+
+func mustMasters(t *testing.T, ctx context.Context, c *Cluster) []string {
+	t.Helper()
+	m, err := c.Masters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func TestCrawlKeyPattern(t *testing.T) {

@@ -28,6 +28,31 @@ func (c *Cluster) ReplicasOf(addr string) []string {
 	return out
 }
 
+// replicasNow returns the live replicas of the node at addr as a live
+// node sees them now.
+func (c *Cluster) replicasNow(ctx context.Context, addr string) ([]string, error) {
+	nd, err := c.anyLive()
+	if err != nil {
+		return nil, err
+	}
+	view, err := clusterNodes(ctx, nd.Client)
+	if err != nil {
+		return nil, err
+	}
+	m := view.byAddr(addr)
+	if m == nil {
+		return nil, fmt.Errorf("replicas of %s: not in CLUSTER NODES", addr)
+	}
+	var out []string
+	for _, v := range view {
+		if v.has("slave") && v.master == m.id && !v.failing() && !c.isKilled(v.addr) {
+			out = append(out, v.addr)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 // Masters returns the addresses of the live masters that serve slots, as
 // a live node sees them, sorted.
 func (c *Cluster) Masters(ctx context.Context) ([]string, error) {

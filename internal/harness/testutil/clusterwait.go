@@ -80,8 +80,8 @@ func (c *Cluster) healthy(ctx context.Context) error {
 	return nil
 }
 
-// WaitFailover waits until a replica of the killed master killedAddr is
-// promoted: every live node sees the killed node as failed and the same
+// WaitFailover waits until a replica of the killed master killedAddr (one
+// it had when Kill killed it) is promoted: every live node sees the killed node as failed and the same
 // former replica as a master serving slots, and says cluster_state:ok. It
 // returns the promoted node's address. It polls every 20ms until ctx ends.
 func (c *Cluster) WaitFailover(ctx context.Context, killedAddr string) (string, error) {
@@ -103,6 +103,9 @@ func (c *Cluster) WaitFailover(ctx context.Context, killedAddr string) (string, 
 }
 
 func (c *Cluster) failedOver(ctx context.Context, killed *ClusterNode) (string, error) {
+	c.mu.Lock()
+	replicas := c.replicas[killed.Addr]
+	c.mu.Unlock()
 	promoted := ""
 	for _, nd := range c.Live() {
 		info, err := nd.Client.ClusterInfo(ctx).Result()
@@ -121,7 +124,7 @@ func (c *Cluster) failedOver(ctx context.Context, killed *ClusterNode) (string, 
 		}
 		var p string
 		for _, v := range view {
-			if orig := c.Node(v.addr); orig != nil && orig.Master == killed.Addr && v.has("master") && len(v.slots) > 0 {
+			if slices.Contains(replicas, v.addr) && v.has("master") && len(v.slots) > 0 {
 				p = v.addr
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,20 +23,45 @@ type Server struct {
 	Dir  string // its own directory (data, logs, files the test wrote)
 	Log  string // Dir/server.log: where Args should send its log
 
-	stop func() // kills the process and waits (up to 10s) for its exit
-	proc *os.Process
+	mu    sync.Mutex
+	stop  func() // kills the process and waits (up to 10s) for its exit
+	proc  *os.Process
+	again func() error // starts the process again with the same arguments (Restart)
 }
 
 // Kill kills the process with SIGKILL (no shutdown, no final save) and
 // waits for it to exit; the port is then closed. Killing twice is harmless.
-func (s *Server) Kill() { s.stop() }
+func (s *Server) Kill() {
+	s.mu.Lock()
+	stop := s.stop
+	s.mu.Unlock()
+	stop()
+}
 
 // Pause stops the process with SIGSTOP: it keeps its connections but
 // reads and answers nothing until Resume.
-func (s *Server) Pause() error { return s.proc.Signal(syscall.SIGSTOP) }
+func (s *Server) Pause() error { return s.process().Signal(syscall.SIGSTOP) }
 
 // Resume continues a paused process (SIGCONT).
-func (s *Server) Resume() error { return s.proc.Signal(syscall.SIGCONT) }
+func (s *Server) Resume() error { return s.process().Signal(syscall.SIGCONT) }
+
+// Pid is the process id of the server's current process.
+func (s *Server) Pid() int { return s.process().Pid }
+
+func (s *Server) process() *os.Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc
+}
+
+// Restart kills the process (if it still runs) and starts it again with
+// the same arguments, port and directory, so a server that keeps data
+// (an AOF, a cluster's nodes.conf) reads it back; it waits until the
+// server is ready again. The new process is killed when the test ends.
+func (s *Server) Restart() error {
+	s.Kill()
+	return s.again()
+}
 
 // ServerOptions say how to start a server process.
 type ServerOptions struct {
@@ -70,41 +96,54 @@ func StartServer(t testing.TB, opt ServerOptions) *Server {
 		dir := t.TempDir()
 		s := &Server{Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir,
 			Log: filepath.Join(dir, "server.log")}
-		cmd := exec.Command(prog, opt.Args(s)...)
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", opt.Name, err)
+		args := opt.Args(s)
+		s.again = func() error { return s.start(prog, args, opt) }
+		if lastErr = s.again(); lastErr == nil {
+			t.Cleanup(s.Kill)
+			return s
 		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		stop := func() {
-			cmd.Process.Kill() // SIGKILL; an error means it has exited already
-			select {
-			case <-exited:
-			case <-time.After(10 * time.Second):
-			}
-		}
-		s.stop, s.proc = stop, cmd.Process
-	wait:
-		for deadline := time.Now().Add(opt.Wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			select {
-			case <-exited:
-				lastErr = fmt.Errorf("%s exited: %s", opt.Name, tail(s.Log))
-				break wait
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			err := opt.Ready(ctx, s)
-			cancel()
-			if err == nil {
-				t.Cleanup(stop)
-				return s
-			}
-			lastErr = err
-		}
-		stop()
 	}
 	t.Fatalf("%s did not start in 3 attempts: %v", opt.Name, lastErr)
 	return nil
+}
+
+// start starts the server's process and waits until it is ready; on
+// failure the process is killed.
+func (s *Server) start(prog string, args []string, opt ServerOptions) error {
+	cmd := exec.Command(prog, args...)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", opt.Name, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop := func() {
+		cmd.Process.Kill() // SIGKILL; an error means it has exited already
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	s.mu.Lock()
+	s.stop, s.proc = stop, cmd.Process
+	s.mu.Unlock()
+	var lastErr error
+	for deadline := time.Now().Add(opt.Wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-exited:
+			stop()
+			return fmt.Errorf("%s exited: %s", opt.Name, tail(s.Log))
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := opt.Ready(ctx, s)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+	}
+	stop()
+	return fmt.Errorf("%s not ready in %v: %w", opt.Name, opt.Wait, lastErr)
 }
 
 // RedisServer is a private redis-server process a test started.

@@ -2,8 +2,11 @@
 package testutil
 
 import (
+	"bufio"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -42,4 +45,25 @@ func ConformanceFile(t testing.TB, sub string) string {
 		t.Skipf("conformance data %s not found (set REDCRAWL_CONFORMANCE or place ../shared/conformance beside the repo): %v", p, err)
 	}
 	return p
+}
+
+// ProcStatus returns a "kB" field of /proc/<pid>/status (VmHWM, VmRSS)
+// in bytes, or 0 when the process is gone or has no such field.
+func ProcStatus(pid int, field string) int64 {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return n << 10
+		}
+	}
+	return 0
 }
