@@ -63,7 +63,7 @@ bench: services build harness
 	$(GO) test -run '^$$' -bench . -benchmem ./shared/robots/ ./shared/urlx/ ./slave/content/ ./slave/dnscache/ ./slave/warc/ ./slave/session/ ./slave/banker/ ./shared/rules/ ./shared/extract/ ./slave/render/
 	$(BIN)/bench --config config.yaml --slave-binary $(BIN)/slave --out results/broad --broad --broad-many 100 --broad-colly
 
-## soak: TestSoak (internal/e2e, internal/harness/soak) for SOAK_DURATION (1h) from SOAK_SEED (1): crawls of the test site, on one
+## soak: TestSoak (internal/e2e/faults, internal/harness/soak) for SOAK_DURATION (1h) from SOAK_SEED (1): crawls of the test site, on one
 ## Redis and on a Redis Cluster in turn, under random faults (slaves killed, frozen, partitioned; the master killed; MySQL cut and
 ## refusing writes; Redis killed and out of memory; a cluster failover; the API slave restarted; a slave's clock minutes off), each
 ## crawl's invariants checked; prints one line of figures (faults of each kind, pages, re-fetches, politeness gaps, peak RSS), also
@@ -75,7 +75,7 @@ soak: services
 	@mkdir -p results
 	@rm -f results/soak.txt
 	REDCRAWL_SOAK_DURATION=$(SOAK_DURATION) REDCRAWL_SOAK_SEED=$(SOAK_SEED) REDCRAWL_SOAK_OUT=$(CURDIR)/results/soak.txt \
-		$(GO) test -count=1 -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./internal/e2e/
+		$(GO) test -count=1 -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./internal/e2e/faults/
 	@cat results/soak.txt
 
 ## demo: bin/demo (internal/harness/cmd/demo) crawls a built-in demo site on loopback with a master and two slaves, then removes its crawl (needs only Redis and MariaDB;

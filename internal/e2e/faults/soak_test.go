@@ -1,4 +1,4 @@
-package e2e
+package faults
 
 import (
 	"os"
@@ -55,13 +55,13 @@ func TestSoak(t *testing.T) {
 
 // TestMakeSoak: make soak runs TestSoak with the settings it reads.
 func TestMakeSoak(t *testing.T) {
-	b, err := os.ReadFile("../../Makefile")
+	b, err := os.ReadFile("../../../Makefile")
 	if err != nil {
 		t.Fatal(err)
 	}
 	mk := string(b)
 	for _, want := range []string{"\nsoak: services\n", envSoakDuration + "=$(SOAK_DURATION)", envSoakSeed + "=$(SOAK_SEED)",
-		envSoakOut + "=", "-run '^TestSoak$$' ./internal/e2e/"} {
+		envSoakOut + "=", "-run '^TestSoak$$' ./internal/e2e/faults/"} {
 		if !strings.Contains(mk, want) {
 			t.Errorf("Makefile lacks %q", want)
 		}
