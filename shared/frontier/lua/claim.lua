@@ -241,8 +241,8 @@ do
       lease_pre = slave .. '\t', lease_mid = '\t' .. string.format('%d', now) .. '\t'}
   end
 
-  -- claim_host (below) and the steps it runs, in a block of their own
-  -- (base.lua's 200 locals)
+  -- claim_host (below) and the steps it runs, in a block of their own:
+  -- their names leave the chunk's locals where it ends
   local claim_host
   do
     -- pop_fresh takes fresh host's entry off K_FRESH (hdel, in the call's
@@ -346,18 +346,18 @@ do
       return take
     end
 
-    -- claim_host leases what the claim L may take of a candidate: host,
-    -- of class r (true: render), fresh or not (candidates). Nothing unless the host can still be
-    -- claimed: a fresh host's entry is still in K_FRESH (not moved by a
-    -- push of this call) and the host free and due; with render, the
-    -- host's score in its ready set (ready_zscore), which its other class
-    -- may have moved, still due. Else it takes one task (all free slots
-    -- when the host's delay is 0; at most what L still wants) a turn,
-    -- popped (pop_fresh first for a fresh host, else pop_pq or pop_list) and
-    -- leased (lease_each), then sets the host's next allowed time to now +
-    -- its jittered delay (K_HNEXT, in the call's cache) and its place in
-    -- the ready sets (ready_host). Reads the host's politeness fields
-    -- through the call's cache (prefetched by candidates).
+    -- claim_host leases what the claim L may take of a candidate: host, of
+    -- class r (true: render), fresh or not (candidates). Nothing unless the
+    -- host can still be claimed: a fresh host's entry is still in K_FRESH
+    -- (not moved by a push of this call) and the host free and due; with
+    -- render, the host's score in its ready set (ready_zscore), which its
+    -- other class may have moved, still due. Else it takes one task (all
+    -- free slots when the host's delay is 0; at most what L still wants) a
+    -- turn, popped (pop_fresh first for a fresh host, else pop_pq or
+    -- pop_list) and leased (lease_each), then sets the host's next allowed
+    -- time to now + its jittered delay (K_HNEXT, in the call's cache) and
+    -- its place in the ready sets (ready_host). Reads the host's politeness
+    -- fields through the call's cache (prefetched by candidates).
     function claim_host(L, host, r, fresh)
       local now = L.now
       if fresh then
