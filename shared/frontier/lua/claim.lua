@@ -1,6 +1,6 @@
 -- claim.lua: leasing tasks.
 
--- fresh_scan returns up to maxn {host, value} of the fresh hash, walking
+-- FRESH.scan returns up to maxn {host, value} of the fresh hash, walking
 -- it with HSCAN from the crawl's fresh cursor (a small hash comes whole,
 -- in the order its hosts came: FIFO), at most 16 steps, and keeps the
 -- cursor. The cursor is only where the next walk starts, so it lives in
@@ -141,11 +141,12 @@ do
   end
 
   -- by_time merges the static and render ready hosts due (st, rt: replies
-  -- of ZRANGEBYSCORE WITHSCORES, host then score) into candidates {host,
-  -- r} by next allowed time, ties alternating between the classes from a
-  -- random start (math.random, seeded by the call). Reads no Redis.
+  -- of ZRANGEBYSCORE WITHSCORES, host then score) by next allowed time,
+  -- ties alternating between the classes from a random start
+  -- (math.random, seeded by the call), and returns the hosts and their
+  -- classes (rs: true for render) by position. Reads no Redis.
   local function by_time(st, rt)
-    local cands = {}
+    local hosts, rs = {}, {}
     local i, j = 1, 1
     local flip = math.random() < 0.5
     while i <= #st or j <= #rt do
@@ -163,55 +164,62 @@ do
           flip = not flip
         end
       end
+      local k = #hosts + 1
       if static then
-        cands[#cands + 1] = {st[i], false}
+        hosts[k], rs[k] = st[i], false
         i = i + 2
       else
-        cands[#cands + 1] = {rt[j], true}
+        hosts[k], rs[k] = rt[j], true
         j = j + 2
       end
     end
-    return cands
+    return hosts, rs
   end
 
-  -- candidates returns the hosts a claim of maxn tries, in turn: up to
-  -- maxn hosts of K_READY (and of K_RREADY with render) scored at most
-  -- now_s, as {host, r} (r: the render class) by next allowed time
-  -- (by_time), each score kept in the call's view of the ready sets
-  -- (ready_seen); without PQ, taken in turn with up to maxn fresh hosts
-  -- of K_FRESH (FRESH.scan, after its buffered writes: flush_hash), as
-  -- {host, false, true}, a fresh one first, so neither starves the
-  -- other. It loads the candidates' politeness fields into the call's
+  -- candidates returns the hosts a claim of maxn tries, in turn, with
+  -- their classes (rs: true for render) and whether each is fresh, by
+  -- position: up to maxn hosts of K_READY (and of K_RREADY with render)
+  -- scored at most now_s, by next allowed time (by_time), each score kept
+  -- in the call's view of the ready sets (ready_seen); without PQ, taken
+  -- in turn with up to maxn fresh hosts of K_FRESH (FRESH.scan, after its
+  -- buffered writes: flush_hash), a fresh one first, so neither starves
+  -- the other. It loads the hosts' politeness fields into the call's
   -- cache (prefetch: one HMGET per hash). Relies on the ready sets being
   -- written (flush_ready).
   local function candidates(maxn, render, now_s)
     local maxn_s = nstr(maxn)
-    local cands = {}
+    local hosts, rs, fresh
     local st = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now_s, 'WITHSCORES', 'LIMIT', '0', maxn_s)
     for k = 1, #st, 2 do ready_seen(false, st[k], st[k + 1]) end
     if render then
       local rt = redis.call('ZRANGEBYSCORE', K_RREADY, '-inf', now_s, 'WITHSCORES', 'LIMIT', '0', maxn_s)
       for k = 1, #rt, 2 do ready_seen(true, rt[k], rt[k + 1]) end
-      cands = by_time(st, rt)
+      hosts, rs = by_time(st, rt)
     else
-      for k = 1, #st, 2 do cands[#cands + 1] = {st[k], false} end
+      hosts, rs = {}, {}
+      for k = 1, #st / 2 do hosts[k], rs[k] = st[2 * k - 1], false end
     end
+    fresh = {}
     if not PQ then
       flush_hash(K_FRESH)
-      local fresh = FRESH.scan(maxn)
-      if #fresh > 0 then
-        local merged = {}
-        for k = 1, math.max(#cands, #fresh) do
-          if fresh[k] then merged[#merged + 1] = {fresh[k][1], false, true} end
-          if cands[k] then merged[#merged + 1] = cands[k] end
+      local fh = FRESH.scan(maxn)
+      if #fh > 0 then
+        local mh, mr = {}, {}
+        for k = 1, math.max(#hosts, #fh) do
+          if fh[k] then
+            local m = #mh + 1
+            mh[m], mr[m], fresh[m] = fh[k][1], false, true
+          end
+          if hosts[k] then
+            local m = #mh + 1
+            mh[m], mr[m], fresh[m] = hosts[k], rs[k], false
+          end
         end
-        cands = merged
+        hosts, rs = mh, mr
       end
     end
-    local hosts = {}
-    for k = 1, #cands do hosts[k] = cands[k][1] end
     prefetch(hosts)
-    return cands
+    return hosts, rs, fresh
   end
 
   -- LEASE_PAD: a lease set member and lease data field no URL can be, a
@@ -233,8 +241,8 @@ do
       lease_pre = slave .. '\t', lease_mid = '\t' .. string.format('%d', now) .. '\t'}
   end
 
-  -- claim_host (below) and the steps it runs, in a block of their own
-  -- (base.lua's 200 locals)
+  -- claim_host (below) and the steps it runs, in a block of their own:
+  -- their names leave the chunk's locals where it ends
   local claim_host
   do
     -- pop_fresh takes fresh host's entry off K_FRESH (hdel, in the call's
@@ -338,21 +346,21 @@ do
       return take
     end
 
-    -- claim_host leases what the claim L may take of the candidate c
-    -- ({host, r, fresh}: candidates). Nothing unless the host can still be
-    -- claimed: a fresh host's entry is still in K_FRESH (not moved by a
-    -- push of this call) and the host free and due; with render, the
-    -- host's score in its ready set (ready_zscore), which its other class
-    -- may have moved, still due. Else it takes one task (all free slots
-    -- when the host's delay is 0; at most what L still wants) a turn,
-    -- popped (pop_fresh first for a fresh host, else pop_pq or pop_list) and
-    -- leased (lease_each), then sets the host's next allowed time to now +
-    -- its jittered delay (K_HNEXT, in the call's cache) and its place in
-    -- the ready sets (ready_host). Reads the host's politeness fields
-    -- through the call's cache (prefetched by candidates).
-    function claim_host(L, c)
-      local host, r, now = c[1], c[2], L.now
-      if c[3] then
+    -- claim_host leases what the claim L may take of a candidate: host, of
+    -- class r (true: render), fresh or not (candidates). Nothing unless the
+    -- host can still be claimed: a fresh host's entry is still in K_FRESH
+    -- (not moved by a push of this call) and the host free and due; with
+    -- render, the host's score in its ready set (ready_zscore), which its
+    -- other class may have moved, still due. Else it takes one task (all
+    -- free slots when the host's delay is 0; at most what L still wants) a
+    -- turn, popped (pop_fresh first for a fresh host, else pop_pq or
+    -- pop_list) and leased (lease_each), then sets the host's next allowed
+    -- time to now + its jittered delay (K_HNEXT, in the call's cache) and
+    -- its place in the ready sets (ready_host). Reads the host's politeness
+    -- fields through the call's cache (prefetched by candidates).
+    function claim_host(L, host, r, fresh)
+      local now = L.now
+      if fresh then
         if not (hget(K_FRESH, host) and host_infl(host) < host_conc(host) and host_next(host) <= now) then return end
       elseif L.render then
         local sc = ready_zscore(r, host)
@@ -364,11 +372,11 @@ do
       local take = 1
       if hd == 0 then take = conc - infl end
       take = math.min(take, L.maxn - L.n, conc - infl)
-      local fresh = c[3]
+      local first_fresh = fresh
       while take > 0 do
         local prio, got
-        if fresh then
-          fresh = false
+        if first_fresh then
+          first_fresh = false
           prio, got, take = pop_fresh(host, take)
         elseif PQ then
           prio, got = pop_pq(r, host)
@@ -485,12 +493,12 @@ do
     -- the retries' ready-set changes, before the ready sets are read
     flush_ready()
     if AOPIC then share_lambda() end
-    local cands = candidates(maxn, render, now_s)
+    local hosts, rs, fresh = candidates(maxn, render, now_s)
     --[[mark:k_candidates]]
     local L = new_claim(slave, maxn, render, now, out)
-    for k = 1, #cands do
+    for k = 1, #hosts do
       if L.n >= maxn then break end
-      claim_host(L, cands[k])
+      claim_host(L, hosts[k], rs[k], fresh[k])
       --[[mark:k_host]]
     end
     take_validators(L)
