@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -169,6 +170,16 @@ Show the crawl's counters.
 		st.Crawl, st.Queued, st.RenderQueued, st.InFlight, st.Retry, st.Done, st.Failed, st.Seen, st.Lost, st.Duplicates,
 		st.TrapDropped, st.SlavesAlive, st.RenderSlaves, st.PagesPerSec, rv, st.Paused, st.Finished)
 	fmt.Fprintf(tw, "shards\t%s\n", shards)
+	if l := st.Limits; l != nil {
+		line := masterd.LimitString(l, "")
+		if l.Over != "" {
+			line += "; reached: " + l.Over
+		}
+		if l.EndedBy != "" {
+			line += "; ended the crawl: " + masterd.LimitString(l, l.EndedBy)
+		}
+		fmt.Fprintf(tw, "limits\t%s\n", line)
+	}
 	if n := st.PrivateRefused; n != nil && *n > 0 {
 		fmt.Fprintf(tw, "private addresses refused\t%d (set fetch.allow_private_networks: true to crawl loopback or intranet sites)\n", *n)
 	}
@@ -191,47 +202,77 @@ Show the crawl's counters.
 }
 
 func exportCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	f := cli.New("master export", `usage: master export [--config config.yaml] [--crawl NAME] [--rule R] [--item I] --format jsonl|csv [--out FILE]
+	f := cli.New("master export", `usage: master export [--config config.yaml] [--crawl NAME] [--rule R] [--item I] [-o FILE] [--format jsonl|json|csv] [--item-fields a,b] [--append]
 
-Stream the extracted items of the crawl out of MySQL: every item stored
-under the crawl's name, from every run, the latest fetch of each URL.
-jsonl writes one object a line: the envelope (crawl, rule, item, url,
-fetched_at) and the item's fields under "data"; csv a row an item, the
-envelope's columns, then a column a field. --out replaces FILE.
+Write the extracted items of the crawl out of MySQL, as master crawl -o
+does: every item stored under the crawl's name, from every run, the latest
+fetch of each URL. The format is -o's extension (.jsonl JSON Lines, .json
+one JSON array, .csv CSV) or --format (jsonl without either). Each item is
+written in its envelope: {"crawl", "rule", "item", "url", "fetched_at",
+"data": {the fields}}, in CSV a row an item, the envelope's columns and
+then a column a field; --item-fields a,b writes flat rows of those fields
+instead (url and the envelope's other names allowed). -o replaces FILE,
+once the export is complete; --append adds the items to it (a JSON array
+continued, CSV rows under its header, whose columns they must fit).
+Without -o the items go to stdout.
 `, stdout, stderr)
 	cfgPath, crawl := configFlags(f)
 	rule := f.String("rule", "", "only items of this rule set")
 	item := f.String("item", "", "only items of this item rule")
-	format := f.String("format", "jsonl", "jsonl or csv")
-	out := f.String("out", "", "write to FILE instead of stdout")
+	out := f.String("o", "", "write to FILE instead of stdout (replaced, or added to with --append)")
+	format := f.String("format", "", "jsonl, json or csv (default: -o's extension, else jsonl)")
+	fields := f.String("item-fields", "", "flat rows of these item fields (comma-separated; url and the other envelope names allowed), no envelope")
+	appendTo := f.Bool("append", false, "with -o: add the items to FILE instead of replacing it")
 	cfg, _, code := setup(f, args, cfgPath, crawl, stderr)
 	if cfg == nil {
 		return code
 	}
-	if *format != "jsonl" && *format != "csv" {
-		fmt.Fprintf(stderr, "master export: --format %q must be jsonl or csv\n", *format)
+	usageErr := func(msg string) int {
+		fmt.Fprintf(stderr, "master export: %s\n", msg)
 		return 2
 	}
-	w := stdout
-	if *out != "" {
-		f, err := os.Create(*out)
-		if err != nil {
-			fmt.Fprintf(stderr, "master export: %v\n", err)
-			return 1
+	fm := *format
+	if fm == "" && *out != "" {
+		if fm = masterd.FormatOfPath(*out); fm == "" {
+			return usageErr(fmt.Sprintf("-o %s: the extension does not say the format (.jsonl, .json or .csv): give --format", *out))
 		}
-		defer f.Close()
-		w = f
 	}
-	n, err := masterd.Export(ctx, cfg, masterd.ExportOptions{Crawl: cfg.Crawl.Name, Rule: *rule, Item: *item,
-		Format: *format}, w)
-	if err != nil {
-		if *out != "" && n == 0 {
-			os.Remove(*out) // nothing exported: leave no empty file
+	if fm == "" {
+		fm = "jsonl"
+	}
+	if !slices.Contains(masterd.ExportFormats, fm) {
+		return usageErr(fmt.Sprintf("--format %q must be jsonl, json or csv", fm))
+	}
+	if *appendTo && *out == "" {
+		return usageErr("--append goes with -o FILE")
+	}
+	opt := masterd.ExportOptions{Crawl: cfg.Crawl.Name, Rule: *rule, Item: *item, Format: fm, Fields: splitFields(*fields)}
+	var n int
+	var err error
+	if *out == "" {
+		n, err = masterd.Export(ctx, cfg, opt, stdout)
+	} else {
+		var file *masterd.ExportFile
+		if file, err = masterd.OpenExport(*out, fm, *appendTo); err == nil {
+			n, err = file.Write(ctx, cfg, opt)
 		}
+	}
+	if err != nil {
 		return commandErr(stderr, "master export", err)
 	}
 	fmt.Fprintf(stderr, "exported %d items\n", n)
 	return 0
+}
+
+// splitFields reads a comma-separated list of item fields.
+func splitFields(s string) []string {
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func rulesCmd(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {

@@ -13,7 +13,7 @@ import (
 // each is run with --help. token's verbs share one usage; issue has every
 // flag.
 var referenceCommands = [][]string{
-	{"crawl"}, {"run"}, {"seed"}, {"status"}, {"export"}, {"rules", "check"}, {"migrate"},
+	{"crawl"}, {"run"}, {"seed"}, {"status"}, {"export"}, {"drop"}, {"rules", "check"}, {"migrate"},
 	{"exceptions"}, {"lost"}, {"slaves"}, {"pause"}, {"resume"}, {"requeue"}, {"drain"}, {"retire-proxy"},
 	{"dashboard-link"}, {"token", "issue"}, {"acl"}, {"acl", "--mysql"},
 }

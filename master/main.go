@@ -1,12 +1,13 @@
 // Command master runs and administers a redcrawl crawl.
 //
-//	master crawl  [--config config.yaml] [--crawl NAME] [--slaves N] [-o items.jsonl|.json|.csv] [--item-fields a,b] URL...
+//	master crawl  [--config config.yaml] [--crawl NAME] [--slaves N] [-o items.jsonl|.json|.csv] [--item-fields a,b] [--append] [--fresh] [--max-pages N] [--max-items N] [--max-duration D] URL...
 //	master run    [--config config.yaml] [--crawl NAME] [--exit-when-done]
 //	master seed   [--config config.yaml] [--crawl NAME] URL... | --file FILE | --recrawl
 //	master status [--config config.yaml] [--crawl NAME] [--json]
 //	master rules check [--config config.yaml] [DIR]
 //	master migrate [--config config.yaml]
-//	master export [--config config.yaml] [--crawl NAME] [--rule R] [--item I] --format jsonl|csv [--out FILE]
+//	master export [--config config.yaml] [--crawl NAME] [--rule R] [--item I] [-o FILE] [--format jsonl|json|csv] [--item-fields a,b] [--append]
+//	master drop   --crawl NAME [--config config.yaml] [--keep-rows] [--yes] [--force]
 //	master exceptions [--crawl NAME] [--since 1h] [--kind K] [--host H] [--slave S] [--json]
 //	master lost | slaves [--crawl NAME] [--json]
 //	master pause | resume [--crawl NAME]
@@ -52,7 +53,11 @@ commands:
   rules check [DIR]
           validate the rule files (default rules.dir) without running anything;
           exit 2 with file:line errors
-  export  stream extracted items out of MySQL (--format jsonl or csv, --out FILE)
+  export  write the crawl's items out of MySQL: -o FILE (.jsonl, .json or .csv, or
+          --format), --item-fields a,b for flat rows, --append to add to FILE
+  drop --crawl NAME
+          remove a crawl: its Redis keys on every shard and its MySQL rows
+          (--keep-rows keeps them); asks first unless --yes
   migrate create the database if missing and apply the migrations (as mysql.migrate_dsn's
           user when set, else mysql.dsn's)
   acl --crawl NAME --role slave|master|admin [--slave ID] [--password-file F]
@@ -90,6 +95,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdin io.Read
 	"seed":    seedCmd,
 	"status":  statusCmd,
 	"export":  exportCmd,
+	"drop":    dropCmd,
 	"migrate": migrateCmd,
 	"rules":   rulesCmd,
 	"token":   tokenCmd,

@@ -66,7 +66,8 @@ func TestAdminCommands(t *testing.T) {
 	if _, err := f.Seed(ctx, []frontier.Task{{URL: "http://a.test/x", Host: "a.test", ScopeHost: "a.test"}}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := f.Claim(ctx, "s1", 1)
+	res, err := f.ClaimWaitOpts(ctx, "s1", 1, frontier.ClaimOptions{})
+	ls := res.Leases
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("claim = %d, %v", len(ls), err)
 	}

@@ -40,12 +40,6 @@ func testACLCrawl(t *testing.T, shards int) {
 	cfg.Crawl.Shards = shards
 	srv := frontiertest.StartACLRedis(t, cfg.Crawl.Name, "s1", "s2", "s3")
 	cfg.Redis.URL = srv.URL(frontier.RoleMaster, "")
-	// a seed set left by an older version: the seed, as the master's
-	// user, moves it to MySQL
-	legacy := "http://legacy.test/"
-	if err := srv.Root.SAdd(context.Background(), frontier.NewKeys(cfg.Crawl.Name).LegacySeeds, legacy).Err(); err != nil {
-		t.Fatal(err)
-	}
 	crawltest.Seed(t, cfg, site)
 
 	slaveCfg := func(id string) *config.Config {
@@ -121,7 +115,7 @@ func testACLCrawl(t *testing.T, shards int) {
 			{"ZADD", keys.SlaveLease("s1"), 0, victim}, {"HDEL", keys.SlaveLeaseData("s1"), victim},
 			{"DEL", keys.SlaveLease("s1")}, {"SET", keys.SlaveBeat("s1"), "0\t{}"}, {"ZREM", keys.Slaves, "s1"},
 			{"XTRIM", keys.Events, "MAXLEN", 0}, {"DEL", keys.Events}, {"DEL", keys.Stats},
-			{"SADD", keys.LegacySeeds, "http://evil.test/"}, {"SSCAN", keys.LegacySeeds, 0},
+			{"SADD", keys.Prefix + "seeds", "http://evil.test/"},
 			{"HSET", "crawl:{other}:meta", "x", 1}, {"GET", "crawl:{other}:robots:x"},
 			{"EVAL", "return redis.call('DEL', ARGV[1])", 1, keys.Meta, keys.SlaveLeaseData("s1")},
 			// another shard's keys (the same in a crawl of one shard: no such keys, still refused)
@@ -140,9 +134,6 @@ func testACLCrawl(t *testing.T, shards int) {
 		t.Errorf("master status saw %d slaves alive at most, want 2", n)
 	}
 	crawltest.CheckCrawl(t, cfg, site, nil)
-	if n, err := srv.Root.Exists(ctx, keys.LegacySeeds).Result(); err != nil || n != 0 {
-		t.Errorf("legacy seed set exists = %d, %v; want it moved", n, err)
-	}
 	db, err := store.Open(ctx, cfg.MySQL.DSN)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +141,7 @@ func testACLCrawl(t *testing.T, shards int) {
 	defer db.Close()
 	got, _, err := db.SeedURLs(ctx, cfg.Crawl.Name, nil, 100)
 	sort.Strings(got)
-	want := append([]string{legacy}, site.Seeds()...)
+	want := append([]string(nil), site.Seeds()...)
 	sort.Strings(want)
 	if d := cmp.Diff(want, got); err != nil || d != "" {
 		t.Errorf("recorded seeds (-want +got), %v:\n%s", err, d)

@@ -178,6 +178,15 @@ type finisher struct {
 	log           *slog.Logger
 	rl            *ratelog.Logger
 	finished      chan struct{}
+	// limited: the crawl has limits (crawl.max_pages, max_items,
+	// max_duration); maxDuration counts from start, this master's
+	limited     bool
+	maxDuration time.Duration
+	start       time.Time
+	// over: max_duration was recorded (LimitOver); limitIdle: since when
+	// a limit is reached with no page in flight (zero: not now)
+	over      bool
+	limitIdle time.Time
 }
 
 // finishBusyEvery is how often the finisher checks a crawl that has work
@@ -223,6 +232,13 @@ func (f *finisher) run(ctx context.Context) {
 				if fs == frontier.Quiet {
 					next = quiet
 				}
+				if err == nil && !done && f.limited {
+					var atLimit bool
+					done, atLimit, err = f.checkLimits(ctx)
+					if atLimit {
+						next = quiet
+					}
+				}
 			}
 		} else {
 			// another master decides; this one learns it
@@ -258,6 +274,47 @@ func (f *finisher) run(ctx context.Context) {
 			close(f.finished)
 		}
 	}
+}
+
+// checkLimits ends the crawl by its limits: it records max_duration once
+// this master ran that long (LimitOver), and once a limit is reached
+// (claims take no page then) with no page in flight for the quiescence
+// window (a claim that took its pages just before may not have leased
+// them yet), marks the crawl finished by it (EndByLimit). atLimit: a limit
+// is reached.
+func (f *finisher) checkLimits(ctx context.Context) (done, atLimit bool, err error) {
+	if f.maxDuration > 0 && !f.over && time.Since(f.start) >= f.maxDuration {
+		if err := f.front.LimitOver(ctx, frontier.LimitMaxDuration); err != nil {
+			return false, false, err
+		}
+		f.over = true
+		f.log.Info("crawl.max_duration reached: no page is claimed any more", "max_duration", f.maxDuration)
+	}
+	reached, err := f.front.LimitReached(ctx)
+	if err != nil || reached == "" {
+		f.limitIdle = time.Time{}
+		return false, false, err
+	}
+	st, err := f.front.Stats(ctx)
+	if err != nil {
+		return false, true, err
+	}
+	if st.InFlight > 0 {
+		f.limitIdle = time.Time{}
+		return false, true, nil
+	}
+	if f.limitIdle.IsZero() {
+		f.limitIdle = time.Now()
+		return false, true, nil
+	}
+	if time.Since(f.limitIdle) < f.quiescence {
+		return false, true, nil
+	}
+	if err := f.front.EndByLimit(ctx, reached); err != nil {
+		return false, true, err
+	}
+	f.log.Info("crawl ended by its limit", "limit", reached, "done", st.Done, "queued", st.Queued)
+	return true, true, nil
 }
 
 func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }

@@ -13,37 +13,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/internal/admin"
 	"github.com/redcrawl/redcrawl/master/masterd"
-	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
 
-// runAdminMaster runs a master of cfg until the test ends (or ctx does)
-// and sets cfg.Admin.Listen to the address its admin server listens on.
-func runAdminMaster(t *testing.T, ctx context.Context, cfg *config.Config) {
-	t.Helper()
-	addrc := make(chan string, 1)
-	mctx, stopMaster := context.WithCancel(ctx)
-	mdone := make(chan error, 1)
-	go func() {
-		mdone <- masterd.New(cfg, masterd.Options{Logger: testLogger(t), AdminReady: func(a string) { addrc <- a }}).Run(mctx)
-	}()
-	t.Cleanup(func() {
-		stopMaster()
-		if err := <-mdone; err != nil {
-			t.Errorf("master: %v", err)
-		}
-	})
-	select {
-	case a := <-addrc:
-		cfg.Admin.Listen = a
-	case err := <-mdone:
-		mdone <- nil // reported here, not again by the cleanup
-		t.Fatalf("master stopped before its admin server listened: %v", err)
-	}
-}
+// dashToken is the admin token of the dashboard tests.
+const dashToken = "dashboard-test-token-0123456789"
 
 // TestDashboardLinkAndCrawls runs a master with its admin server against
 // the real Redis and MariaDB, beside another crawl of the same Redis: a
@@ -51,7 +29,7 @@ func runAdminMaster(t *testing.T, ctx context.Context, cfg *config.Config) {
 // client in once, and the overview lists both crawls, the other one
 // marked as not this master's, its settings left alone.
 func TestDashboardLinkAndCrawls(t *testing.T) {
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	cfg.Admin.Token = dashToken
 	// a Redis of its own: the shared one holds the crawls of other tests
 	cfg.Redis.URL = "redis://" + testutil.StartRedis(t, nil).Addr + "/0"
@@ -77,7 +55,7 @@ func TestDashboardLinkAndCrawls(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	runAdminMaster(t, ctx, cfg)
+	crawltest.RunAdminMaster(t, ctx, cfg)
 	link, err := masterd.DashboardLink(cfg, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -136,11 +114,11 @@ func TestDashboardLinkAndCrawls(t *testing.T) {
 // RevokeDashboardSessions (bin/master dashboard-link --revoke-all, another
 // process) ends the other sessions within admin.SessionRefresh.
 func TestDashboardSessions(t *testing.T) {
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	cfg.Admin.Token = dashToken
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	runAdminMaster(t, ctx, cfg)
+	crawltest.RunAdminMaster(t, ctx, cfg)
 	base, _ := masterd.DashboardURL(cfg)
 	// a client whose connections come from the loopback address from
 	clientFrom := func(from string) *http.Client {

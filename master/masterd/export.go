@@ -7,8 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,21 @@ type ExportOptions struct {
 	// of the envelope that no item field has takes the envelope's value
 	// (url, say).
 	Fields []string
+	// Since, when set, exports only the items stored (new, or updated by
+	// a fetch again) at or after it: a run's own (master crawl --append).
+	Since time.Time
+	// cont is what an export appended to a file continues (ExportFile)
+	cont continuation
+}
+
+// continuation is what a file being appended to holds, which an export
+// continues: JSON Lines need nothing; a JSON array its items so far (the
+// file cut before its closing bracket); CSV its header, whose columns the
+// rows keep.
+type continuation struct {
+	on         bool     // appending to a file that holds an export
+	arrayItems bool     // json: the array holds items
+	header     []string // csv: the file's header
 }
 
 // ExportFormats are the formats Export writes.
@@ -74,13 +90,18 @@ func Export(ctx context.Context, cfg *config.Config, opt ExportOptions, w io.Wri
 	if err := checkStoreCrawl(ctx, db, opt.Crawl); err != nil {
 		return 0, err
 	}
-	f := store.ItemFilter{Crawl: opt.Crawl, Rule: opt.Rule, Item: opt.Item}
+	f := store.ItemFilter{Crawl: opt.Crawl, Rule: opt.Rule, Item: opt.Item, Since: opt.Since}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	n := 0
 	switch {
 	case len(opt.Fields) > 0 && opt.Format == "csv":
 		cw := csv.NewWriter(bw)
-		if err := cw.Write(opt.Fields); err != nil {
+		if h := opt.cont.header; h != nil {
+			if !slices.Equal(h, opt.Fields) {
+				return 0, fmt.Errorf("the file's columns are %s, not --item-fields %s: write a new file",
+					strings.Join(h, ","), strings.Join(opt.Fields, ","))
+			}
+		} else if err := cw.Write(opt.Fields); err != nil {
 			return 0, err
 		}
 		row := make([]string, len(opt.Fields))
@@ -98,11 +119,19 @@ func Export(ctx context.Context, cfg *config.Config, opt ExportOptions, w io.Wri
 	case opt.Format == "jsonl" || opt.Format == "json":
 		array := opt.Format == "json"
 		enc := json.NewEncoder(bw)
+		// an array's items so far: a continued one's, which the file was
+		// cut after (its last item, or its opening bracket)
+		had := opt.cont.arrayItems
 		if array {
-			bw.WriteString("[\n")
+			if !opt.cont.on {
+				bw.WriteString("[")
+			}
+			if !had {
+				bw.WriteString("\n")
+			}
 		}
 		err = db.ExportItems(ctx, f, func(r store.ItemRow) error {
-			if array && n > 0 {
+			if array && (n > 0 || had) {
 				bw.WriteString(",\n")
 			}
 			n++
@@ -122,7 +151,7 @@ func Export(ctx context.Context, cfg *config.Config, opt ExportOptions, w io.Wri
 			return err
 		})
 		if array && err == nil {
-			if n > 0 {
+			if n > 0 || had {
 				bw.WriteString("\n")
 			}
 			bw.WriteString("]\n")
@@ -141,16 +170,16 @@ func Export(ctx context.Context, cfg *config.Config, opt ExportOptions, w io.Wri
 		if err != nil {
 			return 0, err
 		}
-		fields := make([]string, 0, len(names))
-		for k := range names {
-			fields = append(fields, k)
-		}
-		sort.Strings(fields)
+		fields := slices.Sorted(maps.Keys(names))
 		cw := csv.NewWriter(bw)
-		if err := cw.Write(append([]string{"crawl", "rule", "item", "url", "fetched_at"}, fields...)); err != nil {
+		if h := opt.cont.header; h != nil {
+			if fields, err = continuedColumns(h, names); err != nil {
+				return 0, err
+			}
+		} else if err := cw.Write(append(slices.Clone(envelopeColumns), fields...)); err != nil {
 			return 0, err
 		}
-		row := make([]string, 5+len(fields))
+		row := make([]string, len(envelopeColumns)+len(fields))
 		err = db.ExportItems(ctx, f, func(r store.ItemRow) error {
 			n++
 			var m map[string]json.RawMessage
@@ -158,7 +187,7 @@ func Export(ctx context.Context, cfg *config.Config, opt ExportOptions, w io.Wri
 			row[0], row[1], row[2], row[3] = r.Crawl, r.Rule, r.Item, r.URL
 			row[4] = r.FetchedAt.UTC().Format(time.RFC3339Nano)
 			for i, k := range fields {
-				row[5+i] = csvValue(m[k])
+				row[len(envelopeColumns)+i] = csvValue(m[k])
 			}
 			return cw.Write(row)
 		})
@@ -173,6 +202,32 @@ func Export(ctx context.Context, cfg *config.Config, opt ExportOptions, w io.Wri
 		return n, fmt.Errorf("export items: %w", err)
 	}
 	return n, bw.Flush()
+}
+
+// envelopeColumns are the first columns of a CSV export with the
+// envelope, before a column a field.
+var envelopeColumns = []string{"crawl", "rule", "item", "url", "fetched_at"}
+
+// continuedColumns are the field columns of a CSV file's header (the
+// envelope's first), which rows appended to it keep; the items' fields
+// (names) must be among them.
+func continuedColumns(header []string, names map[string]bool) ([]string, error) {
+	if len(header) < len(envelopeColumns) || !slices.Equal(header[:len(envelopeColumns)], envelopeColumns) {
+		return nil, fmt.Errorf("the file's header %q is not an export's (%s, then the fields): write a new file, or give its --item-fields",
+			strings.Join(header, ","), strings.Join(envelopeColumns, ","))
+	}
+	fields := header[len(envelopeColumns):]
+	var missing []string
+	for k := range names {
+		if !slices.Contains(fields, k) {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, fmt.Errorf("the items have fields the file's header lacks (%s): write a new file", strings.Join(missing, ", "))
+	}
+	return fields, nil
 }
 
 // flatValues returns an item's values of the named fields: its data's,

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,5 +89,104 @@ func TestFormatOfPath(t *testing.T) {
 		if got := FormatOfPath(p); got != want {
 			t.Errorf("FormatOfPath(%q) = %q, want %q", p, got, want)
 		}
+	}
+}
+
+// TestExportFile writes items to files as master export -o and master
+// crawl -o do: a file replaced is whole or untouched, and --append
+// continues JSON Lines (a last line without its newline gets one), a JSON
+// array (empty or not) and CSV under its header, whose columns the rows
+// must fit; Since keeps the items stored from then on.
+func TestExportFile(t *testing.T) {
+	cfg := seedsConfig(t, 1)
+	st, err := OpenStore(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	crawl := cfg.Crawl.Name
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixMilli()
+	insert := func(id, u, data string) {
+		t.Helper()
+		if err := st.Insert(t.Context(), []events.Envelope{{ID: id, Item: &events.Item{Crawl: crawl, Rule: "docs",
+			Item: "page", URL: u, Data: json.RawMessage(data), FetchedAt: at}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("1-1", "http://a.test/1", `{"title": "One"}`)
+	time.Sleep(5 * time.Millisecond) // updated_at is kept to the millisecond
+	since := time.Now()
+	insert("1-2", "http://a.test/2", `{"title": "Two"}`)
+	one := `{"url":"http://a.test/1","title":"One"}`
+	two := `{"url":"http://a.test/2","title":"Two"}`
+	fields := []string{"url", "title"}
+	for _, tc := range []struct {
+		name   string
+		file   string // what the file holds before ("": none)
+		format string
+		append bool
+		opt    ExportOptions
+		want   string
+		err    string // an error saying this, the file left as it was
+	}{
+		{"replace", "old\n", "jsonl", false, ExportOptions{Fields: fields}, one + "\n" + two + "\n", ""},
+		{"replace, unknown crawl", "old\n", "jsonl", false, ExportOptions{Crawl: "nothing-here", Fields: fields}, "", "nothing-here"},
+		{"jsonl append", one + "\n", "jsonl", true, ExportOptions{Fields: fields, Since: since}, one + "\n" + two + "\n", ""},
+		{"jsonl append, no newline", one, "jsonl", true, ExportOptions{Fields: fields, Since: since}, one + "\n" + two + "\n", ""},
+		{"jsonl append, unknown crawl", one, "jsonl", true, ExportOptions{Crawl: "nothing-here", Fields: fields}, "", "nothing-here"},
+		{"json append", "[\n" + one + "\n]\n", "json", true, ExportOptions{Fields: fields, Since: since},
+			"[\n" + one + ",\n" + two + "\n]\n", ""},
+		{"json append to an empty array", "[\n]\n", "json", true, ExportOptions{Fields: fields},
+			"[\n" + one + ",\n" + two + "\n]\n", ""},
+		{"json append, nothing new", "[\n" + one + "\n]\n", "json", true,
+			ExportOptions{Fields: fields, Since: time.Now().Add(time.Hour)}, "[\n" + one + "\n]\n", ""},
+		{"json append to no file", "", "json", true, ExportOptions{Fields: fields}, "[\n" + one + ",\n" + two + "\n]\n", ""},
+		{"json append to no array", "{}\n", "json", true, ExportOptions{Fields: fields}, "", "not a JSON array"},
+		{"csv append", "url,title\nhttp://a.test/1,One", "csv", true, ExportOptions{Fields: fields, Since: since},
+			"url,title\nhttp://a.test/1,One\nhttp://a.test/2,Two\n", ""},
+		{"csv append, other columns", "title,url\n", "csv", true, ExportOptions{Fields: fields}, "", "not --item-fields url,title"},
+		{"csv append with the envelope", "crawl,rule,item,url,fetched_at,title\n", "csv", true, ExportOptions{Since: since},
+			"crawl,rule,item,url,fetched_at,title\n" + crawl + ",docs,page,http://a.test/2,2026-01-02T03:04:05Z,Two\n", ""},
+		{"csv append, a field the header lacks", "crawl,rule,item,url,fetched_at,words\n", "csv", true, ExportOptions{},
+			"", "fields the file's header lacks (title)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "items."+tc.format)
+			if tc.file != "" {
+				if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			opt := tc.opt
+			if opt.Crawl == "" {
+				opt.Crawl = crawl
+			}
+			f, err := OpenExport(path, tc.format, tc.append)
+			if err == nil {
+				_, err = f.Write(t.Context(), cfg, opt)
+			}
+			want := tc.want
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one saying %q", err, tc.err)
+				}
+				want = tc.file
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(path)
+			if d := cmp.Diff(want, string(b)); d != "" {
+				t.Errorf("the file (-want +got):\n%s", d)
+			}
+			if tc.format == "json" && tc.err == "" {
+				var v []map[string]any
+				if err := json.Unmarshal(b, &v); err != nil {
+					t.Errorf("not a JSON array: %v", err)
+				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp")); len(left) > 0 {
+				t.Errorf("temporary files left: %v", left)
+			}
+		})
 	}
 }

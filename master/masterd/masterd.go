@@ -117,11 +117,6 @@ func (m *Master) Run(ctx context.Context) error {
 		return err
 	}
 	defer m.close()
-	if n, err := moveLegacySeeds(ctx, m.cfg, m.front, m.store); err != nil {
-		m.log.Warn("legacy redis seed set not moved to mysql yet: the next seed or recrawl moves it", "err", err)
-	} else if n > 0 {
-		m.log.Info("legacy redis seed set moved to mysql", "seeds", n)
-	}
 
 	compCtx, stopComps := context.WithCancel(ctx)
 	defer stopComps()
@@ -143,11 +138,15 @@ func (m *Master) Run(ctx context.Context) error {
 	if err := retry.Until(ctx, m.rl, "redis", func() error { return snk.stream.EnsureGroup(ctx) }); err != nil {
 		return nil
 	}
+	if err := retry.Until(ctx, m.rl, "redis", func() error { return m.applyLimits(ctx) }); err != nil {
+		return nil
+	}
 	rec := &recoverer{front: m.front, owned: own.owned, every: m.cfg.Master.RecoverInterval, log: m.log, rl: m.rl}
 	mon := &monitor{front: m.front, owned: own.owned, stream: snk.stream, crawl: m.cfg.Crawl.Name,
 		deadAfter: m.cfg.Master.DeadAfter, sampleEvery: m.cfg.Master.HeartbeatSample, log: m.log, rl: m.rl}
 	fin := &finisher{front: m.front, owned: own.owned, quiescence: m.cfg.Master.Quiescence, log: m.log, rl: m.rl,
-		progressEvery: m.opt.ProgressEvery, finished: make(chan struct{})}
+		progressEvery: m.opt.ProgressEvery, finished: make(chan struct{}),
+		limited: LimitsOf(m.cfg) != (frontier.Limits{}), maxDuration: m.cfg.Crawl.MaxDuration, start: time.Now()}
 
 	met := metrics.NewMaster(m.cfg.Crawl.Name, m.front.Stats)
 	rec.recovered, mon.recovered = met.LeasesRecovered, met.LeasesRecovered
@@ -244,6 +243,22 @@ func (m *Master) Run(ctx context.Context) error {
 		m.log.Info("master stopped", "done", st.Done, "failed", st.Failed, "queued", st.Queued,
 			"in_flight", st.InFlight, "lost", st.Lost, "finished", st.Finished)
 		m.writeSummary(context.WithoutCancel(ctx), st)
+	}
+	return nil
+}
+
+// applyLimits writes the config's limits (ApplyLimits) and says what
+// they do to the crawl.
+func (m *Master) applyLimits(ctx context.Context) error {
+	reached, reopened, err := ApplyLimits(ctx, m.cfg, m.front, m.store)
+	if err != nil {
+		return err
+	}
+	if reopened {
+		m.log.Info("crawl reopened: its new limits no longer end it")
+	}
+	if reached != "" {
+		m.log.Info("the crawl is at a limit already: it finishes once no page is in flight", "limit", reached)
 	}
 	return nil
 }

@@ -55,18 +55,13 @@ func Seed(ctx context.Context, cfg *config.Config, rawURLs []string) (SeedResult
 // when Redis fails after that, the seeds are recorded and some may be
 // enqueued. Either way the same seed command run again completes the
 // work: recording changes nothing the second time, and a seed enqueued
-// the first time counts as already seen (Redis dedup). A legacy seed set
-// left in Redis by an older version is moved to MySQL first
-// (moveLegacySeeds).
+// the first time counts as already seen (Redis dedup).
 func seedWith(ctx context.Context, cfg *config.Config, f *frontier.Redis, st *store.Store, set *rules.Set, rawURLs []string) (SeedResult, error) {
 	p, err := planSeeds(cfg, set, rawURLs, nil)
 	if err != nil {
 		return SeedResult{}, err
 	}
 	res := SeedResult{Rejected: p.rejected}
-	if _, err := moveLegacySeeds(ctx, cfg, f, st); err != nil {
-		return res, fmt.Errorf("seed: nothing enqueued: %w", err)
-	}
 	if err := st.RecordSeeds(ctx, cfg.Crawl.Name, p.urls); err != nil {
 		return res, fmt.Errorf("seed: nothing enqueued (run the same seed command again): %w", err)
 	}
@@ -77,26 +72,6 @@ func seedWith(ctx context.Context, cfg *config.Config, f *frontier.Redis, st *st
 		return res, fmt.Errorf("seed: recorded, not all enqueued (run the same seed command again): %w", err)
 	}
 	return res, nil
-}
-
-// moveLegacySeeds moves the seeds an older version kept in Redis (the set
-// Keys.LegacySeeds) into MySQL's seeds table, and returns how many it
-// moved: every master, seed and recrawl calls it before it reads or
-// records seeds, and it costs one SSCAN once the set is gone. A member
-// the table cannot hold as it is (not a canonical URL: over 2048
-// characters, or not UTF-8) is dropped rather than kept to fail every
-// later seed and recrawl: a recrawl would have rejected it anyway
-// (planSeeds).
-func moveLegacySeeds(ctx context.Context, cfg *config.Config, f *frontier.Redis, st *store.Store) (int, error) {
-	return f.MoveLegacySeeds(ctx, func(ctx context.Context, urls []string) error {
-		ok := make([]string, 0, len(urls))
-		for _, u := range urls {
-			if store.StorableSeed(u) {
-				ok = append(ok, u)
-			}
-		}
-		return st.RecordSeeds(ctx, cfg.Crawl.Name, ok)
-	})
 }
 
 // seedPlan is what planSeeds makes of raw URLs.
@@ -159,12 +134,8 @@ func (p *seedPlan) add(planner *plan.Planner, u *url.URL, depth int, rs *rules.R
 
 // reseed enqueues the crawl's recorded seeds again (a recrawl): all of
 // them for name "", else those the rule set of that name matches. It reads
-// them from MySQL recrawlBatch at a time, in url_hash order, after moving
-// a legacy Redis seed set there.
+// them from MySQL recrawlBatch at a time, in url_hash order.
 func reseed(ctx context.Context, cfg *config.Config, f *frontier.Redis, st *store.Store, set *rules.Set, name string) (int, error) {
-	if _, err := moveLegacySeeds(ctx, cfg, f, st); err != nil {
-		return 0, fmt.Errorf("recrawl: %w", err)
-	}
 	var keep func(*rules.RuleSet) bool
 	if name != "" {
 		keep = func(rs *rules.RuleSet) bool { return rs != nil && rs.Name == name }

@@ -23,12 +23,8 @@ import (
 // crawl with the default dedup.expected_urls, and reports the Redis bytes
 // per seeded URL: the used_memory delta (the whole server: noisy when
 // other tests share it), the crawl's keys by MEMORY USAGE, their seen
-// (dedup) and queue parts, and the part in the recorded-seeds structure,
-// the legacy set crawl:{name}:seeds, which must be 0 (at most 8) since the
-// seeds are recorded in MySQL. For comparison, legacy-set-bytes/seed is
-// what the same URLs cost in that set, as versions before MySQL's seeds
-// table kept them (measured in a scratch key, after the rest). The
-// MySQL side is mysql-bytes/seed (the seeds table's data and index length
+// (dedup) and queue parts. The seeds themselves are recorded in MySQL:
+// the MySQL side is mysql-bytes/seed (the seeds table's data and index length
 // after ANALYZE TABLE: InnoDB's page-level estimate). 1M takes about a
 // minute; -short runs 100k only.
 //
@@ -86,7 +82,7 @@ func seedMemory(b *testing.B, n int) {
 	used := usedMemory() - before
 
 	keys := frontier.NewKeys(cfg.Crawl.Name)
-	var crawl, seen, queued, seeds int64
+	var crawl, seen, queued int64
 	iter := rdb.Scan(ctx, 0, testutil.CrawlKeyPattern(cfg.Crawl.Name), 5000).Iterator()
 	for iter.Next(ctx) {
 		k := iter.Val()
@@ -96,8 +92,6 @@ func seedMemory(b *testing.B, n int) {
 		}
 		crawl += m
 		switch rest := strings.TrimPrefix(k, keys.Prefix); {
-		case k == keys.LegacySeeds:
-			seeds += m
 		case strings.HasPrefix(rest, "seen:"):
 			seen += m
 		case strings.HasPrefix(rest, "q:"), strings.HasPrefix(rest, "qp:"), rest == "fresh":
@@ -125,34 +119,12 @@ func seedMemory(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 
-	// the legacy set's cost, for comparison, in a scratch key of the crawl
-	scratch := keys.Prefix + "bench-legacy-seeds"
-	for i := 0; i < n; i += 1000 {
-		args := make([]any, 0, 1000)
-		for _, u := range urls[i:min(i+1000, n)] {
-			args = append(args, u)
-		}
-		if err := rdb.SAdd(ctx, scratch, args...).Err(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	legacy, err := rdb.MemoryUsage(ctx, scratch, 0).Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	rdb.Del(ctx, scratch)
-
 	per := func(v int64) float64 { return float64(v) / float64(n) }
 	b.ReportMetric(per(used), "used-bytes/seed")
 	b.ReportMetric(per(crawl), "crawl-bytes/seed")
 	b.ReportMetric(per(seen), "seen-bytes/seed")
 	b.ReportMetric(per(queued), "queued-bytes/seed")
-	b.ReportMetric(per(seeds), "recorded-seeds-bytes/seed")
-	b.ReportMetric(per(legacy), "legacy-set-bytes/seed")
 	b.ReportMetric(per(mysqlBytes), "mysql-bytes/seed")
 	b.ReportMetric(float64(urlBytes)/float64(n), "url-len")
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "seeds/s")
-	if per(seeds) > 8 {
-		b.Errorf("recorded seeds cost %.1f bytes of Redis per seed, want at most 8", per(seeds))
-	}
 }

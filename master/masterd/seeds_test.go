@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -109,7 +108,8 @@ func claimAll(t *testing.T, f *frontier.Redis) []string {
 		if round > 1000 {
 			t.Fatalf("%d still queued after %d claim rounds", st.Queued, round)
 		}
-		ls, err := f.Claim(ctx, "drain", 1000)
+		res, err := f.ClaimWaitOpts(ctx, "drain", 1000, frontier.ClaimOptions{})
+		ls := res.Leases
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,9 +161,6 @@ func testRecrawlSeedsAcrossMasters(t *testing.T, shards int) {
 	w := openProc(t, cfg) // a slave's view of the frontier
 	if d := cmp.Diff(urls, claimAll(t, w.f)); d != "" {
 		t.Fatalf("first crawl's URLs (-want +got):\n%s", d)
-	}
-	if n, err := w.rdb.Exists(ctx, w.f.Keys().LegacySeeds).Result(); err != nil || n != 0 {
-		t.Errorf("the seeds are in Redis (%d, %v)", n, err)
 	}
 
 	// a restarted master recrawls: new objects, bin/master seed --recrawl
@@ -272,72 +269,8 @@ func recordedSeeds(t *testing.T, st *store.Store, crawl string) []string {
 	return out
 }
 
-// TestLegacySeedsMoved: a crawl of an older version keeps its seeds in
-// the Redis set crawl:{name}:seeds. The first master run, seed or recrawl
-// that opens it moves them into MySQL and the set goes (with a member
-// that is no URL MySQL could hold, dropped); a recrawl then enqueues them
-// with the seeds recorded since.
-func TestLegacySeedsMoved(t *testing.T) {
-	legacy := seedURLs(1500)[:1200] // more than one SSCAN batch
-	fresh := seedURLs(1500)[1200:]
-	for _, tc := range []struct {
-		name  string
-		first func(t *testing.T, cfg *config.Config, p proc)
-	}{
-		{"master", func(t *testing.T, cfg *config.Config, _ proc) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			if err := New(cfg, Options{ExitWhenDone: true, Logger: slog.New(slog.DiscardHandler), ID: "m1"}).Run(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"seed", func(t *testing.T, cfg *config.Config, _ proc) {
-			if res, err := Seed(context.Background(), cfg, fresh); err != nil || res.Added != len(fresh) {
-				t.Fatalf("seed = %+v, %v", res, err)
-			}
-		}},
-		{"recrawl", func(t *testing.T, cfg *config.Config, p proc) {
-			if n, err := Recrawl(context.Background(), cfg); err != nil || n != len(legacy) {
-				t.Fatalf("recrawl = %d, %v; want the %d legacy seeds", n, err, len(legacy))
-			}
-			claimAll(t, p.f)
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			cfg := seedsConfig(t, 1)
-			p := openProc(t, cfg)
-			key := p.f.Keys().LegacySeeds
-			args := []any{"http://junk.test/" + strings.Repeat("x", 3000)}
-			for _, u := range legacy {
-				args = append(args, u)
-			}
-			if err := p.rdb.SAdd(ctx, key, args...).Err(); err != nil {
-				t.Fatal(err)
-			}
-			tc.first(t, cfg, p)
-			if n, err := p.rdb.Exists(ctx, key).Result(); err != nil || n != 0 {
-				t.Fatalf("legacy set exists = %d, %v; want it moved", n, err)
-			}
-			if _, err := Seed(ctx, cfg, fresh); err != nil {
-				t.Fatal(err)
-			}
-			claimAll(t, p.f)
-			n, err := Recrawl(ctx, cfg)
-			all := append(append([]string(nil), legacy...), fresh...)
-			if err != nil || n != len(all) {
-				t.Fatalf("recrawl = %d, %v; want %d", n, err, len(all))
-			}
-			if d := cmp.Diff(all, claimAll(t, p.f)); d != "" {
-				t.Errorf("recrawl after the move (-want +got):\n%s", d)
-			}
-		})
-	}
-}
-
-// failScripts fails every script call (EVAL, EVALSHA): a Redis that
-// answers the legacy seed set's SSCAN, then goes down before the seeds
-// are enqueued.
+// failScripts fails every script call (FCALL): a Redis that goes down
+// after the seeds are recorded in MySQL, before they are enqueued.
 type failScripts struct{}
 
 func (failScripts) DialHook(next redis.DialHook) redis.DialHook { return next }

@@ -46,6 +46,18 @@ type CrawlStats struct {
 	// the crawl runs); PagesPerSec the page rows over it.
 	Elapsed     time.Duration `json:"elapsed_ns"`
 	PagesPerSec float64       `json:"pages_per_sec"`
+	// Limits are the crawl's limits and their counts (crawl.max_pages,
+	// max_items, max_duration), nil without; Limits.EndedBy names the one
+	// that ended the crawl.
+	Limits *frontier.LimitStats `json:"limits,omitempty"`
+}
+
+// EndedBy names the limit that ended the crawl, "" when none did.
+func (c CrawlStats) EndedBy() string {
+	if c.Limits == nil {
+		return ""
+	}
+	return c.Limits.EndedBy
 }
 
 // PageCount is the number of page rows, every status class.
@@ -95,7 +107,7 @@ func crawlStats(ctx context.Context, st frontier.Stats, db *store.Store, now tim
 	}
 	c := CrawlStats{Crawl: st.Crawl, Finished: st.Finished, Done: st.Done, Failed: st.Failed, Pages: ps.Pages,
 		Bytes: ps.Bytes, Items: ps.Items, Duplicates: st.Duplicates, Retries: st.Retried, Exceptions: ps.Exceptions,
-		FailingHosts: ps.FailingHosts}
+		FailingHosts: ps.FailingHosts, Limits: st.Limits}
 	if !ps.First.IsZero() {
 		end := ps.Last
 		if !st.Finished && now.After(end) {
@@ -112,6 +124,9 @@ func (c CrawlStats) Render(w io.Writer) {
 	state := "running"
 	if c.Finished {
 		state = "finished"
+		if by := c.EndedBy(); by != "" {
+			state = "finished by its limit " + LimitString(c.Limits, by)
+		}
 	}
 	fmt.Fprintf(tw, "crawl %s\t%s, %s elapsed, %.1f pages/s\n", c.Crawl, state, c.Elapsed.Round(100*time.Millisecond), c.PagesPerSec)
 	var classes []string
@@ -135,6 +150,34 @@ func (c CrawlStats) Render(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "top hosts by failures\t%s\n", strings.Join(hosts, ", "))
 	tw.Flush()
+}
+
+// LimitString renders one of a crawl's limits, "max_pages 100" (name ""
+// lists every limit set, with the counts: "max_pages 100 (57 taken),
+// max_items 10 (3)").
+func LimitString(l *frontier.LimitStats, name string) string {
+	if l == nil {
+		return ""
+	}
+	switch name {
+	case frontier.LimitMaxPages:
+		return fmt.Sprintf("max_pages %d", l.MaxPages)
+	case frontier.LimitMaxItems:
+		return fmt.Sprintf("max_items %d", l.MaxItems)
+	case frontier.LimitMaxDuration:
+		return "max_duration"
+	}
+	var out []string
+	if l.MaxPages > 0 {
+		out = append(out, fmt.Sprintf("max_pages %d (%d taken)", l.MaxPages, l.Pages))
+	}
+	if l.MaxItems > 0 {
+		out = append(out, fmt.Sprintf("max_items %d (%d found)", l.MaxItems, l.Items))
+	}
+	if l.Timed {
+		out = append(out, "max_duration")
+	}
+	return strings.Join(out, ", ")
 }
 
 // countList renders counts by name, most first ("none" when empty).

@@ -269,6 +269,23 @@ func (l *Local) StopSlaves() {
 	}
 }
 
+// Kill kills the slave processes at once (Slaves.Binary's; slaves of
+// StartSlaves are stopped) and ends the master without waiting for it.
+func (l *Local) Kill() {
+	l.mu.Lock()
+	procs, stop := l.procs, l.stopSlaves
+	l.mu.Unlock()
+	if procs != nil {
+		procs.Kill()
+	} else if stop != nil {
+		go l.stopOnce.Do(stop)
+	}
+	l.stopMaster(errStopped)
+	if l.master != nil && l.master.Process != nil {
+		l.master.Process.Kill()
+	}
+}
+
 // Stop ends the run: the slaves, then the master (which a finished crawl
 // has already ended), and removes the temporary directory. Slaves that
 // wait for the work API are kept from starting: the master stops first.

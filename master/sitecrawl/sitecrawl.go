@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"time"
 
@@ -39,11 +40,24 @@ type Options struct {
 	// rows flat (masterd.ExportOptions.Fields).
 	Out        string
 	ItemFields []string
-	Logger     *slog.Logger // the master's log; default slog.Default()
+	// Append adds the items this run stored (new, or updated by a fetch
+	// again) to Out instead of replacing it with every item of the crawl
+	// (masterd.OpenExport).
+	Append bool
+	// Fresh drops the crawl first (masterd.DropCrawl: its Redis keys and
+	// MySQL rows), refusing while its slaves or master run.
+	Fresh  bool
+	Logger *slog.Logger // the master's log; default slog.Default()
 	// Stdout receives the progress, the output file's count and the
 	// summary; SlaveOutput the slaves' logs (nil: discarded).
 	Stdout      io.Writer
 	SlaveOutput io.Writer
+	// Stop stops the crawl gracefully when it receives (the first Ctrl-C
+	// or SIGTERM of master crawl): the slaves finish or hand back their
+	// pages and leave, the master stores every event in MySQL, Out is
+	// written. ctx ending stops it at once: the slaves are killed, and Run
+	// returns without waiting for the master (the process is ending).
+	Stop <-chan struct{}
 	// Terminal draws the progress as a bar redrawn in place; otherwise a
 	// plain line is printed every ProgressEvery (default 5s).
 	Terminal      bool
@@ -56,9 +70,13 @@ type Result struct {
 	Stats   masterd.CrawlStats // the whole crawl's, after this run
 	Fetched int64              // page rows this run added
 	Items   int                // items written to Options.Out
-	// Interrupted: ctx ended before the crawl finished; the crawl stays
-	// in Redis for master run and slave run to continue.
-	Interrupted bool
+	// Interrupted: the crawl was stopped before it finished (Options.Stop,
+	// or ctx); it stays in Redis and MySQL, and the same run again goes
+	// on. AtOnce: by ctx, without storing the events or writing Out.
+	Interrupted, AtOnce bool
+	// InFlightAtStop is the pages in flight when Options.Stop came: the
+	// most that are fetched again when the crawl goes on.
+	InFlightAtStop int64
 }
 
 // CheckOptions reports what is wrong with opt before anything runs (bad
@@ -75,6 +93,9 @@ func CheckOptions(opt Options) error {
 	}
 	if len(opt.ItemFields) > 0 && opt.Out == "" {
 		return errors.New("--item-fields goes with -o FILE")
+	}
+	if opt.Append && opt.Out == "" {
+		return errors.New("--append goes with -o FILE")
 	}
 	return nil
 }
@@ -107,16 +128,24 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 	if err := cfg.Validate(); err != nil {
 		return res, err
 	}
-	var out *os.File
+	runStart := time.Now()
+	var out *masterd.ExportFile
 	if opt.Out != "" { // before the crawl: a path that cannot be written fails now
-		f, err := os.Create(opt.Out)
+		f, err := masterd.OpenExport(opt.Out, masterd.FormatOfPath(opt.Out), opt.Append)
 		if err != nil {
 			return res, fmt.Errorf("-o: %w", err)
 		}
-		defer f.Close()
+		defer f.Abort()
 		out = f
 	}
 
+	if opt.Fresh {
+		d, err := masterd.DropCrawl(ctx, &cfg, false, false)
+		if err != nil {
+			return res, fmt.Errorf("--fresh: %w", err)
+		}
+		fmt.Fprintf(opt.Stdout, "crawl %s: dropped (%d Redis keys, %d MySQL rows)\n", cfg.Crawl.Name, d.Keys, d.Rows)
+	}
 	before, err := masterd.ReadCrawlStats(ctx, &cfg)
 	if err != nil {
 		return res, err
@@ -129,6 +158,7 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 	var front *frontier.Redis
 	var st0 frontier.Stats
 	var start time.Time
+	var hostRate float64
 	seeded := func(seed masterd.SeedResult) error {
 		res.Seed = seed
 		fmt.Fprintf(opt.Stdout, "crawl %s: %d seeds added, %d already seen, %d rejected; %d slaves\n",
@@ -143,9 +173,20 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 		if front, err = frontier.NewRedis(ctx, rdb, frontier.OptionsFromConfig(&cfg)); err != nil {
 			return fmt.Errorf("crawl: %w", err)
 		}
-		// the rules before any slave runs: its first pages get their items
+		// the rules before any slave runs: its first pages get their items;
+		// the limits too, which the slaves read when they open the crawl
 		if _, err := masterd.PublishRules(ctx, &cfg, front); err != nil {
 			return err
+		}
+		if _, _, err := masterd.ApplyLimits(ctx, &cfg, front, nil); err != nil {
+			return err
+		}
+		// what sets the pace: the politeness of the first seed's host
+		set, _ := masterd.LoadRules(&cfg) // published above: valid
+		if u, err := url.Parse(opt.Seeds[0]); err == nil {
+			p := paceOf(&cfg, set, u)
+			hostRate = p.perHost()
+			fmt.Fprintln(opt.Stdout, p)
 		}
 		if st0, err = front.Stats(ctx); err != nil {
 			return fmt.Errorf("crawl: %w", err)
@@ -166,19 +207,44 @@ func Run(ctx context.Context, base *config.Config, opt Options) (Result, error) 
 	if err != nil {
 		return res, err
 	}
-	defer run.Stop()
+	defer func() {
+		if !res.AtOnce { // at once: not waiting for the master
+			run.Stop()
+		}
+	}()
 
-	bar := &progress{w: opt.Stdout, terminal: opt.Terminal, start: start, done0: st0.Done}
+	bar := &progress{w: opt.Stdout, terminal: opt.Terminal, start: start, done0: st0.Done, hostRate: hostRate}
 	every := opt.ProgressEvery
 	if opt.Terminal {
 		every = 250 * time.Millisecond
 	}
 	tick := time.NewTicker(every)
+	var stopped chan struct{} // closed once a graceful stop is over
 loop:
 	for {
 		select {
 		case <-run.Done():
 			break loop
+		case <-ctx.Done():
+			// at once: the slaves killed, nothing stored or written; their
+			// leases go back once the next master finds them dead
+			tick.Stop()
+			bar.end()
+			run.Kill()
+			res.Interrupted, res.AtOnce = true, true
+			fmt.Fprintf(opt.Stdout, "stopped at once: the pages in flight are fetched again when the crawl goes on "+
+				"(the same command again); the events not yet in MySQL are stored then\n")
+			return res, nil
+		case <-opt.Stop:
+			opt.Stop = nil
+			if st, err := front.Stats(context.WithoutCancel(ctx)); err == nil {
+				res.InFlightAtStop = st.InFlight
+			}
+			bar.end()
+			fmt.Fprintf(opt.Stdout, "stopping: the slaves finish or hand back the %d pages in flight, the master stores "+
+				"their events (press Ctrl-C again to stop at once)\n", res.InFlightAtStop)
+			stopped = make(chan struct{})
+			go func() { run.Stop(); close(stopped) }()
 		case <-tick.C:
 			if st, err := front.Stats(ctx); err == nil {
 				bar.show(st)
@@ -186,14 +252,25 @@ loop:
 		}
 	}
 	tick.Stop()
-	if st, err := front.Stats(context.WithoutCancel(ctx)); err == nil {
+	if stopped != nil {
+		// the master exits once the slaves left: wait for the rest of
+		// the stop, or a second signal
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			run.Kill()
+			res.Interrupted, res.AtOnce = true, true
+			return res, nil
+		}
+	}
+	if st, err := front.Stats(context.WithoutCancel(ctx)); err == nil && stopped == nil {
 		bar.show(st)
 	}
 	bar.end()
 	if err := run.Wait(); err != nil {
 		return res, err // a slave died, or the master failed
 	}
-	res.Interrupted = ctx.Err() != nil
+	res.Interrupted = stopped != nil
 	if !res.Interrupted {
 		// the slaves see the finish with their next heartbeat and leave
 		run.WaitSlaves(3*cfg.Slave.HeartbeatInterval + cfg.Slave.ShutdownTimeout + 10*time.Second)
@@ -206,12 +283,11 @@ loop:
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer cancel()
 	if out != nil {
-		res.Items, err = masterd.Export(octx, &cfg, masterd.ExportOptions{Crawl: cfg.Crawl.Name,
-			Format: masterd.FormatOfPath(opt.Out), Fields: opt.ItemFields}, out)
-		if err == nil {
-			err = out.Close()
+		eopt := masterd.ExportOptions{Crawl: cfg.Crawl.Name, Fields: opt.ItemFields}
+		if opt.Append {
+			eopt.Since = runStart
 		}
-		if err != nil {
+		if res.Items, err = out.Write(octx, &cfg, eopt); err != nil {
 			return res, fmt.Errorf("-o %s: %w", opt.Out, err)
 		}
 	}
@@ -226,12 +302,15 @@ loop:
 	fmt.Fprintln(opt.Stdout)
 	res.Stats.Render(opt.Stdout)
 	fmt.Fprintf(opt.Stdout, "\nthis run: %d pages fetched in %s", res.Fetched, elapsed.Round(100*time.Millisecond))
-	if out != nil {
+	if out != nil && opt.Append {
+		fmt.Fprintf(opt.Stdout, "; %d items of this run added to %s", res.Items, opt.Out)
+	} else if out != nil {
 		fmt.Fprintf(opt.Stdout, "; %d items written to %s", res.Items, opt.Out)
 	}
 	fmt.Fprintln(opt.Stdout)
 	if res.Interrupted {
-		fmt.Fprintf(opt.Stdout, "interrupted: crawl %s stays in Redis; continue it with master run and slave run\n", cfg.Crawl.Name)
+		fmt.Fprintf(opt.Stdout, "stopped: crawl %s stays in Redis and MySQL; run the same command again to go on "+
+			"(or master run and slave run)\n", cfg.Crawl.Name)
 	}
 	return res, nil
 }
@@ -251,9 +330,12 @@ func slaveConfig(cfg config.Config) config.Config {
 // Hint says why a crawl may have fetched nothing, from its stats.
 func Hint(st masterd.CrawlStats, seed masterd.SeedResult) string {
 	switch {
+	case st.EndedBy() != "":
+		return fmt.Sprintf("crawl %s was ended by its limit %s: run it with a higher one to go on",
+			st.Crawl, masterd.LimitString(st.Limits, st.EndedBy()))
 	case seed.Added == 0 && seed.Seen > 0:
-		return fmt.Sprintf("every start URL was already seen by crawl %s: crawl again under another name (--crawl NAME) or recrawl it (master seed --recrawl --crawl %s)",
-			st.Crawl, st.Crawl)
+		return fmt.Sprintf("every start URL was already seen by crawl %s: start it again with --fresh (drops it first), "+
+			"crawl under another name (--crawl NAME) or recrawl it (master seed --recrawl --crawl %s)", st.Crawl, st.Crawl)
 	case st.Exceptions[events.KindBlocked] > 0:
 		return "fetches to private addresses were refused: a site on loopback or an intranet needs fetch.allow_private_networks: true"
 	case st.Exceptions[events.KindRobotsDenied] > 0:

@@ -179,6 +179,14 @@ func (s *Set) Stop() {
 	s.wg.Wait()
 }
 
+// Kill kills every slave at once (SIGKILL): their leases go back when a
+// master finds them dead. Stop then only waits for them.
+func (s *Set) Kill() {
+	for _, c := range s.cmds {
+		c.Process.Kill()
+	}
+}
+
 // Wait waits for every slave to exit by itself (Options.ExitWhenDone),
 // at most limit; it reports whether they all did. Stop ends the rest.
 func (s *Set) Wait(limit time.Duration) bool {

@@ -56,17 +56,28 @@ func (s *Store) HasCrawl(ctx context.Context, crawl string) (bool, error) {
 var crawlTables = []string{"pages", "exceptions", "slave_events", "heartbeats", "lost_tasks", "proxy_events",
 	"duplicates", "items", "schedule_runs", "seeds", "page_validators", "api_tokens"}
 
-// DeleteCrawl deletes every row of a crawl, table by table, and returns
-// how many it deleted (the demo's clean-up).
+// deleteChunk is the most rows one DELETE removes: a crawl of millions
+// of rows goes in many short transactions, not one that holds its locks
+// and undo log for minutes.
+const deleteChunk = 10000
+
+// DeleteCrawl deletes every row of a crawl, table by table, deleteChunk
+// rows a statement, and returns how many it deleted (master drop, the
+// demo's clean-up).
 func (s *Store) DeleteCrawl(ctx context.Context, crawl string) (int64, error) {
 	var n int64
 	for _, t := range crawlTables {
-		res, err := s.DB.ExecContext(ctx, "DELETE FROM "+t+" WHERE crawl = ?", crawl)
-		if err != nil {
-			return n, fmt.Errorf("delete crawl %s: %s: %w", crawl, t, err)
+		for {
+			res, err := s.DB.ExecContext(ctx, "DELETE FROM "+t+" WHERE crawl = ? LIMIT ?", crawl, deleteChunk)
+			if err != nil {
+				return n, fmt.Errorf("delete crawl %s: %s: %w", crawl, t, err)
+			}
+			k, _ := res.RowsAffected()
+			n += k
+			if k < deleteChunk {
+				break
+			}
 		}
-		k, _ := res.RowsAffected()
-		n += k
 	}
 	return n, nil
 }

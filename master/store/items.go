@@ -157,6 +157,9 @@ type ItemFilter struct {
 	Crawl string // required, matched exactly
 	Rule  string // rule set name, exact match; empty matches any
 	Item  string // item rule name, exact match; empty matches any
+	// Since, when set, matches only the items stored or updated at or
+	// after it (updated_at: the master's clock when the row was written)
+	Since time.Time
 }
 
 // ItemRow is one stored item: the newest data extracted for one URL by one
@@ -189,6 +192,10 @@ func (s *Store) ExportItems(ctx context.Context, f ItemFilter, fn func(ItemRow) 
 	if f.Item != "" {
 		where = append(where, "item = ?")
 		args = append(args, f.Item)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "updated_at >= ?")
+		args = append(args, f.Since.UTC().Truncate(time.Millisecond))
 	}
 	q := "SELECT crawl, rule, item, url, data, slave_id, fetched_at FROM items WHERE " +
 		strings.Join(where, " AND ") + " ORDER BY id"

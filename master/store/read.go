@@ -253,3 +253,12 @@ func limitClause(limit, offset int) string {
 	}
 	return " LIMIT " + l
 }
+
+// CountItems returns the number of the crawl's items (rows of items).
+func (s *Store) CountItems(ctx context.Context, crawl string) (int64, error) {
+	var n int64
+	if err := s.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM items WHERE crawl = ?", crawl).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count items of crawl %q: %w", crawl, err)
+	}
+	return n, nil
+}

@@ -24,7 +24,7 @@ func BenchmarkCompleteClaim(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/links=%d", kind, links), func(b *testing.B) {
 				e := newAPIEnvTB(b, workapi.Limits{MaxInFlight: 100, Rate: 1e9, MaxBody: 1 << 20, MaxLinks: 100})
 				ctx := context.Background()
-				var cc frontier.CompleteClaimer = e.front
+				var cc frontier.Frontier = e.front
 				if kind == "api" {
 					tok := e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"})
 					c, err := workclient.New(ctx, workclient.Options{URLs: []string{e.srv.URL}, Token: tok,

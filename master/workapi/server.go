@@ -38,8 +38,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/shared/ratelog"
@@ -156,7 +154,7 @@ type Server struct {
 	evBytes rateLimiter
 	busy    inFlight
 	// budget holds the bytes of the bodies being decoded (DecodeBudget)
-	budget *semaphore.Weighted
+	budget *fairBudget
 	// streams caches the sizes of slaves' streams (MaxStream)
 	streams streamSizes
 	watch   *watcher
@@ -185,7 +183,7 @@ func New(opt Options) *Server {
 	s.busy = inFlight{n: map[int64]int{}}
 	s.streams = streamSizes{m: map[streamKey]streamSize{}}
 	if opt.Limits.DecodeBudget > 0 {
-		s.budget = semaphore.NewWeighted(opt.Limits.DecodeBudget)
+		s.budget = newFairBudget(opt.Limits.DecodeBudget)
 	}
 	return s
 }
@@ -293,14 +291,14 @@ func (s *Server) reserve(w http.ResponseWriter, q request) (release func(), ok b
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), budgetWait)
 	defer cancel()
-	if err := s.budget.Acquire(ctx, n); err != nil {
+	if err := s.budget.acquire(ctx, budgetKey(q.token), n); err != nil {
 		s.limited(q, "budget", "the master was decoding "+strconv.FormatInt(s.opt.Limits.DecodeBudget, 10)+
 			" bytes of requests already")
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "the master is busy: try again"})
 		return nil, false
 	}
-	return func() { s.budget.Release(n) }, true
+	return func() { s.budget.release(budgetKey(q.token), n) }, true
 }
 
 // admit authenticates a request and applies its token's rate; it answers

@@ -61,7 +61,8 @@ type API struct {
 	MaxStream int64 `mapstructure:"max_stream"`
 	// DecodeBudget is the most bytes of request bodies the API decodes at
 	// once, every token together (at least MaxBody): what bounds the
-	// master's memory under many large requests.
+	// master's memory under many large requests. The tokens share it
+	// fairly, served in turn: one that floods it keeps only itself waiting.
 	DecodeBudget int64 `mapstructure:"decode_budget"`
 }
 
@@ -267,6 +268,18 @@ type Crawl struct {
 	// one crawl over its nodes; hosts are assigned to shards by jump
 	// consistent hashing. Fixed when the crawl is created; 1 = one frontier.
 	Shards int `mapstructure:"shards"`
+	// MaxPages ends the crawl once this many pages were claimed for
+	// fetching (retries count again), across every slave and shard and the
+	// crawl's earlier runs; 0 = no limit. The master writes it to Redis when
+	// it opens the crawl: a crawl ended by it goes on when run with a
+	// higher one.
+	MaxPages int64 `mapstructure:"max_pages"`
+	// MaxItems ends the crawl once its pages gave this many items; 0 = no
+	// limit.
+	MaxItems int64 `mapstructure:"max_items"`
+	// MaxDuration ends the crawl this long after its master started (each
+	// run of master run or master crawl gets it anew); 0 = no limit.
+	MaxDuration time.Duration `mapstructure:"max_duration"`
 	// Sitemaps says which sitemaps are followed (docs/crawling.md "Sitemaps"):
 	// "robots" those listed in robots.txt (Sitemap: lines), "seed" also each
 	// seed host's /sitemap.xml, "off" none. A rule file's sitemaps key

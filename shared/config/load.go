@@ -72,6 +72,9 @@ func Default() Config {
 			FollowCanonical:   false,
 			Schedule:          "",
 			Shards:            1,
+			MaxPages:          0,
+			MaxItems:          0,
+			MaxDuration:       0,
 			Sitemaps:          "robots",
 		},
 		Politeness: Politeness{

@@ -166,6 +166,15 @@ func (c *Config) validateCrawl() error {
 	if k.MaxQueryVariants < 0 {
 		return errorf("crawl.max_query_variants", "%d must be >= 0 (0 = unlimited)", k.MaxQueryVariants)
 	}
+	if k.MaxPages < 0 {
+		return errorf("crawl.max_pages", "%d must be >= 0 (0 = no limit)", k.MaxPages)
+	}
+	if k.MaxItems < 0 {
+		return errorf("crawl.max_items", "%d must be >= 0 (0 = no limit)", k.MaxItems)
+	}
+	if k.MaxDuration < 0 {
+		return errorf("crawl.max_duration", "%v must be >= 0 (0 = no limit)", k.MaxDuration)
+	}
 	return nil
 }
 

@@ -124,12 +124,15 @@ var slaveGroups = []struct {
 		}
 		return out
 	}, []string{"+lpush", "+rpush", "+lpop", "+llen", "+zadd", "+zrange", "+zrem", "+zpopmin", "+zscore", "+zincrby", "+exists"}},
-	// dedup: the seen buckets (sets; hashes in crawls of a fixed layout)
+	// dedup: the seen buckets (sets)
 	// and the Bloom filter's segments
 	{func(k Keys) []string { return []string{k.Prefix + sfxSeen + "*"} },
 		[]string{"+sismember", "+sadd", "+smembers", "+srem", "+hexists", "+hsetnx"}},
 	{func(k Keys) []string { return []string{k.Prefix + sfxBloom + "*"} }, []string{"+getbit", "+setbit"}},
 	{func(k Keys) []string { return []string{k.Prefix + sfxContent + "*"} }, []string{"+hsetnx", "+hget"}},
+	// the crawl's limits: a claim takes pages, a completion counts items
+	// (limits.lua: limit_take)
+	{func(k Keys) []string { return []string{k.Limits} }, []string{"+exists", "+hmget", "+hincrby"}},
 	// robots.txt records: the slave reads and writes them itself
 	{func(k Keys) []string { return []string{k.Prefix + sfxRobots + "*"} }, []string{"+get", "+set", "+pttl"}},
 }
@@ -140,7 +143,7 @@ var slaveOwnCommands = []string{"+zadd", "+zrem", "+zrange", "+zcard", "+hget", 
 	"+hlen", "+get", "+set", "+exists", "+del", "+unlink"}
 
 // slaveReadCommands read the settings, the rule set, the control hash, the
-// scope hosts (the legacy set and the fingerprint sets) and the finish hash.
+// scope sets and the finish hash.
 var slaveReadCommands = []string{"+get", "+hget", "+hmget", "+hkeys", "+hgetall", "+sismember", "+exists"}
 
 // ACLRules returns the Redis ACL rules (the arguments of ACL SETUSER after
@@ -177,7 +180,7 @@ func ACLRules(crawl, role, slave string) ([]string, error) {
 		}
 		var read, quiet, events, registry, own []string
 		for _, k := range both {
-			read = append(read, k.Settings, k.Rules, k.Control, k.ScopeHosts, k.Prefix+sfxScope+"*", k.Finish)
+			read = append(read, k.Settings, k.Rules, k.Control, k.Prefix+sfxScope+"*", k.Finish)
 			// the keys a claim or a completion asks about in one EXISTS
 			// (FRESH.quiet in lua/cache.lua: K.quiet), keys of several groups
 			quiet = append(quiet, k.HostPDelay, k.HostJitter, k.HostConc, k.HostDelay, k.RenderReady, k.Validators,

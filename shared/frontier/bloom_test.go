@@ -3,6 +3,7 @@ package frontier_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -56,13 +57,14 @@ func TestOptionsFromConfigDedup(t *testing.T) {
 }
 
 // TestDedupModeFixed: the mode is fixed when the crawl is created, like the
-// strategy; a crawl created before modes existed is exact.
+// strategy; a crawl made by an older key layout is refused, whatever the
+// mode, saying the way out, and left as it was.
 func TestDedupModeFixed(t *testing.T) {
 	rdb := testRedis(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name         string
-		create, open string // "legacy": a crawl whose meta has no dedup field
+		create, open string // "older": a crawl whose meta has no layout field
 		wantErr      bool
 	}{
 		{"exact then default", frontier.DedupExact, "", false},
@@ -71,13 +73,13 @@ func TestDedupModeFixed(t *testing.T) {
 		{"exact then bloom", frontier.DedupExact, frontier.DedupBloom, true},
 		{"bloom then exact", frontier.DedupBloom, frontier.DedupExact, true},
 		{"bloom then default", frontier.DedupBloom, "", true},
-		{"legacy then exact", "legacy", frontier.DedupExact, false},
-		{"legacy then bloom", "legacy", frontier.DedupBloom, true},
+		{"older then exact", "older", frontier.DedupExact, true},
+		{"older then bloom", "older", frontier.DedupBloom, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			crawl := uniqueCrawl(t, rdb, "mode")
 			o := frontier.Options{Crawl: crawl, ExpectedURLs: 10000, DedupMode: tc.create}
-			if tc.create == "legacy" {
+			if tc.create == "older" {
 				if err := rdb.HSet(ctx, frontier.NewKeys(crawl).Meta, "seen_bits", 8, "strategy", "bfs").Err(); err != nil {
 					t.Fatal(err)
 				}
@@ -89,6 +91,14 @@ func TestDedupModeFixed(t *testing.T) {
 			f, err := frontier.NewRedis(ctx, rdb, o)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("open: err %v, want error %v", err, tc.wantErr)
+			}
+			if tc.create == "older" {
+				if !strings.Contains(err.Error(), "master drop --crawl "+crawl) {
+					t.Errorf("open an older crawl: %v; want the way out named", err)
+				}
+				if n, err := rdb.HLen(ctx, frontier.NewKeys(crawl).Meta).Result(); err != nil || n != 2 {
+					t.Errorf("older crawl's meta has %d fields (%v) after the open, want its 2", n, err)
+				}
 			}
 			if err == nil && tc.open == frontier.DedupBloom {
 				if m, k, _ := f.BloomSize(); m != 287_552 || k != 20 {
@@ -187,7 +197,7 @@ func TestDedupModesComplete(t *testing.T) {
 			links := []frontier.Task{tk("http://a.test/", 1), tk("http://a.test/x", 1), tk("http://b.test/", 1),
 				tk("http://a.test/x", 1), tk("http://b.test/y", 1)}
 			for range 3 {
-				ls, err := f.Claim(ctx, "s1", 10)
+				ls, err := claimN(ctx, f, "s1", 10)
 				if err != nil {
 					t.Fatal(err)
 				}

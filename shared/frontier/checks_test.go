@@ -56,7 +56,7 @@ func checkCrawl(t testing.TB, rdb *redis.Client, mod func(*Options)) (*Redis, Le
 	if _, err := f.Seed(ctx, []Task{checkTask("http://a.test/1", 0), checkTask("http://a.test/2", 0)}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := f.Claim(ctx, "s1", 1)
+	ls, err := claimN(ctx, f, "s1", 1)
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("claim: %d leases, %v", len(ls), err)
 	}
@@ -124,7 +124,7 @@ func sortedStrings(s []string) []string {
 // one completion of l, edited by edit (index from the completion's url).
 func completionArgs(t *testing.T, f *Redis, l Lease, links []Task, edit func(args []any) []any) []any {
 	t.Helper()
-	args, _, err := f.completeArgs("s1", []Completion{{Lease: l, Outcome: Done, Links: links,
+	args, _, err := f.shards[0].completeArgs("s1", []Completion{{Lease: l, Outcome: Done, Links: links,
 		Events: []Event{{Type: "page", Data: []byte(`{"url":"` + l.URL + `"}`)}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -179,14 +179,14 @@ func TestFunctionsRefuse(t *testing.T) {
 		{"heartbeat: not JSON", "heartbeat", nil, []any{"s1", "{not json", "box"}, "not a JSON object"},
 		{"heartbeat: over the cap", "heartbeat", nil, []any{"s1", `{"x":"` + strings.Repeat("y", maxHeartbeatBytes) + `"}`, "box"}, "longer than"},
 		{"links: policy concurrency out of range", "links", nil, append([]any{"s1", 1, 0}, "a.test", "", "", 100000), "policy concurrency"},
-		{"links: tuples past the arguments", "links", nil, append([]any{"s1", 0, 2}, f.appendTuples(nil, []Task{link})...), "want"},
+		{"links: tuples past the arguments", "links", nil, append([]any{"s1", 0, 2}, f.shards[0].appendTuples(nil, []Task{link})...), "want"},
 		{"seed: count over the cap", "seed", nil, []any{seedBatch + 1, 0}, "n must be"},
 		{"recover_expired: limit over the cap", "recover_expired", nil, []any{maxRecover + 1, 0}, "limit must be"},
 		{"recover_expired: from past the registry", "recover_expired", nil, []any{10, maxSlaves + 1}, "from must be"},
 		{"retire: unknown kind", "retire", nil, []any{"s1", "vanish", "", 1}, "kind must be"},
 		{"finish: quiescence not a number", "finish", nil, []any{"soon"}, "quiescence_ms must be"},
-		{"shard_count: over the cap", "shard_count", nil, []any{maxShards + 1, ""}, "shards must be"},
-		{"init: unknown strategy", "init", nil, []any{0, "random", "exact", 0, 0, 0, 12}, "unknown strategy"},
+		{"shard_count: over the cap", "shard_count", nil, []any{maxShards + 1, "", keyLayout}, "shards must be"},
+		{"init: unknown strategy", "init", nil, []any{"random", "exact", 0, 0, 0, 12, keyLayout}, "unknown strategy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := crawlState(t, rdb, f)
@@ -228,7 +228,7 @@ func TestFunctionsRefuseLinks(t *testing.T) {
 		t.Fatalf("complete: %v, %v", acked, err)
 	}
 	// a task of another form, sent raw (the Go side never builds one)
-	tuple := f.appendTuples(nil, []Task{checkTask("http://a.test/raw", 1)})
+	tuple := f.shards[0].appendTuples(nil, []Task{checkTask("http://a.test/raw", 1)})
 	tuple[5] = "1\tx\t0\thttp://a.test/raw"
 	if _, err := rdb.FCall(ctx, lib.fn("links"), []string{f.Keys().Meta},
 		append([]any{f.Keys().Prefix, "s1", 0, 1}, tuple...)...).Result(); err != nil {
@@ -245,7 +245,7 @@ func TestFunctionsRefuseLinks(t *testing.T) {
 	}
 	var got []string
 	for {
-		ls, err := f.Claim(ctx, "s1", 10)
+		ls, err := claimN(ctx, f, "s1", 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,7 +316,7 @@ func FuzzFunctionArgs(f *testing.F) {
 		f.Add(b.Bytes())
 	}
 	link := checkTask("http://a.test/f", 1)
-	cargs, _, err := front.completeArgs("s1", []Completion{{Lease: l, Outcome: Done, Links: []Task{link},
+	cargs, _, err := front.shards[0].completeArgs("s1", []Completion{{Lease: l, Outcome: Done, Links: []Task{link},
 		Events: []Event{{Type: "page", Data: []byte(`{}`)}}, ContentHash: 0x1234567812345678}})
 	if err != nil {
 		f.Fatal(err)
@@ -325,11 +325,11 @@ func FuzzFunctionArgs(f *testing.F) {
 	add("complete_claim", append(cargs, 2, 1, 0)...)
 	add("claim", "s1", 3, 7, 1, 0)
 	add("extend", "s1", 1, l.URL, l.Token)
-	add("links", append([]any{"s1", 1, 1, "a.test", "10", "0.5", "2"}, front.appendTuples(nil, []Task{link})...)...)
+	add("links", append([]any{"s1", 1, 1, "a.test", "10", "0.5", "2"}, front.shards[0].appendTuples(nil, []Task{link})...)...)
 	add("heartbeat", "s1", `{"slave":"s1","host":"box"}`, "box")
 	add("leave", "s1", "bye", 1)
-	add("seed", append([]any{1, 0}, front.appendTuples(nil, []Task{checkTask("http://a.test/s", 0)})...)...)
-	add("reseed", append(append([]any{1, 0}, front.appendTuples(nil, []Task{checkTask("http://a.test/s", 0)})...), "")...)
+	add("seed", append([]any{1, 0}, front.shards[0].appendTuples(nil, []Task{checkTask("http://a.test/s", 0)})...)...)
+	add("reseed", append(append([]any{1, 0}, front.shards[0].appendTuples(nil, []Task{checkTask("http://a.test/s", 0)})...), "")...)
 	add("requeue_failed", 10)
 	add("recover_expired", 10, 0)
 	add("retire", "s2", "death", "gone", 1)
@@ -397,7 +397,7 @@ func TestFunctionsSurviveRawWrites(t *testing.T) {
 	}
 	var got []string
 	for range 10 {
-		ls, err := f.Claim(ctx, "s1", 10)
+		ls, err := claimN(ctx, f, "s1", 10)
 		if err != nil {
 			t.Fatalf("claim beside raw writes: %v", err)
 		}
@@ -499,7 +499,7 @@ func TestWakeWaiters(t *testing.T) {
 	}
 	// nobody waits now (a claim that got all it asked for): the next ack
 	// publishes nothing
-	ls, err := f.Claim(ctx, "s2", 1)
+	ls, err := claimN(ctx, f, "s2", 1)
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("claim: %d, %v", len(ls), err)
 	}

@@ -1,3 +1,6 @@
+// Claims: a crawl's (Redis) from the slave's home shard first, then the
+// others in turn; a shard's (shard) by the library's function claim.
+
 package frontier
 
 import (
@@ -6,6 +9,124 @@ import (
 	"strconv"
 	"time"
 )
+
+// ClaimWaitOpts implements Frontier: a slave claims from its home
+// shard first and fills the rest of max from the other shards in turn
+// (claimSharded).
+func (f *Redis) ClaimWaitOpts(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error) {
+	return f.limitClaim(ctx, max, func(max int) (ClaimResult, error) {
+		if len(f.shards) == 1 {
+			return f.shards[0].claim(ctx, slave, max, opts)
+		}
+		return f.claimSharded(ctx, slave, max, opts, nil)
+	})
+}
+
+// claimSharded claims up to max tasks: the home shard's first (home, when
+// a CompleteClaim already claimed there), then from each other shard,
+// starting after the home shard, until max is filled. A shard that had
+// nothing to lease is left alone for a while (quiet: its own hint, or
+// quietEmpty / quietBusy), so an idle slave polls its home shard at its
+// idle pace and each other shard every quietEmpty, not S times as
+// often. The result's wait hint is the soonest of the shards asked or
+// left alone.
+func (f *Redis) claimSharded(ctx context.Context, slave string, max int, opts ClaimOptions, home *ClaimResult) (ClaimResult, error) {
+	n := len(f.shards)
+	now := time.Now().UnixMilli()
+	var out ClaimResult
+	var wait int64 = -1 // ms; -1: none known
+	busy := false
+	hint := func(r ClaimResult) {
+		switch {
+		case r.Wait >= 0:
+			if w := r.Wait.Milliseconds(); wait < 0 || w < wait {
+				wait = w
+			}
+		case r.Busy:
+			busy = true
+		}
+	}
+	class := 0
+	if opts.Render {
+		class = 1
+	}
+	first := true
+	for i := 0; i < n && len(out.Leases) < max; i++ {
+		k := (f.home + i) % n
+		mark := &f.quiet[class][k]
+		var res ClaimResult
+		if i == 0 && home != nil {
+			res = *home
+		} else {
+			if i > 0 && mark.until.Load() > now {
+				if r := mark.readyAt.Load(); r > 0 {
+					if w := r - now; wait < 0 || w < wait {
+						wait = w
+					}
+				} else if mark.busy.Load() {
+					busy = true
+				}
+				continue
+			}
+			var err error
+			res, err = f.shards[k].claim(ctx, slave, max-len(out.Leases), opts)
+			if err != nil {
+				if len(out.Leases) > 0 {
+					break // keep what was leased; the next claim asks again
+				}
+				return out, fmt.Errorf("shard %d: %w", k, err)
+			}
+		}
+		if first {
+			out.RulesVersion = res.RulesVersion
+			first = false
+		}
+		if len(res.Leases) > 0 {
+			mark.until.Store(0)
+			out.Leases = append(out.Leases, res.Leases...)
+			continue
+		}
+		hint(res)
+		switch {
+		case res.Wait >= 0:
+			mark.readyAt.Store(now + res.Wait.Milliseconds())
+			mark.busy.Store(false)
+			mark.until.Store(now + res.Wait.Milliseconds())
+		case res.Busy:
+			mark.readyAt.Store(0)
+			mark.busy.Store(true)
+			mark.until.Store(now + quietBusy.Milliseconds())
+		default:
+			mark.readyAt.Store(0)
+			mark.busy.Store(false)
+			mark.until.Store(now + quietEmpty.Milliseconds())
+		}
+	}
+	if len(out.Leases) == 0 {
+		out.Wait, out.Busy = -1, busy
+		if wait >= 0 {
+			out.Wait, out.Busy = time.Duration(wait)*time.Millisecond, false
+		}
+	}
+	return out, nil
+}
+
+// WakeAll ends every shard's quiet: work was announced (WorkMessage), on
+// shards this process cannot tell.
+func (f *Redis) WakeAll() {
+	for k := range f.shards {
+		f.woke(k)
+	}
+}
+
+// woke ends shard k's quiet: this process just added work there.
+func (f *Redis) woke(k int) {
+	for c := range f.quiet {
+		if f.quiet[c] != nil {
+			f.quiet[c][k].until.Store(0)
+		}
+	}
+}
 
 // ClaimOptions qualify a claim.
 type ClaimOptions struct {
@@ -48,25 +169,12 @@ type ClaimResult struct {
 	RulesVersion string
 }
 
-// Claim implements Frontier; it never returns render tasks (see
-// ClaimWaitOpts).
-func (f *shard) Claim(ctx context.Context, slave string, max int) ([]Lease, error) {
-	ls, _, err := f.ClaimWait(ctx, slave, max)
-	return ls, err
-}
-
-// ClaimWait is Claim that also says how long to wait before a host is
-// ready (negative: no host has queued work and a free slot), so idle
-// slaves sleep instead of polling. It never returns render tasks.
-func (f *shard) ClaimWait(ctx context.Context, slave string, max int) ([]Lease, time.Duration, error) {
-	res, err := f.ClaimWaitOpts(ctx, slave, max, ClaimOptions{})
-	return res.Leases, res.Wait, err
-}
-
-// ClaimWaitOpts leases up to max tasks (at most maxClaim) as ClaimWait
-// does, render tasks too when opts.Render, and returns the version of the
-// published rule set: the library's function claim (claim.lua).
-func (f *shard) ClaimWaitOpts(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error) {
+// claim is Redis.ClaimWaitOpts on one shard: it leases up to max tasks
+// (at most maxClaim), render tasks too when opts.Render, says how long to
+// wait before a host is ready (negative: no host has queued work and a
+// free slot) and returns the version of the published rule set: the
+// library's function claim (claim.lua).
+func (f *shard) claim(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error) {
 	if max <= 0 {
 		return ClaimResult{}, nil
 	}

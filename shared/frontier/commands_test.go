@@ -71,7 +71,7 @@ func BenchmarkScriptCommands(b *testing.B) {
 			b.ResetTimer()
 			for pages < int64(b.N) {
 				c0 := commandCalls(b, rdb)
-				ls, err := f.Claim(ctx, "s1", hosts)
+				ls, err := claimN(ctx, f, "s1", hosts)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -14,9 +14,187 @@ import (
 	"github.com/redcrawl/redcrawl/shared/events"
 )
 
-// Complete implements Frontier: the library's function complete
+// Complete implements Frontier.
+func (f *Redis) Complete(ctx context.Context, slave string, cs []Completion) ([]bool, error) {
+	if f.countCompletions(cs) {
+		defer f.giveBack(ctx)
+	}
+	if len(f.shards) == 1 {
+		return f.shards[0].complete(ctx, slave, cs)
+	}
+	acked, _, err := f.completeSharded(ctx, slave, cs, 0, ClaimOptions{})
+	return acked, err
+}
+
+// CompleteClaim implements Frontier: the links for other shards
+// first, then the completions of each shard, the home shard's with the
+// claim.
+func (f *Redis) CompleteClaim(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
+	if f.countCompletions(cs) && max <= 0 {
+		defer f.giveBack(ctx)
+	}
+	var acked []bool
+	res, err := f.limitClaim(ctx, max, func(max int) (res ClaimResult, err error) {
+		if len(f.shards) == 1 {
+			acked, res, err = f.shards[0].completeClaim(ctx, slave, cs, max, opts)
+		} else {
+			acked, res, err = f.completeSharded(ctx, slave, cs, max, opts)
+		}
+		return res, err
+	})
+	return acked, res, err
+}
+
+func (f *Redis) completeSharded(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
+	idx, local, remote, remotePol, err := f.splitCompletions(cs)
+	if err != nil {
+		return nil, ClaimResult{}, err
+	}
+	if err := f.sendRemote(ctx, slave, remote, remotePol); err != nil {
+		return nil, ClaimResult{}, err
+	}
+	for k := range idx {
+		f.woke(k) // a host slot freed, links, a retry or a release
+	}
+	return f.completeLocal(ctx, slave, idx, local, max, opts)
+}
+
+// splitCompletions puts each completion on its lease's shard with the
+// links and policies of that shard's hosts (local, by index; idx lists
+// each shard's), and the other links and policies by the shard they go to.
+func (f *Redis) splitCompletions(cs []Completion) (idx map[int][]int, local []Completion,
+	remote map[int][]Task, remotePol map[int]map[string]HostPolicy, err error) {
+	idx = map[int][]int{}
+	local = make([]Completion, len(cs))
+	remote = map[int][]Task{}
+	remotePol = map[int]map[string]HostPolicy{}
+	for i, c := range cs {
+		k := c.Lease.Shard
+		if k < 0 || k >= len(f.shards) {
+			return nil, nil, nil, nil, fmt.Errorf("complete %s: lease of shard %d, the crawl has %d", c.Lease.URL, k, len(f.shards))
+		}
+		idx[k] = append(idx[k], i)
+		lc := c
+		lc.Links, lc.Policies = nil, nil
+		if c.Outcome == Done {
+			for _, l := range c.Links {
+				if s := f.ShardOf(l.Host); s == k {
+					lc.Links = append(lc.Links, l)
+				} else {
+					remote[s] = append(remote[s], l)
+				}
+			}
+		}
+		for h, p := range c.Policies {
+			s := f.ShardOf(h)
+			if s == k {
+				if lc.Policies == nil {
+					lc.Policies = map[string]HostPolicy{}
+				}
+				lc.Policies[h] = p
+			} else {
+				if remotePol[s] == nil {
+					remotePol[s] = map[string]HostPolicy{}
+				}
+				remotePol[s][h] = p
+			}
+		}
+		local[i] = lc
+	}
+	return idx, local, remote, remotePol, nil
+}
+
+// sendRemote enqueues links on the shards they belong to, one call per
+// shard (per seedBatch links): the first step of a sharded completion.
+func (f *Redis) sendRemote(ctx context.Context, slave string, remote map[int][]Task, remotePol map[int]map[string]HostPolicy) error {
+	for _, s := range sortedShards(remote) {
+		if err := f.shards[s].enqueueLinks(ctx, slave, remote[s], remotePol[s]); err != nil {
+			return fmt.Errorf("shard %d: %w", s, err)
+		}
+		f.woke(s)
+	}
+	return nil
+}
+
+// completeLocal completes each shard's completions (split), the home
+// shard's last with the claim when max > 0.
+func (f *Redis) completeLocal(ctx context.Context, slave string, idx map[int][]int, local []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
+	acked := make([]bool, len(local))
+	sub := func(k int) []Completion {
+		out := make([]Completion, len(idx[k]))
+		for j, i := range idx[k] {
+			out[j] = local[i]
+		}
+		return out
+	}
+	for _, k := range sortedShards(idx) {
+		if k == f.home && max > 0 {
+			continue
+		}
+		a, err := f.shards[k].complete(ctx, slave, sub(k))
+		if err != nil {
+			return nil, ClaimResult{}, fmt.Errorf("shard %d: %w", k, err)
+		}
+		for j, i := range idx[k] {
+			acked[i] = a[j]
+		}
+	}
+	if max <= 0 {
+		return acked, ClaimResult{}, nil
+	}
+	a, res, err := f.shards[f.home].completeClaim(ctx, slave, sub(f.home), max, opts)
+	if err != nil {
+		return nil, ClaimResult{}, fmt.Errorf("shard %d: %w", f.home, err)
+	}
+	for j, i := range idx[f.home] {
+		acked[i] = a[j]
+	}
+	res, err = f.claimSharded(ctx, slave, max, opts, &res)
+	return acked, res, err
+}
+
+// enqueueLinks calls the library's function links (seed.lua), which
+// enqueues links found on a page of another shard as complete does with a
+// page's links, for links of this shard's hosts, in
+// batches; links the link cache knows are left out, and the ones sent are
+// remembered once the call succeeded.
+func (f *shard) enqueueLinks(ctx context.Context, slave string, links []Task, policies map[string]HostPolicy) error {
+	var fps []uint64
+	if f.links != nil {
+		links, fps = f.unknownLinks(links)
+	}
+	if len(links) == 0 && len(policies) == 0 {
+		return nil
+	}
+	for from := 0; from < len(links) || from == 0; from += seedBatch {
+		to := min(from+seedBatch, len(links))
+		var pol map[string]HostPolicy
+		if from == 0 {
+			pol = policies
+		}
+		args := []any{slave, len(pol), to - from}
+		args = appendPolicies(args, pol)
+		var batchFPs []uint64
+		if fps != nil {
+			batchFPs = fps[from:to]
+		}
+		args = f.appendTuplesFP(args, links[from:to], batchFPs)
+		if _, err := f.callDurable(ctx, "links", args...); err != nil {
+			return wrap("enqueue links", err)
+		}
+		for _, fp := range batchFPs {
+			f.links.add(fp)
+		}
+		if to >= len(links) {
+			break
+		}
+	}
+	return nil
+}
+
+// complete is Redis.Complete on one shard: the library's function complete
 // (complete.lua), maxCompletions completions a call.
-func (f *shard) Complete(ctx context.Context, slave string, cs []Completion) ([]bool, error) {
+func (f *shard) complete(ctx context.Context, slave string, cs []Completion) ([]bool, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
@@ -138,23 +316,23 @@ func (f *shard) acksOf(arr []any, sent [][]uint64) []bool {
 	return acked
 }
 
-// CompleteClaim acknowledges cs and then claims up to max tasks, in one
+// completeClaim acknowledges cs and then claims up to max tasks, in one
 // call (the library's function complete_claim: complete.lua): Complete
 // followed by ClaimWaitOpts, in one round trip. With no completions it is
 // ClaimWaitOpts; with max <= 0, Complete.
-func (f *shard) CompleteClaim(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
+func (f *shard) completeClaim(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error) {
 	if len(cs) == 0 {
-		res, err := f.ClaimWaitOpts(ctx, slave, max, opts)
+		res, err := f.claim(ctx, slave, max, opts)
 		return nil, res, err
 	}
 	if max <= 0 {
-		acked, err := f.Complete(ctx, slave, cs)
+		acked, err := f.complete(ctx, slave, cs)
 		return acked, ClaimResult{}, err
 	}
 	var head []bool
 	if len(cs) > maxCompletions {
 		var err error
-		if head, err = f.Complete(ctx, slave, cs[:len(cs)-maxCompletions]); err != nil {
+		if head, err = f.complete(ctx, slave, cs[:len(cs)-maxCompletions]); err != nil {
 			return head, ClaimResult{}, err
 		}
 		cs = cs[len(cs)-maxCompletions:]

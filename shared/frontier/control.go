@@ -1,3 +1,6 @@
+// The admin's controls (pause, drain, retired proxies): written to every
+// shard by the crawl (Redis), read from shard 0.
+
 package frontier
 
 import (
@@ -8,6 +11,45 @@ import (
 	"strings"
 	"time"
 )
+
+// Pause implements the admin's pause on every shard.
+func (f *Redis) Pause(ctx context.Context) (bool, error) {
+	return eachShard(f, func(s *shard) (bool, error) { return s.pause(ctx) })
+}
+
+// Resume undoes Pause on every shard.
+func (f *Redis) Resume(ctx context.Context) (bool, error) {
+	return eachShard(f, func(s *shard) (bool, error) { return s.resume(ctx) })
+}
+
+// Drain asks a slave to drain, on every shard.
+func (f *Redis) Drain(ctx context.Context, slave string) (bool, error) {
+	ok, err := f.shards[0].drain(ctx, slave)
+	if err != nil || !ok || len(f.shards) == 1 {
+		return ok, err
+	}
+	for k, s := range f.shards[1:] {
+		if err := s.rdb.HSet(ctx, s.keys.Control, ctlDrain+slave, time.Now().UnixMilli()).Err(); err != nil {
+			return true, wrap(fmt.Sprintf("drain on shard %d", k+1), err)
+		}
+	}
+	return true, nil
+}
+
+// RetireProxy retires a proxy on every shard's control hash.
+func (f *Redis) RetireProxy(ctx context.Context, proxy string) (bool, error) {
+	return eachShard(f, func(s *shard) (bool, error) { return s.retireProxy(ctx, proxy) })
+}
+
+// eachShard runs fn on every shard, shard 0 last; its result is shard 0's.
+func eachShard(f *Redis, fn func(*shard) (bool, error)) (bool, error) {
+	for k := len(f.shards) - 1; k > 0; k-- {
+		if _, err := fn(f.shards[k]); err != nil {
+			return false, fmt.Errorf("shard %d: %w", k, err)
+		}
+	}
+	return fn(f.shards[0])
+}
 
 // Admin controls (the master's dashboard and CLI) live in the control hash
 // (Keys.Control):
@@ -36,10 +78,10 @@ type Control struct {
 	Finished bool
 }
 
-// Pause stops every claim of the crawl until Resume. It returns false when
+// pause stops every claim of the crawl until Resume. It returns false when
 // the crawl was already paused.
-func (f *shard) Pause(ctx context.Context) (bool, error) {
-	now, err := f.Now(ctx)
+func (f *shard) pause(ctx context.Context) (bool, error) {
+	now, err := f.now(ctx)
 	if err != nil {
 		return false, fmt.Errorf("pause: %w", err)
 	}
@@ -47,29 +89,31 @@ func (f *shard) Pause(ctx context.Context) (bool, error) {
 	return ok, wrap("pause", err)
 }
 
-// Resume lets claims go on after Pause. It returns false when the crawl
+// resume lets claims go on after Pause. It returns false when the crawl
 // was not paused.
-func (f *shard) Resume(ctx context.Context) (bool, error) {
+func (f *shard) resume(ctx context.Context) (bool, error) {
 	n, err := f.rdb.HDel(ctx, f.keys.Control, ctlPaused).Result()
 	return n > 0, wrap("resume", err)
 }
 
 // Paused says whether the crawl is paused.
-func (f *shard) Paused(ctx context.Context) (bool, error) {
+func (r *Redis) Paused(ctx context.Context) (bool, error) {
+	f := r.shards[0]
 	n, err := f.rdb.HExists(ctx, f.keys.Control, ctlPaused).Result()
 	return n, wrap("paused", err)
 }
 
-// Drain asks a registered slave to finish its leases and leave; it gets no
+// drain asks a registered slave to finish its leases and leave; it gets no
 // new lease from now on (the library's function drain: registry.lua). It
 // returns false when no such slave is registered.
-func (f *shard) Drain(ctx context.Context, slave string) (bool, error) {
+func (f *shard) drain(ctx context.Context, slave string) (bool, error) {
 	res, err := f.callInt(ctx, "drain", slave)
 	return res == 1, wrap("drain", err)
 }
 
 // Draining lists the slaves asked to drain.
-func (f *shard) Draining(ctx context.Context) (map[string]bool, error) {
+func (r *Redis) Draining(ctx context.Context) (map[string]bool, error) {
+	f := r.shards[0]
 	all, err := f.rdb.HGetAll(ctx, f.keys.Control).Result()
 	if err != nil {
 		return nil, wrap("draining", err)
@@ -88,14 +132,14 @@ func drainingOf(control map[string]string) map[string]bool {
 	return out
 }
 
-// RetireProxy asks every slave to retire a proxy, named by its redacted
+// retireProxy asks every slave to retire a proxy, named by its redacted
 // URL (as in the proxy events). It returns false when it was already
 // retired.
-func (f *shard) RetireProxy(ctx context.Context, proxy string) (bool, error) {
+func (f *shard) retireProxy(ctx context.Context, proxy string) (bool, error) {
 	if proxy == "" {
 		return false, fmt.Errorf("retire proxy: empty proxy")
 	}
-	now, err := f.Now(ctx)
+	now, err := f.now(ctx)
 	if err != nil {
 		return false, fmt.Errorf("retire proxy: %w", err)
 	}
@@ -104,7 +148,8 @@ func (f *shard) RetireProxy(ctx context.Context, proxy string) (bool, error) {
 }
 
 // RetiredProxies lists the proxies retired by an admin.
-func (f *shard) RetiredProxies(ctx context.Context) ([]string, error) {
+func (r *Redis) RetiredProxies(ctx context.Context) ([]string, error) {
+	f := r.shards[0]
 	all, err := f.rdb.HKeys(ctx, f.keys.Control).Result()
 	if err != nil {
 		return nil, wrap("retired proxies", err)
@@ -119,11 +164,11 @@ func (f *shard) RetiredProxies(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// RequeueFailed puts failed tasks (attempts used up) back in their queues
+// requeueFailed puts failed tasks (attempts used up) back in their queues
 // with their attempts reset, up to limit (0 or less: all), seedBatch a
 // call (the library's function requeue_failed: seed.lua). It returns how
 // many.
-func (f *shard) RequeueFailed(ctx context.Context, limit int) (int, error) {
+func (f *shard) requeueFailed(ctx context.Context, limit int) (int, error) {
 	total := 0
 	for limit <= 0 || total < limit {
 		batch := 1000
@@ -142,76 +187,11 @@ func (f *shard) RequeueFailed(ctx context.Context, limit int) (int, error) {
 	return total, nil
 }
 
-// legacySeedsBatch is how many members of the legacy seed set one SSCAN
-// asks for and one record call takes.
-const legacySeedsBatch = 1000
-
-// legacySeedsPasses bounds MoveLegacySeeds' passes over the set: a pass
-// moves every member that was there when it started, so a second one finds
-// only members added meanwhile (by a master of an older version).
-const legacySeedsPasses = 3
-
-// MoveLegacySeeds moves the seed URLs of the legacy set Keys.LegacySeeds
-// (versions before the MySQL seeds table) to where record keeps them, and
-// returns how many it moved; a crawl without the set costs one SSCAN.
-//
-// Each batch of members is recorded first, then removed (SREM) from the
-// set, and Redis drops the set with its last member: when record or Redis
-// fails, what was not recorded is still in the set and a later call moves
-// it, so record must be idempotent (several masters may move the same set
-// at once, each recording what it reads). A member added meanwhile by an
-// older master is never deleted unrecorded, as a DEL of the whole set
-// could. The master's and the admin's Redis users may run SSCAN and SREM
-// on the crawl's keys; a slave's cannot touch the set (acl.go).
-func (f *shard) MoveLegacySeeds(ctx context.Context, record func(context.Context, []string) error) (int, error) {
-	moved := 0
-	for range legacySeedsPasses {
-		var cursor uint64
-		found := false
-		for {
-			urls, next, err := f.rdb.SScan(ctx, f.keys.LegacySeeds, cursor, "", legacySeedsBatch).Result()
-			if err != nil {
-				return moved, wrap("move legacy seeds: sscan", err)
-			}
-			if len(urls) > 0 {
-				found = true
-				if err := record(ctx, urls); err != nil {
-					return moved, fmt.Errorf("move legacy seeds: %w", err)
-				}
-				args := make([]any, len(urls))
-				for i, u := range urls {
-					args[i] = u
-				}
-				// SSCAN may return a member twice: count what SREM removed
-				n, err := f.rdb.SRem(ctx, f.keys.LegacySeeds, args...).Result()
-				if err != nil {
-					return moved, wrap("move legacy seeds: srem", err)
-				}
-				moved += int(n)
-			}
-			if cursor = next; cursor == 0 {
-				break
-			}
-		}
-		if !found {
-			break
-		}
-		n, err := f.rdb.Exists(ctx, f.keys.LegacySeeds).Result()
-		if err != nil {
-			return moved, wrap("move legacy seeds", err)
-		}
-		if n == 0 {
-			break
-		}
-	}
-	return moved, nil
-}
-
-// Reseed enqueues tasks again for a recrawl, seen or not, with their
+// reseed enqueues tasks again for a recrawl, seen or not, with their
 // hosts' policies first (as SeedWithPolicies); a task whose URL is leased
 // or already queued is skipped (the library's function reseed: seed.lua).
 // It returns how many were enqueued.
-func (f *shard) Reseed(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
+func (f *shard) reseed(ctx context.Context, tasks []Task, policies map[string]HostPolicy) (int, error) {
 	n, err := f.withPolicies(ctx, "reseed", tasks, policies, appendValidators)
 	return n, wrap("reseed", err)
 }

@@ -2,9 +2,6 @@ package frontier_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -40,7 +37,7 @@ func TestPauseResume(t *testing.T) {
 	if ok, err := f.Resume(ctx); err != nil || !ok {
 		t.Fatalf("resume = %v, %v", ok, err)
 	}
-	ls, err := f.Claim(ctx, "s1", 10)
+	ls, err := claimN(ctx, f, "s1", 10)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("claim after resume = %d, %v; want 2", len(ls), err)
 	}
@@ -88,10 +85,10 @@ func TestDrainAndRetireThroughHeartbeat(t *testing.T) {
 			t.Errorf("%s control (-want +got):\n%s", tc.slave, d)
 		}
 	}
-	if ls, err := f.Claim(ctx, "s1", 10); err != nil || len(ls) != 0 {
+	if ls, err := claimN(ctx, f, "s1", 10); err != nil || len(ls) != 0 {
 		t.Fatalf("draining slave claimed %d, %v", len(ls), err)
 	}
-	if ls, err := f.Claim(ctx, "s2", 10); err != nil || len(ls) != 2 {
+	if ls, err := claimN(ctx, f, "s2", 10); err != nil || len(ls) != 2 {
 		t.Fatalf("other slave claimed %d, %v; want 2", len(ls), err)
 	}
 	if err := f.Leave(ctx, "s1", "drained"); err != nil {
@@ -118,7 +115,7 @@ func TestRequeueFailed(t *testing.T) {
 	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/x", 0), tk("http://b.test/y", 0)}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := f.Claim(ctx, "s1", 10)
+	ls, err := claimN(ctx, f, "s1", 10)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("claim = %d, %v", len(ls), err)
 	}
@@ -141,7 +138,7 @@ func TestRequeueFailed(t *testing.T) {
 	if st.Failed != 0 || st.Queued != 2 || st.Requeued != 2 || st.Finished {
 		t.Fatalf("after requeue: %+v", st)
 	}
-	ls, err = f.Claim(ctx, "s1", 10)
+	ls, err = claimN(ctx, f, "s1", 10)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("claim requeued = %d, %v", len(ls), err)
 	}
@@ -166,7 +163,7 @@ func TestReseed(t *testing.T) {
 			if n, err := f.Reseed(ctx, seeds, nil); err != nil || n != 0 {
 				t.Fatalf("reseed of queued seeds = %d, %v; want 0", n, err)
 			}
-			ls, err := f.Claim(ctx, "s1", 10)
+			ls, err := claimN(ctx, f, "s1", 10)
 			if err != nil || len(ls) != 2 {
 				t.Fatalf("claim = %d, %v", len(ls), err)
 			}
@@ -232,67 +229,5 @@ func TestClaimBusyHint(t *testing.T) {
 	idle, err := f.ClaimWaitOpts(ctx, "s2", 10, frontier.ClaimOptions{})
 	if err != nil || len(idle.Leases) != 0 || idle.Busy {
 		t.Fatalf("claim with nothing queued or in flight = %d leases, busy %v, %v; want none, not busy", len(idle.Leases), idle.Busy, err)
-	}
-}
-
-// TestMoveLegacySeeds moves a legacy seed set of several SSCAN batches
-// whose recording fails once midway: what was recorded is gone from the
-// set, the rest stays until the next call moves it, and once the set is
-// gone a call moves nothing. Every member is recorded, whatever the
-// failure.
-func TestMoveLegacySeeds(t *testing.T) {
-	rdb := testRedis(t)
-	f := newFrontier(t, rdb, "legacyseeds", nil)
-	ctx := context.Background()
-	key := f.Keys().LegacySeeds
-	var want []string
-	for i := range 2500 {
-		want = append(want, fmt.Sprintf("http://h%d.test/p/%d", i%13, i))
-	}
-	args := make([]any, len(want))
-	for i, u := range want {
-		args[i] = u
-	}
-	if err := rdb.SAdd(ctx, key, args...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	recorded := map[string]bool{}
-	calls, failAt := 0, 2
-	record := func(_ context.Context, urls []string) error {
-		if calls++; calls == failAt {
-			return errors.New("mysql down")
-		}
-		for _, u := range urls {
-			recorded[u] = true
-		}
-		return nil
-	}
-	moved, err := f.MoveLegacySeeds(ctx, record)
-	if err == nil || moved == 0 || moved >= len(want) {
-		t.Fatalf("move with a failing record = %d, %v; want some moved, then the error", moved, err)
-	}
-	left, err := rdb.SCard(ctx, key).Result()
-	if err != nil || int(left) != len(want)-moved || len(recorded) != moved {
-		t.Fatalf("after the failure: %d left in the set (%v), %d recorded, %d moved; want %d in all",
-			left, err, len(recorded), moved, len(want))
-	}
-	more, err := f.MoveLegacySeeds(ctx, record)
-	if err != nil || moved+more != len(want) {
-		t.Fatalf("second move = %d, %v; want the other %d", more, err, len(want)-moved)
-	}
-	if n, err := rdb.Exists(ctx, key).Result(); err != nil || n != 0 {
-		t.Fatalf("legacy set exists = %d, %v after the move; want it gone", n, err)
-	}
-	got := make([]string, 0, len(recorded))
-	for u := range recorded {
-		got = append(got, u)
-	}
-	sort.Strings(got)
-	sort.Strings(want)
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("recorded seeds (-want +got):\n%s", d)
-	}
-	if n, err := f.MoveLegacySeeds(ctx, record); err != nil || n != 0 {
-		t.Errorf("move without a set = %d, %v; want 0", n, err)
 	}
 }

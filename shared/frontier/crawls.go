@@ -107,5 +107,5 @@ func PeekSnapshot(ctx context.Context, rdb redis.UniversalClient, crawl string) 
 	}
 	k := NewKeys(crawl)
 	s := &shard{rdb: rdb, opt: Options{Crawl: crawl}, keys: k, allKeys: k.all()}
-	return s.snapshot(ctx)
+	return s.readSnapshot(ctx)
 }

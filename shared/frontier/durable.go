@@ -65,10 +65,10 @@ func newReplicaWait(opt Options) *replicaWait {
 // ReplicaLag returns how many calls waited for a replica, and how many of
 // those WAITs ended with fewer replicas than Options.WaitReplicas.
 func (f *Redis) ReplicaLag() (waits, short int64) {
-	if f.shard.wait == nil {
+	if f.shards[0].wait == nil {
 		return 0, 0
 	}
-	return f.shard.wait.waits.Load(), f.shard.wait.short.Load()
+	return f.shards[0].wait.waits.Load(), f.shards[0].wait.short.Load()
 }
 
 // node returns the client of the node that serves this shard's keys (the

@@ -3,7 +3,6 @@ package frontier
 import (
 	"context"
 	"fmt"
-	"math/bits"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,10 +15,12 @@ import (
 // Test hooks: read the seen structures without adding to them.
 
 // BloomSize returns the crawl's Bloom filter size (all 0 in exact mode).
-func (f *Redis) BloomSize() (m uint64, k int, seg uint64) { return f.bloom.M, f.bloom.K, f.bloom.Seg }
+func (f *Redis) BloomSize() (m uint64, k int, seg uint64) {
+	return f.shards[0].bloom.M, f.shards[0].bloom.K, f.shards[0].bloom.Seg
+}
 
 // BloomPositions returns a URL's k bit positions as Go computes them.
-func (f *Redis) BloomPositions(url string) []uint64 { return f.bloom.positions(url) }
+func (f *Redis) BloomPositions(url string) []uint64 { return f.shards[0].bloom.positions(url) }
 
 // NewBloomSize exposes the sizing formula.
 func NewBloomSize(n int64, p float64) (m uint64, k int, err error) {
@@ -33,7 +34,7 @@ const BloomSegBits = bloomSegBits
 // MaybeSeen reports for each URL whether the crawl takes it for seen
 // (shard 0's seen set: see MaybeSeenTasks for a sharded crawl).
 func (f *Redis) MaybeSeen(ctx context.Context, urls []string) ([]bool, error) {
-	return f.shard.maybeSeen(ctx, urls)
+	return f.shards[0].maybeSeen(ctx, urls)
 }
 
 // MaybeSeenTasks is MaybeSeen in the seen set of each task's shard (its
@@ -100,34 +101,14 @@ func WithSeenLoad(opt Options, load int) Options {
 	return opt
 }
 
-// FixedBucketBits is the seen_bits that versions before growing buckets
-// gave a crawl created with expected URLs: about 64 fingerprints a bucket
-// at that count.
-func FixedBucketBits(expected int64) uint {
-	if expected < 1 {
-		expected = 1
-	}
-	b := uint(bits.Len64(uint64(expected/64 + 1)))
-	return min(max(b, 8), 24)
-}
-
-// FixedSlot returns a fingerprint's bucket and field (seen or content) in
-// a fixed layout of b bits, as versions before growing buckets wrote them
-// (and content buckets still are).
-func FixedSlot(b uint, fp uint64) (uint32, string) {
-	bucket, fld := fixedSlot(fp, b)
-	n, _ := strconv.ParseUint(bucket, 16, 32)
-	return uint32(n), fld
-}
-
 // MemberBits returns, for each level b that splits, the fingerprint's bit
 // b as the scripts read it from its seen bucket member when they split a
 // bucket.
 func (f *Redis) MemberBits(ctx context.Context, fp uint64) ([]int64, error) {
-	_, member := f.slot(fp)
+	_, member := f.shards[0].slot(fp)
 	var out []int64
 	for b := seenFloor; b < seenMaxLevel; b++ {
-		v, err := f.callInt(ctx, "member_bit", member, b-seenFloor)
+		v, err := f.shards[0].callInt(ctx, "member_bit", member, b-seenFloor)
 		if err != nil {
 			return nil, err
 		}
@@ -196,7 +177,7 @@ var profileLib = newLibrary(lib.name+"_profile", "rc"+strconv.Itoa(LibraryVersio
 // complete_claim (loading the instrumented library, whose code an earlier
 // build may have left under its name).
 func (f *Redis) ProfileScripts() {
-	if err := loadLibrary(context.Background(), f.rdb, profileLib); err != nil {
+	if err := loadLibrary(context.Background(), f.shards[0].rdb, profileLib); err != nil {
 		panic(err)
 	}
 	for _, s := range f.shards {
@@ -214,7 +195,7 @@ type ProfileSection struct{ Us, N int64 }
 
 // ScriptProfile reads the sections' totals so far.
 func (f *Redis) ScriptProfile(ctx context.Context) (map[string]ProfileSection, error) {
-	return readProfile(ctx, f.rdb, f.keys.Prefix+"profile")
+	return readProfile(ctx, f.shards[0].rdb, f.shards[0].keys.Prefix+"profile")
 }
 
 func readProfile(ctx context.Context, rdb redis.UniversalClient, key string) (map[string]ProfileSection, error) {
@@ -275,23 +256,23 @@ var noopLib = &library{name: "redcrawl_noop", ns: "rcnoop_",
 // does nothing, called with the KEYS and ARGV CompleteClaim would send
 // for cs and max: what making them into Lua values costs.
 func (f *Redis) ArgsOnlyUs(ctx context.Context, slave string, cs []Completion, max int) (int64, error) {
-	args, _, err := f.completeArgs(slave, cs)
+	args, _, err := f.shards[0].completeArgs(slave, cs)
 	if err != nil {
 		return 0, err
 	}
 	args = append(args, max, boolArg(false), 0)
-	if err := loadLibrary(ctx, f.rdb, noopLib); err != nil {
+	if err := loadLibrary(ctx, f.shards[0].rdb, noopLib); err != nil {
 		return 0, err
 	}
-	u0, err := fcallUsec(ctx, f.rdb)
+	u0, err := fcallUsec(ctx, f.shards[0].rdb)
 	if err != nil {
 		return 0, err
 	}
-	argv := append([]any{f.keys.Prefix}, args...)
-	if err := f.rdb.FCall(ctx, noopLib.fn("args"), f.allKeys, argv...).Err(); err != nil {
+	argv := append([]any{f.shards[0].keys.Prefix}, args...)
+	if err := f.shards[0].rdb.FCall(ctx, noopLib.fn("args"), f.shards[0].allKeys, argv...).Err(); err != nil {
 		return 0, err
 	}
-	u1, err := fcallUsec(ctx, f.rdb)
+	u1, err := fcallUsec(ctx, f.shards[0].rdb)
 	return u1 - u0, err
 }
 
@@ -327,10 +308,19 @@ var SmallLibraryMemory = [5]int{smallMemory.prefixes, smallMemory.settings, smal
 // UseSmallLibraryMemory makes f call the library of small Lua-memory
 // bounds (loading it).
 func (f *Redis) UseSmallLibraryMemory() {
-	if err := loadLibrary(context.Background(), f.rdb, smallMemoryLib); err != nil {
+	if err := loadLibrary(context.Background(), f.shards[0].rdb, smallMemoryLib); err != nil {
 		panic(err)
 	}
 	for _, s := range f.shards {
 		s.libFor = func(string) *library { return smallMemoryLib }
 	}
+}
+
+// claimN leases up to n tasks, render tasks not included
+// (Redis.ClaimWaitOpts with the default options).
+func claimN(ctx context.Context, f interface {
+	ClaimWaitOpts(context.Context, string, int, ClaimOptions) (ClaimResult, error)
+}, slave string, n int) ([]Lease, error) {
+	res, err := f.ClaimWaitOpts(ctx, slave, n, ClaimOptions{})
+	return res.Leases, err
 }

@@ -101,7 +101,7 @@ func TestContentDuplicate(t *testing.T) {
 	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0), tk("http://c.test/", 0)}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := f.Claim(ctx, "s1", 3)
+	ls, err := claimN(ctx, f, "s1", 3)
 	if err != nil || len(ls) != 3 {
 		t.Fatalf("claim: %v %d", err, len(ls))
 	}
@@ -162,7 +162,7 @@ func TestJitterDistributions(t *testing.T) {
 			if _, err := f.Seed(ctx, seeds); err != nil {
 				t.Fatal(err)
 			}
-			ls, err := f.Claim(ctx, "s1", 20)
+			ls, err := claimN(ctx, f, "s1", 20)
 			if err != nil || len(ls) != 20 {
 				t.Fatalf("claim: %v %d", err, len(ls))
 			}
@@ -289,7 +289,7 @@ func TestAOPICCashConserved(t *testing.T) {
 		}
 	}
 	for step := 0; step < 200; step++ {
-		ls, err := f.Claim(ctx, "s1", 4)
+		ls, err := claimN(ctx, f, "s1", 4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,7 +367,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 			var claimUsec, completeUsec int64
 			b.ResetTimer()
 			for done := 0; done < b.N; {
-				ls, err := f.Claim(ctx, "s1", 32)
+				ls, err := claimN(ctx, f, "s1", 32)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -469,7 +469,7 @@ func TestCompleteClaimRetryDue(t *testing.T) {
 	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/1", 0)}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := f.Claim(ctx, "s1", 1)
+	ls, err := claimN(ctx, f, "s1", 1)
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("claim: %d leases, %v", len(ls), err)
 	}
@@ -502,7 +502,7 @@ func TestWorkSeq(t *testing.T) {
 		t.Fatal(err)
 	}
 	w0 := seq()
-	ls, err := f.Claim(ctx, "s1", 2)
+	ls, err := claimN(ctx, f, "s1", 2)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("claim: %d leases, %v", len(ls), err)
 	}
@@ -567,7 +567,7 @@ func BenchmarkScriptCost(b *testing.B) {
 			a := got[n]
 			for range calls {
 				u0 := scriptUsec(b, rdb)
-				ls, err := f.Claim(ctx, "s1", n)
+				ls, err := claimN(ctx, f, "s1", n)
 				if err != nil || len(ls) == 0 {
 					b.Fatalf("claim: %d leases, %v", len(ls), err)
 				}
@@ -872,7 +872,7 @@ func TestScriptProfile(t *testing.T) {
 	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/1", 0), tk("http://b.test/1", 0)}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := f.Claim(ctx, "s1", 2)
+	ls, err := claimN(ctx, f, "s1", 2)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("claim: %d leases, %v", len(ls), err)
 	}

@@ -19,7 +19,7 @@ func drainClaims(t *testing.T, f *frontier.Redis, links []frontier.Task) []strin
 	ctx := context.Background()
 	var got []string
 	for round := 0; round < 20; round++ {
-		ls, err := f.Claim(ctx, "s1", 10)
+		ls, err := claimN(ctx, f, "s1", 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestFreshHosts(t *testing.T) {
 				t.Errorf("fresh, prios, ready (-want +got):\n%s", d)
 			}
 			// the first is released and claimed again
-			ls, err := f.Claim(ctx, "s1", 10)
+			ls, err := claimN(ctx, f, "s1", 10)
 			if err != nil || len(ls) != 1 {
 				t.Fatalf("claim: %v %v", ls, err)
 			}
@@ -132,7 +132,7 @@ func TestFreshWarmHost(t *testing.T) {
 	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0)}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := f.Claim(ctx, "s1", 10)
+	ls, err := claimN(ctx, f, "s1", 10)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("claim: %v %v", ls, err)
 	}
@@ -206,16 +206,12 @@ func TestFreshHostPages(t *testing.T) {
 }
 
 // TestScopeSets: with scope by seeds, a link is in scope when its host is a
-// seed's (the scope sets, Keys.ScopeMember) or in the legacy scopehosts
-// set of a crawl created before them.
+// seed's (the scope sets, Keys.ScopeMember).
 func TestScopeSets(t *testing.T) {
 	rdb := testRedis(t)
 	ctx := context.Background()
 	f := newFrontier(t, rdb, "scopesets", func(o *frontier.Options) { o.ScopeBySeeds = true })
 	k := f.Keys()
-	if err := rdb.SAdd(ctx, k.ScopeHosts, "old.test").Err(); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0)}); err != nil {
 		t.Fatal(err)
 	}
@@ -226,9 +222,9 @@ func TestScopeSets(t *testing.T) {
 	if enc, _ := rdb.ObjectEncoding(ctx, key).Result(); enc != "intset" {
 		t.Errorf("scope set encoding %q, want intset", enc)
 	}
-	got := drainClaims(t, f, []frontier.Task{tk("http://old.test/x", 1), tk("http://new.test/y", 1), tk("http://a.test/z", 1)})
+	got := drainClaims(t, f, []frontier.Task{tk("http://new.test/y", 1), tk("http://a.test/z", 1)})
 	sort.Strings(got)
-	if d := cmp.Diff([]string{"http://a.test/", "http://a.test/z", "http://old.test/x"}, got); d != "" {
+	if d := cmp.Diff([]string{"http://a.test/", "http://a.test/z"}, got); d != "" {
 		t.Errorf("claimed (-want +got):\n%s", d)
 	}
 }
@@ -244,7 +240,7 @@ func TestIdleHostCostsNothing(t *testing.T) {
 	if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0)}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := f.Claim(ctx, "s1", 10)
+	ls, err := claimN(ctx, f, "s1", 10)
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("claim: %v %v", ls, err)
 	}
@@ -273,7 +269,7 @@ func TestIdleHostCostsNothing(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) && fields()[0] {
 		time.Sleep(10 * time.Millisecond)
-		if _, err := f.Claim(ctx, "s1", 10); err != nil {
+		if _, err := claimN(ctx, f, "s1", 10); err != nil {
 			t.Fatal(err)
 		}
 	}

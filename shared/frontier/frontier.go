@@ -227,6 +227,9 @@ type Stats struct {
 	// Shards breaks the queues down by shard (a crawl of several shards
 	// only; the totals above are their sums).
 	Shards []ShardStats `json:"shards,omitempty"`
+	// Limits are the crawl's limits and their counts, nil when it has
+	// none (limits.go).
+	Limits *LimitStats `json:"limits,omitempty"`
 }
 
 // ShardStats is one shard's part of Stats.
@@ -251,34 +254,24 @@ type SlaveInfo struct {
 	Gone bool
 }
 
-// Frontier is what a slave needs.
+// Frontier is what a slave needs: the Redis frontier, or the work API's
+// client for a slave without Redis credentials.
 type Frontier interface {
-	// Claim leases up to max tasks whose hosts' time has come.
-	Claim(ctx context.Context, slave string, max int) ([]Lease, error)
+	// ClaimWaitOpts leases up to max tasks whose hosts' time has come,
+	// render tasks (Task.Render) too only when opts.Render, and says how
+	// long to wait and which rules version is published (ClaimResult).
+	ClaimWaitOpts(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error)
 	// Complete acknowledges leased tasks; acked[i] is false when the
 	// lease was lost (expired and taken back), in which case nothing of
 	// that completion was applied.
 	Complete(ctx context.Context, slave string, cs []Completion) (acked []bool, err error)
-	// Extend pushes the deadlines of held leases; held[i] is false for a
-	// lease that was lost.
-	Extend(ctx context.Context, slave string, leases []Lease) (held []bool, err error)
-}
-
-// RenderClaimer is a Frontier that routes tasks by capability: render
-// tasks (Task.Render) only go to claims that can render.
-type RenderClaimer interface {
-	// ClaimWaitOpts leases up to max tasks, render tasks too when
-	// opts.Render, and says how long to wait and which rules version is
-	// published (ClaimResult).
-	ClaimWaitOpts(ctx context.Context, slave string, max int, opts ClaimOptions) (ClaimResult, error)
-}
-
-// CompleteClaimer acknowledges and claims in one step.
-type CompleteClaimer interface {
 	// CompleteClaim is Complete followed by ClaimWaitOpts, atomically: the
 	// host slots the acks free can be claimed by this call before any
 	// other slave's claim.
 	CompleteClaim(ctx context.Context, slave string, cs []Completion, max int, opts ClaimOptions) ([]bool, ClaimResult, error)
+	// Extend pushes the deadlines of held leases; held[i] is false for a
+	// lease that was lost.
+	Extend(ctx context.Context, slave string, leases []Lease) (held []bool, err error)
 }
 
 // PolicySeeder adds seeds with their hosts' politeness policies.

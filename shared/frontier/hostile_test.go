@@ -174,7 +174,7 @@ func TestHostileHostsInRedis(t *testing.T) {
 	}
 	var claimed int
 	for round := 0; round < 10 && claimed < len(tasks); round++ {
-		ls, err := f.Claim(ctx, "s1", len(tasks))
+		ls, err := claimN(ctx, f, "s1", len(tasks))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -189,7 +189,7 @@ func claimManyHosts(b *testing.B, fresh, waiting int) {
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		ls, err := f.Claim(ctx, "s1", 10)
+		ls, err := claimN(ctx, f, "s1", 10)
 		lat = append(lat, time.Since(start))
 		if err != nil || len(ls) == 0 {
 			b.Fatalf("claim: %d leases, %v", len(ls), err)

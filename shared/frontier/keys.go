@@ -17,14 +17,14 @@ import (
 //	                                  master only; a slave's heartbeat reads finished)
 //	crawl:{name}:owner         string the master serving this shard, with a TTL (owner.go)
 //	crawl:{name}:masters       zset   master id -> last seen (ms), shard 0 (owner.go)
-//	crawl:{name}:meta          hash   seen_bits, leaseseq, lib (the library the crawl's
-//	                                  master loaded: library.go); dedup
+//	crawl:{name}:meta          hash   layout (keyLayout: the key layout the crawl was made
+//	                                  with), leaseseq, lib (the library the crawl's
+//	                                  master loaded: library.go); strategy, dedup
 //	                                  (exact or bloom) and with bloom bloom_m, bloom_k,
-//	                                  bloom_seg, all fixed when the crawl is created;
-//	                                  content_bits (content buckets, fixed: absent in
-//	                                  crawls created before, whose seen_bits it is);
+//	                                  bloom_seg, content_bits, all fixed when the crawl is
+//	                                  created; shards and shard_tags (shard 0: placement.go);
 //	                                  seen_level, seen_split, seen_count: the growing seen
-//	                                  buckets' state (seen_bits 0; dedup.lua: LH), written
+//	                                  buckets' state (dedup.lua: LH), written
 //	                                  by the functions that add URLs; wseq, the
 //	                                  durable calls' write before WAIT (durable.go)
 //	crawl:{name}:cfg           string the crawl's settings (settings.go): written by the
@@ -33,9 +33,7 @@ import (
 //	crawl:{name}:seen:<b>      set    fingerprint bucket b (hex): members = the top 56
 //	                                  bits of 64-bit fingerprints, decimal (intset-encoded,
 //	                                  8 bytes each); buckets grow in number with the crawl
-//	                                  (dedup.lua: LH). In a crawl created before they grew
-//	                                  (meta seen_bits 8-24): a hash, field = low bytes of
-//	                                  the fingerprint, value "", fixed bucket count
+//	                                  (dedup.lua: LH)
 //	crawl:{name}:bloom:<s>     string Bloom filter segment s (decimal), bloom dedup mode
 //	                                  only (instead of seen): bits s·bloom_seg ..
 //	                                  (s+1)·bloom_seg-1 of the filter (bloom.go)
@@ -94,20 +92,15 @@ import (
 //	                                  empty) as 52-bit fingerprints: b = the first 3 hex
 //	                                  digits of the name's SHA-1, member = the next 13 as
 //	                                  a decimal (intset-encoded, 8 bytes each: ScopeMember)
-//	crawl:{name}:scopehosts    set    legacy: the seeds' host names as crawls created
-//	                                  before scope:<b> kept them; still read, not written
 //	crawl:{name}:slaves        zset   slave id -> when it registered (ms): the registry the
 //	                                  recoverer and the monitor walk. A slave adds itself
 //	                                  (ZADD, its only right on this key); the master removes
 //	                                  it. Liveness is the later of this score and its hb.
-//	crawl:{name}:lease, leasedata, slaveinfo: the crawl-wide lease and heartbeat keys of
-//	                                  older versions; the recoverer still empties them
 //	crawl:{name}:events        stream page, exception, slave, heartbeat and lost records: an
 //	                                  entry holds one (type, data) or, written by a function,
 //	                                  up to eventsPerEntry (t0, d0, t1, d1, ...; stream.go)
 //	crawl:{name}:robots:<host> string fetched_at_ms \t status \t robots.txt body, with a
-//	                                  TTL (PX); the hash crawl:{name}:robots of older
-//	                                  versions is no longer read
+//	                                  TTL (PX)
 //	crawl:{name}:content:<b>   hash   content fingerprint buckets: b = the top content_bits
 //	                                  bits of Completion.ContentHash (hex, 2^12 buckets in a
 //	                                  new crawl), field = its other bits (big-endian bytes),
@@ -131,13 +124,14 @@ import (
 //	                                  random, in every session cookie's MAC; r:<id> -> expiry
 //	                                  (unix ms) of a session revoked by its logout. Shard 0
 //	                                  only; the master and admin users may, a slave may not
-//	crawl:{name}:seeds         set    legacy, shard 0 only: the seed URLs (canonical) of
-//	                                  versions before the MySQL table seeds (00008_seeds.sql),
-//	                                  ~104 bytes of Redis per seed. Nothing adds to it now:
-//	                                  the master moves its members into MySQL the first time
-//	                                  a master, seed or recrawl opens the crawl
-//	                                  (MoveLegacySeeds: SSCAN, record, SREM; the set goes with
-//	                                  its last member). The master and admin users may.
+//	crawl:{name}:limits        hash   shard 0 only, while the crawl has a limit (crawl.max_pages,
+//	                                  max_items, max_duration: limits.go, lua/limits.lua):
+//	                                  max_pages, max_items, timed (the master writes them);
+//	                                  pages, the pages stored and in flight (taken for claims,
+//	                                  less those no page came of), and items, the items the
+//	                                  completions found (limit_take); over, a limit the
+//	                                  master's clock reached; ended, the limit that ended the
+//	                                  crawl
 //	crawl:{name}:val           hash   url -> etag \t last_modified \t checksum: the validators
 //	                                  of a page a recrawl re-enqueued (Task.Revisit), written
 //	                                  by the reseed function and taken (HMGET, HDEL) by the
@@ -160,16 +154,15 @@ import (
 // meta also holds strategy (fixed when the crawl is created) and, with aopic,
 // aopic_lambda (the virtual lambda page's cash).
 type Keys struct {
-	Prefix     string
-	Meta       string
-	Stats      string
-	Ready      string
-	HostNext   string
-	HostInfl   string
-	HostDelay  string
-	Retry      string
-	Failed     string
-	ScopeHosts string
+	Prefix    string
+	Meta      string
+	Stats     string
+	Ready     string
+	HostNext  string
+	HostInfl  string
+	HostDelay string
+	Retry     string
+	Failed    string
 	// Fresh holds the first queued tasks of hosts with nothing else
 	// (see above).
 	Fresh string
@@ -178,7 +171,6 @@ type Keys struct {
 	Cool      string
 	Slaves    string
 	Events    string
-	Robots    string // hash of older versions, no longer used: see RobotsHost
 	PQData    string
 	HostPages string
 	QueryVars string
@@ -194,9 +186,6 @@ type Keys struct {
 	// Control holds admin state (pause, drains, retired proxies)
 	// (control.go).
 	Control string
-	// LegacySeeds is the seed URL set of versions before the MySQL seeds
-	// table: nothing writes it, MoveLegacySeeds empties it.
-	LegacySeeds string
 	// Validators holds the validators of the pages a recrawl re-enqueued
 	// until they are leased (recrawl.go).
 	Validators   string
@@ -218,17 +207,12 @@ type Keys struct {
 	// Owner names the master that serves this shard (a lease: owner.go);
 	// Masters, in shard 0, the masters alive (master only).
 	Owner, Masters string
-	// LegacyLease and LegacyLeaseData are the crawl-wide lease keys of
-	// versions before per-slave leases: the recoverer still takes back
-	// what they hold, nothing writes them.
-	LegacyLease     string
-	LegacyLeaseData string
-	// LegacySlaveInfo is the crawl-wide heartbeat hash of those versions:
-	// a retired slave's field is removed.
-	LegacySlaveInfo string
 	// Sessions holds the dashboard's login sessions (sessions.go); the
 	// library's functions never touch it.
 	Sessions string
+	// Limits holds the crawl's page and item limits and their counts
+	// (limits.go), shard 0 only.
+	Limits string
 }
 
 // fixedKeys names the fixed keys once: the name the library's functions
@@ -246,7 +230,6 @@ var fixedKeys = []struct {
 	{"HDELAY", "hdelay", func(k *Keys) *string { return &k.HostDelay }},
 	{"RETRY", "retry", func(k *Keys) *string { return &k.Retry }},
 	{"FAILED", "failed", func(k *Keys) *string { return &k.Failed }},
-	{"SCOPE", "scopehosts", func(k *Keys) *string { return &k.ScopeHosts }},
 	{"FRESH", "fresh", func(k *Keys) *string { return &k.Fresh }},
 	{"COOL", "hcool", func(k *Keys) *string { return &k.Cool }},
 	{"SLAVES", "slaves", func(k *Keys) *string { return &k.Slaves }},
@@ -260,16 +243,13 @@ var fixedKeys = []struct {
 	{"HPDELAY", "hpdelay", func(k *Keys) *string { return &k.HostPDelay }},
 	{"RULES", "rules", func(k *Keys) *string { return &k.Rules }},
 	{"CONTROL", "control", func(k *Keys) *string { return &k.Control }},
-	{"LEGACY_SEEDS", "seeds", func(k *Keys) *string { return &k.LegacySeeds }},
 	{"VAL", "val", func(k *Keys) *string { return &k.Validators }},
 	{"STREAMS", "streams", func(k *Keys) *string { return &k.Streams }},
 	{"FINISH", "finish", func(k *Keys) *string { return &k.Finish }},
 	{"CFG", "cfg", func(k *Keys) *string { return &k.Settings }},
 	{"OWNER", "owner", func(k *Keys) *string { return &k.Owner }},
 	{"MASTERS", "masters", func(k *Keys) *string { return &k.Masters }},
-	{"LEGACY_LEASE", "lease", func(k *Keys) *string { return &k.LegacyLease }},
-	{"LEGACY_LEASEDATA", "leasedata", func(k *Keys) *string { return &k.LegacyLeaseData }},
-	{"LEGACY_SLAVEINFO", "slaveinfo", func(k *Keys) *string { return &k.LegacySlaveInfo }},
+	{"LIMITS", "limits", func(k *Keys) *string { return &k.Limits }},
 }
 
 const (
@@ -290,13 +270,19 @@ const (
 // NewKeys returns the keys of a crawl.
 func NewKeys(crawl string) Keys {
 	p := "crawl:{" + crawl + "}:"
-	k := Keys{Prefix: p, Robots: p + "robots", RulesChannel: p + "rules:changed", WorkChannel: p + "work",
+	k := Keys{Prefix: p, RulesChannel: p + "rules:changed", WorkChannel: p + "work",
 		Sessions: p + "sessions"}
 	for _, f := range fixedKeys {
 		*f.field(&k) = p + f.suffix
 	}
 	return k
 }
+
+// CrawlPattern is the SCAN pattern of every key of a crawl, its other
+// shards' (crawl:{name:k}:…, whatever their tags: placement.go) included:
+// the name followed by the tag's end or a colon, which no name holds
+// (ValidName), nor a glob character.
+func CrawlPattern(crawl string) string { return "crawl:{" + crawl + "[}:]*" }
 
 // SlaveLease returns the key of a slave's leases: a zset url -> deadline
 // (ms). Only the slave's own Redis user may write it.

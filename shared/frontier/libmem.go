@@ -27,7 +27,7 @@ type LibraryMemory struct {
 // LibraryMemory reads what the library keeps on shard 0's Redis; other,
 // when not empty, is a crawl prefix to ask about (OtherKept).
 func (f *Redis) LibraryMemory(ctx context.Context, other string) (LibraryMemory, error) {
-	arr, err := f.callSlice(ctx, "memory", other)
+	arr, err := f.shards[0].callSlice(ctx, "memory", other)
 	if err != nil {
 		return LibraryMemory{}, wrap("read the library's memory", err)
 	}

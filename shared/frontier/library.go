@@ -19,7 +19,7 @@ import (
 // The frontier's Lua is one Redis Functions library (Redis >= 7.0): the
 // files of lua/, in libraryFiles' order, after a header written here from
 // the key schema (keys.go) and the limits below. A function is called by
-// its name, NS + what the file registers (FCALL rc9_claim 1 <meta> ...),
+// its name, NS + what the file registers (FCALL rc11_claim 1 <meta> ...),
 // with the crawl's meta key as its one key and the crawl's prefix first in
 // ARGV; each function's KEYS/ARGV/returns contract is beside it in its
 // file, and the Go method that calls it says which.
@@ -37,7 +37,7 @@ import (
 // own: no EVAL, EVALSHA, SCRIPT or FUNCTION (acl.go).
 
 // LibraryVersion is the version of the frontier's functions library.
-const LibraryVersion = 9
+const LibraryVersion = 11
 
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -45,7 +45,7 @@ var luaFiles embed.FS
 // libraryFiles are the library's files in the order they are joined: a
 // file uses what the files before it define.
 var libraryFiles = []string{"base", "dedup", "cache", "queue", "claim", "complete", "lease", "seed",
-	"registry", "finish", "admin"}
+	"registry", "finish", "admin", "limits"}
 
 // Limits of what a function accepts: a call over one fails with "ERR
 // redcrawl: ..." before it writes anything. The Go side keeps within them
@@ -187,11 +187,13 @@ func libraryHeader(name, ns string, mem luaMemory) string {
 	fmt.Fprintf(&b, "local LIMITS = {claim = %d, completions = %d, links = %d, events = %d, policies = %d, "+
 		"event = %d, reason = %d, heartbeat = %d, host = %d, url = %d, task = %d, policy_delay = %d, "+
 		"policy_conc = %d, shards = %d, batch = %d, recover = %d, prefix = %d, "+
-		"prefixes = %d, settings = %d, names = %d, table_names = %d, sweep = %d, slaves = %d, held = %d, recover_page = %d}\n",
+		"prefixes = %d, settings = %d, names = %d, table_names = %d, sweep = %d, slaves = %d, held = %d, recover_page = %d, "+
+		"items = %d, limit = %d}\n",
 		maxClaim, maxCompletions, maxLinksPerCompletion, maxEventsPerCompletion, maxPoliciesPerCompletion,
 		maxEventBytes, maxReasonBytes, maxHeartbeatBytes, maxHostBytes, urlx.MaxURLLength, maxTaskBytes,
 		maxPolicyDelayMs, maxPolicyConcurrency, maxShards, seedBatch, maxRecover, len("crawl:{}:")+64+16,
-		mem.prefixes, mem.settings, mem.names, mem.tableNames, mem.sweep, maxSlaves, maxHeld, recoverPage)
+		mem.prefixes, mem.settings, mem.names, mem.tableNames, mem.sweep, maxSlaves, maxHeld, recoverPage,
+		maxLimitItems, maxLimit)
 	return b.String()
 }
 

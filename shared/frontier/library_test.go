@@ -54,7 +54,7 @@ func TestLibraryVersion(t *testing.T) {
 func TestLibraryFunctions(t *testing.T) {
 	fns := lib.functions()
 	want := []string{"claim", "complete", "complete_claim", "drain", "drop_stream", "extend", "finish",
-		"finish_sharded", "heartbeat", "idle", "init", "leave", "links", "masters", "member_bit", "memory",
+		"finish_sharded", "heartbeat", "idle", "init", "leave", "limit_take", "limits_set", "links", "masters", "member_bit", "memory",
 		"own", "recover_expired", "registry", "requeue_failed", "reseed", "retire", "seed", "seen_has", "shard_count", "snapshot"}
 	if strings.Join(fns, ",") != strings.Join(want, ",") {
 		t.Errorf("functions %v, want %v", fns, want)
@@ -88,7 +88,11 @@ func TestLibraryMissing(t *testing.T) {
 		t.Fatalf("slave of another version than the master's: %v", err)
 	}
 
-	// a master loads it; the slave then opens the crawl
+	// a master loads it (on a new crawl: this version refuses one another
+	// version made); the slave then opens the crawl
+	if err := rdb.Del(ctx, NewKeys("libmissing").Meta).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := NewRedis(ctx, rdb, Options{Crawl: "libmissing"}); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +198,7 @@ func TestLibraryCluster(t *testing.T) {
 	}
 	slave, err := NewRedis(ctx, cc, Options{Crawl: "libcluster", Slave: "s1"})
 	if err == nil {
-		_, err = slave.Claim(ctx, "s1", 1)
+		_, err = claimN(ctx, slave, "s1", 1)
 	} else {
 		slave = nil
 	}
@@ -209,7 +213,7 @@ func TestLibraryCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ls, err := slave.Claim(ctx, "s1", 1); err != nil || len(ls) != 1 {
+	if ls, err := claimN(ctx, slave, "s1", 1); err != nil || len(ls) != 1 {
 		t.Fatalf("slave after the library was loaded again: %d leases, %v", len(ls), err)
 	}
 }
@@ -237,7 +241,7 @@ func TestUpgradeFromScripts(t *testing.T) {
 	if _, err := master.Seed(ctx, seeds); err != nil {
 		t.Fatal(err)
 	}
-	held, err := master.Claim(ctx, "s1", 2)
+	held, err := claimN(ctx, master, "s1", 2)
 	if err != nil || len(held) != 2 {
 		t.Fatalf("claim: %d, %v", len(held), err)
 	}
@@ -276,7 +280,7 @@ func TestUpgradeFromScripts(t *testing.T) {
 		t.Fatalf("ack of leases from before the upgrade: %v, %v", acked, err)
 	}
 	for range 20 {
-		ls, err := slave.Claim(ctx, "s1", 10)
+		ls, err := claimN(ctx, slave, "s1", 10)
 		if err != nil {
 			t.Fatal(err)
 		}

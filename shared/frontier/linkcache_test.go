@@ -173,7 +173,7 @@ func TestLinkCache(t *testing.T) {
 
 func claimAll(t *testing.T, f *frontier.Redis, n int) []frontier.Lease {
 	t.Helper()
-	ls, err := f.Claim(context.Background(), "s1", n)
+	ls, err := claimN(context.Background(), f, "s1", n)
 	if err != nil || len(ls) != n {
 		t.Fatalf("claim = %d, %v; want %d", len(ls), err, n)
 	}

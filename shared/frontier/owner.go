@@ -23,7 +23,7 @@ import (
 // two masters of it run one recoverer and one sink, and the other takes
 // over when the first dies).
 func (f *Redis) Own(ctx context.Context, master string, ttl time.Duration) ([]int, error) {
-	alive64, err := f.callInt(ctx, "masters", master, 3*ms(ttl))
+	alive64, err := f.shards[0].callInt(ctx, "masters", master, 3*ms(ttl))
 	alive := int(alive64)
 	if err != nil {
 		return nil, wrap("own shards: register", err)
@@ -84,5 +84,5 @@ func (f *Redis) Disown(ctx context.Context, master string) error {
 			return wrap(fmt.Sprintf("disown shard %d", k), err)
 		}
 	}
-	return wrap("disown", f.rdb.ZRem(ctx, f.keys.Masters, master).Err())
+	return wrap("disown", f.shards[0].rdb.ZRem(ctx, f.shards[0].keys.Masters, master).Err())
 }

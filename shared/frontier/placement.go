@@ -21,8 +21,7 @@ import (
 // holding the fewest of the crawl's shards so far: S shards on M masters
 // spread within one shard a master, without resharding. The tags are
 // fixed in shard 0's meta (shard_tags) with the shard count, and every
-// process reads them there; a crawl created before has none and keeps
-// name:k. A master added later serves no shard of a running crawl until
+// process reads them there. A master added later serves no shard of a running crawl until
 // slots move to it (redis-cli --cluster rebalance moves them, keys and
 // all); crawls created after spread over it.
 
@@ -80,14 +79,10 @@ func placeShards(ctx context.Context, rdb redis.UniversalClient, crawl string, n
 }
 
 // parseShardTags reads shard_tags of a crawl of n shards: its tags for
-// shards 1..n-1, the defaults when the crawl has none (created before).
+// shards 1..n-1.
 func parseShardTags(crawl, field string, n int) ([]string, error) {
-	if field == "" {
-		var tags []string
-		for k := 1; k < n; k++ {
-			tags = append(tags, shardTag(crawl, k))
-		}
-		return tags, nil
+	if field == "" && n == 1 {
+		return nil, nil
 	}
 	tags := strings.Split(field, ",")
 	if len(tags) != n-1 {

@@ -19,15 +19,16 @@ var _ Publisher = (*Redis)(nil)
 // Publish implements Publisher: the events are appended to the stream in
 // one pipelined round trip, in order: a slave's own stream
 // (Options.Slave), else the crawl's.
-func (f *shard) Publish(ctx context.Context, evs []Event) error {
-	return f.PublishAs(ctx, f.opt.Slave, evs)
+func (r *Redis) Publish(ctx context.Context, evs []Event) error {
+	return r.PublishAs(ctx, r.shards[0].opt.Slave, evs)
 }
 
 // PublishAs appends events to a slave's own stream (the crawl's for ""),
 // as Publish does for this frontier's slave: the work API's master writes
 // a slave's events where the slave would have, so the sink takes them
 // for that slave's and checks them against it.
-func (f *shard) PublishAs(ctx context.Context, slave string, evs []Event) error {
+func (r *Redis) PublishAs(ctx context.Context, slave string, evs []Event) error {
+	f := r.shards[0]
 	if len(evs) == 0 {
 		return nil
 	}

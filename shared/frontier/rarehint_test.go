@@ -95,7 +95,7 @@ func TestRareKeysHint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// the first claim finds the crawl busy (the fresh hash) and sets the hint
-	ls, err := f.Claim(ctx, "s1", 2)
+	ls, err := claimN(ctx, f, "s1", 2)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("claim: %d leases, %v", len(ls), err)
 	}
@@ -139,7 +139,7 @@ func TestRareKeysHint(t *testing.T) {
 	if ok, err := f.Resume(ctx); err != nil || !ok {
 		t.Fatalf("resume: %v, %v", ok, err)
 	}
-	if ls, err := f.Claim(ctx, "s1", 2); err != nil || len(ls) != 2 {
+	if ls, err := claimN(ctx, f, "s1", 2); err != nil || len(ls) != 2 {
 		t.Fatalf("claim after resume: %d leases, %v", len(ls), err)
 	}
 }

@@ -83,13 +83,13 @@ const (
 // clock; pages fetched from then on belong to it. It returns the run and
 // its start.
 func (f *Redis) StartRecrawl(ctx context.Context) (int64, time.Time, error) {
-	now, err := f.rdb.Time(ctx).Result()
+	now, err := f.shards[0].rdb.Time(ctx).Result()
 	if err != nil {
 		return 0, time.Time{}, wrap("start recrawl", err)
 	}
-	pipe := f.rdb.TxPipeline()
-	run := pipe.HIncrBy(ctx, f.keys.Stats, statRecrawlRun, 1)
-	pipe.HSet(ctx, f.keys.Stats, statRecrawlAt, strconv.FormatInt(now.UnixMilli(), 10))
+	pipe := f.shards[0].rdb.TxPipeline()
+	run := pipe.HIncrBy(ctx, f.shards[0].keys.Stats, statRecrawlRun, 1)
+	pipe.HSet(ctx, f.shards[0].keys.Stats, statRecrawlAt, strconv.FormatInt(now.UnixMilli(), 10))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, time.Time{}, wrap("start recrawl", err)
 	}

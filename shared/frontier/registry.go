@@ -16,15 +16,16 @@ import (
 )
 
 // Heartbeat implements Registry.
-func (f *shard) Heartbeat(ctx context.Context, hb events.Heartbeat) error {
-	_, err := f.HeartbeatControl(ctx, hb)
+func (r *Redis) Heartbeat(ctx context.Context, hb events.Heartbeat) error {
+	_, err := r.HeartbeatControl(ctx, hb)
 	return err
 }
 
 // HeartbeatControl is Heartbeat that also returns the admin's requests to
 // this slave (drain, retired proxies) at no extra round trip: the
 // library's function heartbeat (registry.lua).
-func (f *shard) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Control, error) {
+func (r *Redis) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Control, error) {
+	f := r.shards[0]
 	hb.Crawl = f.opt.Crawl
 	b, err := json.Marshal(hb)
 	if err != nil {
@@ -38,15 +39,22 @@ func (f *shard) HeartbeatControl(ctx context.Context, hb events.Heartbeat) (Cont
 		return Control{}, fmt.Errorf("heartbeat: no result")
 	}
 	c := controlOf(hb.Slave, arr[1:])
-	if c.Finished, err = f.Finished(ctx); err != nil {
-		return Control{}, fmt.Errorf("heartbeat: %w", err)
+	// the finish mark, and whether the crawl has limits (limits.go)
+	pipe := f.rdb.Pipeline()
+	fin := pipe.HGet(ctx, f.keys.Finish, "finished")
+	lim := pipe.Exists(ctx, f.keys.Limits)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Control{}, wrap("heartbeat: finished", err)
 	}
+	c.Finished = fin.Err() == nil
+	r.lim.on.Store(lim.Val() > 0)
 	return c, nil
 }
 
 // Finished reports whether the crawl is finished: the mark of the master's
 // finish decision (shard 0's finish hash), which a slave's user may read.
-func (f *shard) Finished(ctx context.Context) (bool, error) {
+func (r *Redis) Finished(ctx context.Context) (bool, error) {
+	f := r.shards[0]
 	_, err := f.rdb.HGet(ctx, f.keys.Finish, "finished").Result()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
@@ -54,31 +62,23 @@ func (f *shard) Finished(ctx context.Context) (bool, error) {
 	return err == nil, wrap("finished", err)
 }
 
-// Leave implements Registry: the slave gives back the leases it still
-// holds and records its leave (the library's function leave: lease.lua,
-// which a slave's restricted Redis user may call); the master's monitor
-// then drops it from the registry.
-func (f *shard) Leave(ctx context.Context, slave, detail string) error {
-	return f.leave(ctx, slave, detail, true)
-}
-
 func (f *shard) leave(ctx context.Context, slave, detail string, record bool) error {
 	_, err := f.call(ctx, "leave", slave, truncate(detail, maxReasonBytes), boolArg(record))
 	return wrap("leave", err)
 }
 
-// RetireGone drops from the registry a slave whose heartbeat key is gone
+// retireGone drops from the registry a slave whose heartbeat key is gone
 // (it left, or the master retired it): silently when it holds no lease,
 // else as a death (its leases are taken back). The monitor calls it for
 // slaves Registered reports Gone.
-func (f *shard) RetireGone(ctx context.Context, slave string) (int, error) {
+func (f *shard) retireGone(ctx context.Context, slave string) (int, error) {
 	return f.retire(ctx, slave, "gone", "heartbeats missed", true)
 }
 
 // Slaves implements Registry: the registered slaves that have a heartbeat
 // (not those that left).
-func (f *shard) Slaves(ctx context.Context) ([]SlaveInfo, error) {
-	all, err := f.Registered(ctx)
+func (r *Redis) Slaves(ctx context.Context) ([]SlaveInfo, error) {
+	all, err := r.Registered(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,8 @@ func (f *shard) Slaves(ctx context.Context) ([]SlaveInfo, error) {
 
 // Registered lists every slave in the registry, those that left or were
 // retired (Gone: no heartbeat key) too; the monitor walks it.
-func (f *shard) Registered(ctx context.Context) ([]SlaveInfo, error) {
+func (r *Redis) Registered(ctx context.Context) ([]SlaveInfo, error) {
+	f := r.shards[0]
 	res, err := f.call(ctx, "registry")
 	if err != nil {
 		return nil, wrap("list slaves", err)
@@ -142,116 +143,12 @@ func decodeRegistry(res any) ([]SlaveInfo, map[string]bool, error) {
 
 // Now returns Redis's clock, the one every lease and heartbeat is stamped
 // with.
-func (f *shard) Now(ctx context.Context) (time.Time, error) {
+func (r *Redis) Now(ctx context.Context) (time.Time, error) { return r.shards[0].now(ctx) }
+
+// now returns the shard's Redis clock.
+func (f *shard) now(ctx context.Context) (time.Time, error) {
 	t, err := f.rdb.Time(ctx).Result()
 	return t, wrap("redis time", err)
-}
-
-// Snapshot is Stats with what it is computed from: Redis's clock, the
-// registered slaves' last heartbeats, and the slaves asked to drain.
-type Snapshot struct {
-	Stats
-	Now      time.Time
-	Slaves   []SlaveInfo
-	Draining map[string]bool
-}
-
-// Stats implements Supervisor.
-func (f *shard) Stats(ctx context.Context) (Stats, error) {
-	s, err := f.Snapshot(ctx)
-	return s.Stats, err
-}
-
-// Snapshot reads the crawl's counters, clock, slaves and admin state in
-// one round trip (the dashboard's overview), the slaves and leases held by
-// the library's function snapshot (registry.lua).
-func (f *shard) Snapshot(ctx context.Context) (Snapshot, error) {
-	snap, err := f.snapshot(ctx)
-	if isNoFunction(err) && f.opt.Slave == "" {
-		// first use on this Redis: load, read again
-		if lerr := loadLibrary(ctx, f.rdb, f.library()); lerr != nil {
-			return Snapshot{}, wrap("stats", lerr)
-		}
-		snap, err = f.snapshot(ctx)
-	}
-	return snap, err
-}
-
-func (f *shard) snapshot(ctx context.Context) (Snapshot, error) {
-	pipe := f.rdb.Pipeline()
-	tm := pipe.Time(ctx)
-	st := pipe.HGetAll(ctx, f.keys.Stats)
-	reg := pipe.FCallRo(ctx, f.library().fn("snapshot"), f.allKeys, f.keys.Prefix)
-	retry := pipe.ZCard(ctx, f.keys.Retry)
-	nextRetry := pipe.ZRangeWithScores(ctx, f.keys.Retry, 0, 0)
-	finish := pipe.HGetAll(ctx, f.keys.Finish)
-	ready := pipe.ZCard(ctx, f.keys.Ready)
-	fresh := pipe.HLen(ctx, f.keys.Fresh)
-	control := pipe.HGetAll(ctx, f.keys.Control)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return Snapshot{}, wrap("stats", err)
-	}
-	get := func(m map[string]string, k string) int64 {
-		v, _ := strconv.ParseInt(m[k], 10, 64)
-		return v
-	}
-	regArr, _ := reg.Val().([]any)
-	var inFlight int64
-	if len(regArr) > 0 {
-		inFlight, _ = toInt(regArr[len(regArr)-1])
-		regArr = regArr[:len(regArr)-1]
-	}
-	s := Stats{
-		Crawl:    f.opt.Crawl,
-		Queued:   get(st.Val(), "queued"),
-		InFlight: inFlight,
-		Retry:    retry.Val(),
-		NextRetryAt: func() int64 {
-			if z := nextRetry.Val(); len(z) > 0 {
-				return int64(z[0].Score)
-			}
-			return 0
-		}(),
-		Done:    get(st.Val(), "done"),
-		Failed:  get(st.Val(), "failed"),
-		Seen:    get(st.Val(), "seen"),
-		Lost:    get(st.Val(), "lost"),
-		Retried: get(st.Val(), "retried"),
-
-		Duplicates:  get(st.Val(), "duplicates"),
-		TrapDropped: get(st.Val(), "trap_dropped"),
-		Hosts:       ready.Val() + fresh.Val(),
-
-		RenderQueued: get(st.Val(), "rqueued"),
-		Requeued:     get(st.Val(), "requeued"),
-		Reseeded:     get(st.Val(), "reseeded"),
-		RecrawlRun:   get(st.Val(), statRecrawlRun),
-		RecrawlAt:    get(st.Val(), statRecrawlAt),
-	}
-	s.PausedSince = pausedSince(control.Val()[ctlPaused])
-	s.Paused = !s.PausedSince.IsZero()
-	if fa := get(finish.Val(), "finished"); fa > 0 {
-		s.Finished, s.FinishedAt = true, fa
-	}
-	snap := Snapshot{Stats: s, Now: tm.Val(), Draining: drainingOf(control.Val())}
-	registered, render, err := decodeRegistry(regArr)
-	if err != nil {
-		return snap, err
-	}
-	for _, sl := range registered {
-		if sl.Gone {
-			continue
-		}
-		snap.Slaves = append(snap.Slaves, sl)
-		if snap.Now.Sub(sl.LastSeen) <= f.opt.DeadAfter {
-			snap.SlavesAlive++
-			snap.PagesPerSec += sl.PagesPerSec
-			if render[sl.Slave] {
-				snap.RenderSlaves++
-			}
-		}
-	}
-	return snap, nil
 }
 
 // PruneRegistry drops from the registries of the shards given (nil: all)

@@ -127,7 +127,7 @@ func TestHostPolicyStoredAndNoRewrite(t *testing.T) {
 	if !unwritten(t, rdb, policyKeys(f), func() { seed(pol) }) {
 		t.Fatal("seeding an unchanged policy wrote to the policy hashes")
 	}
-	ls, err := f.Claim(ctx, "s1", 5)
+	ls, err := claimN(ctx, f, "s1", 5)
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("claim: %d %v", len(ls), err)
 	}
@@ -170,7 +170,7 @@ func TestHostPolicyJitter(t *testing.T) {
 	if _, err := f.SeedWithPolicies(ctx, seeds, pol); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := f.Claim(ctx, "s1", 20)
+	ls, err := claimN(ctx, f, "s1", 20)
 	if err != nil || len(ls) != 20 {
 		t.Fatalf("claim: %v %d", err, len(ls))
 	}

@@ -11,6 +11,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// GetRobots implements the robots.txt store on the host's shard.
+func (f *Redis) GetRobots(ctx context.Context, host string) (RobotsRecord, bool, error) {
+	return f.hostShard(host).getRobots(ctx, host)
+}
+
+// PutRobots stores a robots.txt record on the host's shard.
+func (f *Redis) PutRobots(ctx context.Context, host string, r RobotsRecord) error {
+	return f.hostShard(host).putRobots(ctx, host, r)
+}
+
+// PutRobotsTTL is PutRobots with a TTL.
+func (f *Redis) PutRobotsTTL(ctx context.Context, host string, r RobotsRecord, ttl time.Duration) error {
+	return f.hostShard(host).putRobotsTTL(ctx, host, r, ttl)
+}
+
 // RobotsRecord is a host's robots.txt as fetched by one slave and shared
 // with all of them, so a site sees one robots.txt request per crawl (per
 // TTL), not one per slave.
@@ -27,9 +42,9 @@ type RobotsRecord struct {
 // maxRobotsBody is what RFC 9309 §2.5 asks a crawler to parse at least.
 const maxRobotsBody = 500 << 10
 
-// GetRobots returns the stored robots.txt of a host, if any and not
+// getRobots returns the stored robots.txt of a host, if any and not
 // expired. It reads the record and its remaining TTL in one round trip.
-func (f *shard) GetRobots(ctx context.Context, host string) (RobotsRecord, bool, error) {
+func (f *shard) getRobots(ctx context.Context, host string) (RobotsRecord, bool, error) {
 	key := f.keys.RobotsHost(host)
 	pipe := f.rdb.Pipeline()
 	get := pipe.Get(ctx, key)
@@ -57,9 +72,9 @@ func (f *shard) GetRobots(ctx context.Context, host string) (RobotsRecord, bool,
 	return rec, true, nil
 }
 
-// PutRobots stores a host's robots.txt (the body is capped at 500 KiB) for
+// putRobots stores a host's robots.txt (the body is capped at 500 KiB) for
 // r.TTL, or Options.RobotsTTL when r.TTL is not positive.
-func (f *shard) PutRobots(ctx context.Context, host string, r RobotsRecord) error {
+func (f *shard) putRobots(ctx context.Context, host string, r RobotsRecord) error {
 	ttl := r.TTL
 	if ttl <= 0 {
 		ttl = f.opt.RobotsTTL
@@ -72,9 +87,9 @@ func (f *shard) PutRobots(ctx context.Context, host string, r RobotsRecord) erro
 	return wrap("put robots.txt", f.rdb.Set(ctx, f.keys.RobotsHost(host), v, ttl).Err())
 }
 
-// PutRobotsTTL stores a host's robots.txt for ttl (Options.RobotsTTL when
+// putRobotsTTL stores a host's robots.txt for ttl (Options.RobotsTTL when
 // not positive).
-func (f *shard) PutRobotsTTL(ctx context.Context, host string, r RobotsRecord, ttl time.Duration) error {
+func (f *shard) putRobotsTTL(ctx context.Context, host string, r RobotsRecord, ttl time.Duration) error {
 	r.TTL = ttl
-	return f.PutRobots(ctx, host, r)
+	return f.putRobots(ctx, host, r)
 }

@@ -6,6 +6,21 @@ import (
 	"sync"
 )
 
+// PutRules publishes a rule set to every shard (a claim returns its
+// shard's version), shard 0 last: its channel tells the slaves.
+func (f *Redis) PutRules(ctx context.Context, version string, blob []byte) error {
+	if err := checkRulesVersion(version); err != nil {
+		return err // before any shard has it
+	}
+	for k := len(f.shards) - 1; k > 0; k-- {
+		s := f.shards[k]
+		if err := s.rdb.HSet(ctx, s.keys.Rules, "version", version, "blob", blob).Err(); err != nil {
+			return wrap(fmt.Sprintf("put rules on shard %d", k), err)
+		}
+	}
+	return f.shards[0].putRules(ctx, version, blob)
+}
+
 // The master publishes the crawl's validated rule set (rule files) with
 // PutRules: the hash crawl:{name}:rules holds its version and blob, and the
 // version is published on RulesChannel. Slaves learn of a new version from
@@ -15,7 +30,7 @@ import (
 
 // RulesChannel returns the pub/sub channel the rules' versions are
 // published on (not a key; it carries the crawl's hash tag).
-func (f *shard) RulesChannel() string { return f.keys.RulesChannel }
+func (r *Redis) RulesChannel() string { return r.shards[0].keys.RulesChannel }
 
 // WorkMessage is published on WorkChannel by the function that makes a
 // host claimable sooner than a waiting slave would look again (a seed, a
@@ -34,10 +49,10 @@ func checkRulesVersion(version string) error {
 	return nil
 }
 
-// PutRules stores a rule set under a version, replacing the previous one,
+// putRules stores a rule set under a version, replacing the previous one,
 // and publishes the version, in one MULTI/EXEC round trip. The version must
 // not be empty ("" means no rules); the frontier does not look into blob.
-func (f *shard) PutRules(ctx context.Context, version string, blob []byte) error {
+func (f *shard) putRules(ctx context.Context, version string, blob []byte) error {
 	if err := checkRulesVersion(version); err != nil {
 		return err
 	}
@@ -49,7 +64,8 @@ func (f *shard) PutRules(ctx context.Context, version string, blob []byte) error
 }
 
 // GetRules returns the stored rule set; ok is false when none was put.
-func (f *shard) GetRules(ctx context.Context) (version string, blob []byte, ok bool, err error) {
+func (r *Redis) GetRules(ctx context.Context) (version string, blob []byte, ok bool, err error) {
+	f := r.shards[0]
 	vals, err := f.rdb.HMGet(ctx, f.keys.Rules, "version", "blob").Result()
 	if err != nil {
 		return "", nil, false, wrap("get rules", err)
@@ -70,7 +86,8 @@ func (f *shard) GetRules(ctx context.Context) (version string, blob []byte, ok b
 // claim's RulesVersion is the check that never misses. The channel is
 // buffered; a version that finds it full replaces nothing and is dropped,
 // as the next claim reports it anyway.
-func (f *shard) SubscribeRules(ctx context.Context) (versions <-chan string, stop func(), err error) {
+func (r *Redis) SubscribeRules(ctx context.Context) (versions <-chan string, stop func(), err error) {
+	f := r.shards[0]
 	ps := f.rdb.Subscribe(ctx, f.keys.RulesChannel, f.keys.WorkChannel)
 	if _, err := ps.Receive(ctx); err != nil {
 		ps.Close()

@@ -86,7 +86,7 @@ func TestSeenGrows(t *testing.T) {
 			// partner's content; link pages have no links
 			pages := 0
 			for {
-				ls, err := f.Claim(ctx, "s1", 200)
+				ls, err := claimN(ctx, f, "s1", 200)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -203,7 +203,7 @@ func nodeOf(t *testing.T, rdb redis.UniversalClient, key string) *redis.Client {
 func checkSeen(t *testing.T, rdb *redis.Client, keys frontier.Keys) int {
 	t.Helper()
 	ctx := context.Background()
-	st, err := rdb.HMGet(ctx, keys.Meta, "seen_bits", "seen_level", "seen_split", "seen_count", "content_bits").Result()
+	st, err := rdb.HMGet(ctx, keys.Meta, "layout", "seen_level", "seen_split", "seen_count", "content_bits").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +215,8 @@ func checkSeen(t *testing.T, rdb *redis.Client, keys frontier.Keys) int {
 		}
 		return n
 	}
-	if num(st[0]) != 0 || num(st[4]) != frontier.ContentBits {
-		t.Fatalf("meta seen_bits %v, content_bits %v; want 0 (growing buckets) and %d", st[0], st[4], frontier.ContentBits)
+	if num(st[0]) != 1 || num(st[4]) != frontier.ContentBits {
+		t.Fatalf("meta layout %v, content_bits %v; want 1 and %d", st[0], st[4], frontier.ContentBits)
 	}
 	level, split, count := num(st[1]), num(st[2]), num(st[3])
 	var members int64
@@ -275,100 +275,5 @@ func TestSeenMemberBit(t *testing.T) {
 		if diff := cmp.Diff(want, seen); diff != "" {
 			t.Errorf("fingerprint %#x: seen member bits from level %d (-want +got):\n%s", fp, frontier.SeenFloor, diff)
 		}
-	}
-}
-
-// TestSeenFixedLayout opens a crawl created before buckets grew (meta
-// seen_bits 11, its seen and content hashes written as those versions
-// did) and checks that it keeps that layout: what it had is still seen
-// and found duplicate, and what it adds goes where those versions look.
-func TestSeenFixedLayout(t *testing.T) {
-	rdb := testRedis(t)
-	ctx := context.Background()
-	crawl := uniqueCrawl(t, rdb, "fixed")
-	keys := frontier.NewKeys(crawl)
-	bits := frontier.FixedBucketBits(100_000)
-	if bits != 11 {
-		t.Fatalf("fixed bits for 100k URLs: %d, want 11", bits)
-	}
-	if err := rdb.HSet(ctx, keys.Meta, "seen_bits", bits, "strategy", "bfs", "dedup", "exact").Err(); err != nil {
-		t.Fatal(err)
-	}
-	old := func(i int) frontier.Task { return tk(fmt.Sprintf("http://old%d.test/p", i), 0) }
-	fresh := func(i int) frontier.Task { return tk(fmt.Sprintf("http://new%d.test/p", i), 0) }
-	oldContent := frontier.Fingerprint("old content")
-	for i := range 50 {
-		b, fld := frontier.FixedSlot(bits, frontier.Fingerprint(old(i).URL))
-		if err := rdb.HSet(ctx, keys.Seen(b), fld, "").Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cb, cf := frontier.FixedSlot(bits, oldContent)
-	if err := rdb.HSet(ctx, keys.Content(cb), cf, "http://old0.test/p").Err(); err != nil {
-		t.Fatal(err)
-	}
-
-	f, err := frontier.NewRedis(ctx, rdb, frontier.WithSeenLoad(frontier.Options{Crawl: crawl, HostConcurrency: 10,
-		LeaseDuration: time.Minute, MaxAttempts: 3, ExpectedURLs: 100_000}, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seeds []frontier.Task
-	for i := range 100 {
-		seeds = append(seeds, old(i%50), fresh(i))
-	}
-	if n, err := f.Seed(ctx, seeds); err != nil || n != 100 {
-		t.Fatalf("seed: %d new, %v; want the 100 new URLs", n, err)
-	}
-	ls, err := f.Claim(ctx, "s1", 2)
-	if err != nil || len(ls) != 2 {
-		t.Fatalf("claim: %d leases, %v", len(ls), err)
-	}
-	cs := []frontier.Completion{
-		{Lease: ls[0], Outcome: frontier.Done, ContentHash: oldContent,
-			Links: []frontier.Task{tk("http://new0.test/dup-link", 1)}},
-		{Lease: ls[1], Outcome: frontier.Done, ContentHash: frontier.Fingerprint("new content"),
-			Links: []frontier.Task{tk("http://new1.test/link", 1), old(3)}},
-	}
-	if _, err := f.Complete(ctx, "s1", cs); err != nil {
-		t.Fatal(err)
-	}
-
-	var in []frontier.Task
-	for i := range 100 {
-		in = append(in, old(i%50), fresh(i))
-	}
-	in = append(in, tk("http://new1.test/link", 1))
-	assertSeen(t, f, in, true)
-	assertSeen(t, f, []frontier.Task{tk("http://new0.test/dup-link", 1), tk("http://never.test/", 0)}, false)
-	// where those versions look
-	for _, u := range []string{fresh(7).URL, "http://new1.test/link"} {
-		b, fld := frontier.FixedSlot(bits, frontier.Fingerprint(u))
-		if ok, err := rdb.HExists(ctx, keys.Seen(b), fld).Result(); err != nil || !ok {
-			t.Errorf("%s not in fixed bucket %x: %v", u, b, err)
-		}
-	}
-	b, fld := frontier.FixedSlot(bits, frontier.Fingerprint("new content"))
-	if got, err := rdb.HGet(ctx, keys.Content(b), fld).Result(); err != nil || got != ls[1].URL {
-		t.Errorf("new content in fixed bucket %x: %q, %v; want %s", b, got, err, ls[1].URL)
-	}
-	st, err := f.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Duplicates != 1 || st.Seen != 101 {
-		t.Errorf("stats: %d duplicates, %d seen; want 1 and 101", st.Duplicates, st.Seen)
-	}
-	meta, err := rdb.HGetAll(ctx, keys.Meta).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"seen_level", "seen_split", "seen_count", "content_level", "content_count"} {
-		if v, ok := meta[k]; ok {
-			t.Errorf("meta %s = %q in a crawl of the fixed layout", k, v)
-		}
-	}
-	if meta["seen_bits"] != "11" {
-		t.Errorf("meta seen_bits %q, want 11", meta["seen_bits"])
 	}
 }

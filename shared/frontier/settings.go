@@ -37,7 +37,7 @@ const (
 )
 
 // settings returns the shard's settings string; load is its seen buckets'
-// load (0: a fixed layout).
+// load (dedup.lua: LH).
 func (f *shard) settings(load int) string {
 	opt := f.opt
 	return strings.Join([]string{opt.Strategy, opt.JitterDist, fmtFloat(opt.PriorityX), fmtFloat(opt.AOPICTax),

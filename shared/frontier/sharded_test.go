@@ -80,7 +80,7 @@ func TestCrossShardLinkOnce(t *testing.T) {
 				}
 			}
 			page := func(slave string) frontier.Completion {
-				ls, err := f.Claim(ctx, slave, 10)
+				ls, err := claimN(ctx, f, slave, 10)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -117,7 +117,7 @@ func TestCrossShardLinkOnce(t *testing.T) {
 				t.Fatalf("ack: %v %v", acked, err)
 			}
 			for range 10 {
-				ls, err := f.Claim(ctx, "s3", 10)
+				ls, err := claimN(ctx, f, "s3", 10)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -213,7 +213,7 @@ func TestOnlyRetriesLeft(t *testing.T) {
 			if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0), tk("http://b.test/", 0)}); err != nil {
 				t.Fatal(err)
 			}
-			ls, err := f.Claim(ctx, "s1", 10)
+			ls, err := claimN(ctx, f, "s1", 10)
 			if err != nil || len(ls) != 2 {
 				t.Fatalf("claim: %d %v", len(ls), err)
 			}
@@ -277,7 +277,7 @@ func TestDateVariantsCap(t *testing.T) {
 			if _, err := f.Seed(ctx, []frontier.Task{tk("http://a.test/", 0)}); err != nil {
 				t.Fatal(err)
 			}
-			ls, err := f.Claim(ctx, "s1", 1)
+			ls, err := claimN(ctx, f, "s1", 1)
 			if err != nil || len(ls) != 1 {
 				t.Fatalf("claim %d %v", len(ls), err)
 			}

@@ -29,7 +29,7 @@ func TestSitemapTaskMarks(t *testing.T) {
 				if _, err := f.Seed(ctx, []frontier.Task{sm}); err != nil {
 					t.Fatal(err)
 				}
-				ls, err := f.Claim(ctx, "s1", 10)
+				ls, err := claimN(ctx, f, "s1", 10)
 				if err != nil || len(ls) != 1 {
 					t.Fatalf("claim: %v, %v", ls, err)
 				}
@@ -40,7 +40,7 @@ func TestSitemapTaskMarks(t *testing.T) {
 				if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Retry}}); err != nil {
 					t.Fatal(err)
 				}
-				if ls, err = f.Claim(ctx, "s1", 10); err != nil || len(ls) != 1 {
+				if ls, err = claimN(ctx, f, "s1", 10); err != nil || len(ls) != 1 {
 					t.Fatalf("claim after retry: %v, %v", ls, err)
 				}
 				if got := ls[0].Task; got.Sitemap != 1 || !got.SitemapAnyHost || got.Attempt != 1 {

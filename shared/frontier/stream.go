@@ -121,8 +121,8 @@ func eventID(id string, i int) string {
 	return ms + "-" + strconv.FormatUint(n*eventIDScale+uint64(i), 10)
 }
 
-// Stream returns the shard's event streams for a consumer group.
-func (f *shard) Stream(group string) *Stream {
+// stream returns the shard's event streams for a consumer group.
+func (f *shard) stream(group string) *Stream {
 	return &Stream{rdb: f.rdb, keys: f.keys, group: group, known: map[string]bool{}, tag: f.tag}
 }
 
@@ -137,14 +137,14 @@ func (f *Redis) Stream(group string) *Stream {
 // owns.
 func (f *Redis) StreamOf(group string, shards []int) *Stream {
 	if len(f.shards) == 1 {
-		return f.shard.Stream(group)
+		return f.shards[0].stream(group)
 	}
 	if shards == nil {
 		shards = f.all()
 	}
 	st := &Stream{group: group}
 	for _, k := range shards {
-		st.parts = append(st.parts, f.shards[k].Stream(group))
+		st.parts = append(st.parts, f.shards[k].stream(group))
 	}
 	return st
 }

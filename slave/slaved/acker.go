@@ -7,16 +7,13 @@ import (
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
 
-// maxAckBatch bounds one complete script call; ackGather is how long a
-// small batch waits for more completions, so Redis runs fewer, larger
-// complete scripts (each call has a fixed cost in Redis). With a frontier
-// that acks with its claims (CompleteClaimer) a small batch waits ackHold:
-// the claim loop takes the acks first (wait wakes it), and the acker
-// only sends what a claim loop that is not claiming leaves, or what has
-// waited ackHoldMax (a claim loop that is slow to claim: an outage).
+// maxAckBatch bounds one complete script call. A small batch waits ackHold:
+// the claim loop takes the acks first, with its claim (CompleteClaim: wait
+// wakes it), and the acker only sends what a claim loop that is not
+// claiming leaves, or what has waited ackHoldMax (a claim loop that is
+// slow to claim: an outage).
 const (
 	maxAckBatch = 64
-	ackGather   = time.Millisecond
 	ackHold     = 2 * busyGather
 	ackHoldMax  = 5 * ackHold
 )
@@ -37,19 +34,14 @@ func newAcker(s *Slave) *batcher[frontier.Completion] {
 		s.acksDone(batch, acked)
 		return nil
 	})
-	b.gather = ackGather
-	if _, ok := s.front.(frontier.CompleteClaimer); ok {
-		b.gather = ackHold
-		// the claim loop waits for this (wait), to take the acks with
-		// its claim
-		b.onAdd = func() { signal(s.done) }
-		// and while it is claiming it takes them soon: a complete of the
-		// acker's own would free host slots that no claim of this slave
-		// takes, and the other slaves would all wake to race for them
-		// (the frontier announces work to waiting slaves), most of them
-		// finding nothing
-		b.hold, b.holdMax = s.claiming.Load, ackHoldMax
-	}
+	b.gather = ackHold
+	// the claim loop waits for this (wait), to take the acks with its claim
+	b.onAdd = func() { signal(s.done) }
+	// and while it is claiming it takes them soon: a complete of the
+	// acker's own would free host slots that no claim of this slave takes,
+	// and the other slaves would all wake to race for them (the frontier
+	// announces work to waiting slaves), most of them finding nothing
+	b.hold, b.holdMax = s.claiming.Load, ackHoldMax
 	return b
 }
 

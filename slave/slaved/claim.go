@@ -43,8 +43,6 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 		return min(conc+ahead.n(finished.Load())-(h-int(gates.waiting.Load())), maxHeld-h)
 	}
 	fail := 0
-	// acks go with the claims (CompleteClaim) when the frontier can
-	cc, _ := s.front.(frontier.CompleteClaimer)
 	s.claiming.Store(true)
 	defer s.claiming.Store(false)
 	for ctx.Err() == nil {
@@ -62,28 +60,21 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			continue
 		}
 		if n < batch {
-			if cc != nil {
-				// few workers are free: give others a moment to finish,
-				// so that one call acks and claims for several; while the
-				// leases claimed ahead keep the workers busy, a longer
-				// moment costs no fetch
-				d := claimGather
-				if ahead.covers {
-					d = batchGather
-				}
-				if !waitFreed(ctx, freed, d, func() bool { return want() >= batch }) {
-					return
-				}
-			} else {
-				// their pages' host slots open in Redis only when their
-				// acks land: wait for the next ack (at most claimGather)
-				drainSignal(s.acked)
-				s.wait(ctx, claimGather, nil)
+			// few workers are free: give others a moment to finish, so
+			// that one call acks and claims for several; while the leases
+			// claimed ahead keep the workers busy, a longer moment costs
+			// no fetch
+			d := claimGather
+			if ahead.covers {
+				d = batchGather
+			}
+			if !waitFreed(ctx, freed, d, func() bool { return want() >= batch }) {
+				return
 			}
 			n = max(n, want())
 		}
 		claimStart := time.Now()
-		res, err := s.claim(ctx, cc, acks, n)
+		res, err := s.claim(ctx, acks, n)
 		took := time.Since(claimStart)
 		s.met.ObserveClaim(took)
 		leases, wait := res.Leases, res.Wait
@@ -142,7 +133,7 @@ func (s *Slave) claimLoop(ctx, fetchCtx context.Context, pool *sync.WaitGroup, a
 			}()
 		}
 		if len(leases) == 0 || (len(leases) < n && wait != 0) {
-			s.idleWait(ctx, wait, cc != nil)
+			s.idleWait(ctx, wait)
 		}
 	}
 }
@@ -266,7 +257,7 @@ func waitFreed(ctx context.Context, freed <-chan struct{}, d time.Duration, ok f
 // Redis one claim per idle_poll however long it waits. It also wakes when
 // one of its acks lands, or (withDone: its acks go with its claims) when
 // one of its pages is done.
-func (s *Slave) idleWait(ctx context.Context, wait time.Duration, withDone bool) {
+func (s *Slave) idleWait(ctx context.Context, wait time.Duration) {
 	d := s.cfg.Slave.IdlePoll
 	spread := d / 4
 	if wait >= 0 && wait < d {
@@ -275,36 +266,28 @@ func (s *Slave) idleWait(ctx context.Context, wait time.Duration, withDone bool)
 		d, spread = wait, min(wait/4, hintSpread)
 	}
 	d += time.Duration(rand.Int64N(int64(spread) + int64(time.Millisecond)))
-	if withDone {
-		// ... or until one of this slave's pages is done: its ack goes
-		// with the next claim (one script for both)
-		s.wait(ctx, d, s.done)
-	} else {
-		// ... or until one of this slave's acks frees a host slot
-		s.wait(ctx, d, nil)
-	}
+	// ... or until one of this slave's pages is done: its ack goes with
+	// the next claim (one script for both)
+	s.wait(ctx, d, s.done)
 }
 
 // hintSpread bounds the random extra wait after a claim's wait hint.
 const hintSpread = 5 * time.Millisecond
 
-// claim leases up to n tasks. With cc, the finished pages' completions
-// waiting for the acker go with the claim: the host slots they free are
-// this slave's to claim in the same script, before another slave's claim
-// finds them, and one script serves both; on an error they go back to the
-// acker.
-func (s *Slave) claim(ctx context.Context, cc frontier.CompleteClaimer, acks *batcher[frontier.Completion], n int) (frontier.ClaimResult, error) {
+// claim leases up to n tasks. The finished pages' completions waiting for
+// the acker go with the claim (CompleteClaim): the host slots they free
+// are this slave's to claim in the same script, before another slave's
+// claim finds them, and one script serves both; on an error they go back
+// to the acker.
+func (s *Slave) claim(ctx context.Context, acks *batcher[frontier.Completion], n int) (frontier.ClaimResult, error) {
 	opts := frontier.ClaimOptions{Render: s.canRender.Load()}
-	var cs []frontier.Completion
-	if cc != nil {
-		cs = acks.take(maxAckBatch)
-	}
+	cs := acks.take(maxAckBatch)
 	if len(cs) == 0 {
 		return s.front.ClaimWaitOpts(ctx, s.id, n, opts)
 	}
 	start := time.Now()
 	// not cut short by a shutdown: the acks would be sent twice
-	acked, res, err := cc.CompleteClaim(context.WithoutCancel(ctx), s.id, cs, n, opts)
+	acked, res, err := s.front.CompleteClaim(context.WithoutCancel(ctx), s.id, cs, n, opts)
 	if err != nil {
 		acks.putBack(cs)
 		return res, err
@@ -315,8 +298,7 @@ func (s *Slave) claim(ctx context.Context, cc frontier.CompleteClaimer, acks *ba
 }
 
 // claimGather bounds how long the claim loop waits, when few workers are
-// free, for more to finish (acks and claim in one script) or, with a
-// frontier that cannot do both at once, for the next ack (claimLoop).
+// free, for more to finish (acks and claim in one script: claimLoop).
 const claimGather = time.Millisecond
 
 // batchGather bounds how long the claim loop waits for a batch of room
@@ -348,8 +330,8 @@ func signal(c chan struct{}) {
 // wait waits up to d for one of this slave's acks to land (s.acked), for
 // the master to announce queued work (s.wake), for done (nil: never), or
 // for ctx to end. The claim loop passes s.done, signalled when one of its
-// pages is done (its completion queued), when its acks go with its claims:
-// a page done ends the wait after a gather time, a quarter of the average
+// pages is done (its completion queued, to go with its next claim): a
+// page done ends the wait after a gather time, a quarter of the average
 // fetch (busyGather bounds it), so that the claim that follows acks the
 // pages done meanwhile too: while every host with work is at its
 // concurrency, only acks free slots, and one script per gather time acks
@@ -374,12 +356,4 @@ func (s *Slave) wait(ctx context.Context, d time.Duration, done <-chan struct{})
 	}
 	g := min(max(claimGather, time.Duration(s.fetchAvg.Load()/4)), busyGather)
 	retry.Sleep(ctx, g)
-}
-
-// drainSignal empties a signal channel of capacity one.
-func drainSignal(c chan struct{}) {
-	select {
-	case <-c:
-	default:
-	}
 }

@@ -57,7 +57,6 @@ type Backend interface {
 	frontier.Frontier
 	frontier.Registry
 	frontier.Publisher
-	frontier.RenderClaimer
 	frontier.RulesStore
 	robotsStore
 	// SubscribeRules delivers the versions of rule sets as the master

@@ -228,13 +228,7 @@ func reqPath(u string) string {
 	return p.Path
 }
 
-// Claim implements frontier.Frontier.
-func (c *Client) Claim(ctx context.Context, slave string, max int) ([]frontier.Lease, error) {
-	res, err := c.ClaimWaitOpts(ctx, slave, max, frontier.ClaimOptions{})
-	return res.Leases, err
-}
-
-// ClaimWaitOpts implements frontier.RenderClaimer.
+// ClaimWaitOpts implements frontier.Frontier.
 func (c *Client) ClaimWaitOpts(ctx context.Context, _ string, max int, opts frontier.ClaimOptions) (frontier.ClaimResult, error) {
 	if max <= 0 {
 		return frontier.ClaimResult{}, nil
@@ -246,7 +240,7 @@ func (c *Client) ClaimWaitOpts(ctx context.Context, _ string, max int, opts fron
 	return c.claimResult(res), nil
 }
 
-// CompleteClaim implements frontier.CompleteClaimer.
+// CompleteClaim implements frontier.Frontier.
 func (c *Client) CompleteClaim(ctx context.Context, slave string, cs []frontier.Completion, max int, opts frontier.ClaimOptions) ([]bool, frontier.ClaimResult, error) {
 	if len(cs) == 0 {
 		res, err := c.ClaimWaitOpts(ctx, slave, max, opts)

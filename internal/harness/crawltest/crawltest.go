@@ -575,3 +575,28 @@ func (l *LockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// RunAdminMaster runs a master of cfg until the test ends (or ctx does)
+// and sets cfg.Admin.Listen to the address its admin server listens on.
+func RunAdminMaster(t testing.TB, ctx context.Context, cfg *config.Config) {
+	t.Helper()
+	addrc := make(chan string, 1)
+	mctx, stopMaster := context.WithCancel(ctx)
+	mdone := make(chan error, 1)
+	go func() {
+		mdone <- masterd.New(cfg, masterd.Options{Logger: Logger(t), AdminReady: func(a string) { addrc <- a }}).Run(mctx)
+	}()
+	t.Cleanup(func() {
+		stopMaster()
+		if err := <-mdone; err != nil {
+			t.Errorf("master: %v", err)
+		}
+	})
+	select {
+	case a := <-addrc:
+		cfg.Admin.Listen = a
+	case err := <-mdone:
+		mdone <- nil // reported here, not again by the cleanup
+		t.Fatalf("master stopped before its admin server listened: %v", err)
+	}
+}

@@ -23,9 +23,7 @@ type Backend interface {
 	frontier.Seeder
 	frontier.Supervisor
 	frontier.Registry
-	frontier.RenderClaimer
 	frontier.PolicySeeder
-	frontier.CompleteClaimer
 }
 
 // Factory makes a fresh, empty backend for one crawl, and a function that
@@ -134,7 +132,7 @@ func claimAll(t *testing.T, f Backend, slave string) []frontier.Lease {
 	ctx := context.Background()
 	var all []frontier.Lease
 	for range 1000 {
-		ls, err := f.Claim(ctx, slave, 50)
+		ls, err := claimN(ctx, f, slave, 50)
 		if err != nil {
 			t.Fatalf("claim: %v", err)
 		}
@@ -253,7 +251,7 @@ func testBatchClaim(t *testing.T, nb Factory) {
 	var got []string
 	var leases []frontier.Lease
 	for _, max := range []int{5, 5, 5} {
-		ls, err := f.Claim(ctx, "s1", max)
+		ls, err := claimN(ctx, f, "s1", max)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +309,7 @@ func testCompleteClaim(t *testing.T, nb Factory) {
 	f, drain := nb(t, opts("cc")) // one request in flight per host, delay 0
 	mustSeed(t, f, task("http://a.test/1", 0), task("http://a.test/2", 0), task("http://a.test/3", 0))
 	ctx := context.Background()
-	first, err := f.Claim(ctx, "s1", 5)
+	first, err := claimN(ctx, f, "s1", 5)
 	if err != nil || len(first) != 1 {
 		t.Fatalf("first claim: %d leases, %v; want 1", len(first), err)
 	}
@@ -364,7 +362,7 @@ func testCompleteClaimDelay(t *testing.T, nb Factory) {
 	f, _ := nb(t, o)
 	mustSeed(t, f, task("http://a.test/1", 0), task("http://a.test/2", 0))
 	ctx := context.Background()
-	first, err := f.Claim(ctx, "s1", 5)
+	first, err := claimN(ctx, f, "s1", 5)
 	if err != nil || len(first) != 1 {
 		t.Fatalf("first claim: %d leases, %v; want 1", len(first), err)
 	}
@@ -417,7 +415,7 @@ func testPoliteness(t *testing.T, nb Factory) {
 				if st.Queued == 0 && st.InFlight == 0 {
 					return
 				}
-				ls, err := f.Claim(ctx, slave, 4)
+				ls, err := claimN(ctx, f, slave, 4)
 				if err != nil {
 					t.Error(err)
 					return
@@ -463,11 +461,11 @@ func testHostConcurrency(t *testing.T, nb Factory) {
 	}
 	mustSeed(t, f, ts...)
 	ctx := context.Background()
-	ls, err := f.Claim(ctx, "s1", 10)
+	ls, err := claimN(ctx, f, "s1", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	more, err := f.Claim(ctx, "s2", 10)
+	more, err := claimN(ctx, f, "s2", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +475,7 @@ func testHostConcurrency(t *testing.T, nb Factory) {
 	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done}}); err != nil {
 		t.Fatal(err)
 	}
-	again, err := f.Claim(ctx, "s2", 10)
+	again, err := claimN(ctx, f, "s2", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +488,7 @@ func testCompleteLinks(t *testing.T, nb Factory) {
 	f, drain := nb(t, opts("links"))
 	mustSeed(t, f, task("http://a.test/", 0))
 	ctx := context.Background()
-	ls, err := f.Claim(ctx, "s1", 5)
+	ls, err := claimN(ctx, f, "s1", 5)
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("claim: %v %d", err, len(ls))
 	}
@@ -518,7 +516,7 @@ func testScopeBySeeds(t *testing.T, nb Factory) {
 	f, _ := nb(t, o)
 	mustSeed(t, f, task("http://in.test/", 0))
 	ctx := context.Background()
-	ls, _ := f.Claim(ctx, "s1", 5)
+	ls, _ := claimN(ctx, f, "s1", 5)
 	links := []frontier.Task{task("http://in.test:8080/a", 1), task("http://out.test/b", 1)}
 	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done, Links: links}}); err != nil {
 		t.Fatal(err)
@@ -534,7 +532,7 @@ func testLeaseExpiry(t *testing.T, nb Factory) {
 	f, drain := nb(t, o)
 	mustSeed(t, f, task("http://a.test/", 0))
 	ctx := context.Background()
-	ls, _ := f.Claim(ctx, "dead", 5)
+	ls, _ := claimN(ctx, f, "dead", 5)
 	if len(ls) != 1 {
 		t.Fatalf("claimed %d", len(ls))
 	}
@@ -546,7 +544,7 @@ func testLeaseExpiry(t *testing.T, nb Factory) {
 	if err != nil || n != 1 {
 		t.Fatalf("recover: %d %v", n, err)
 	}
-	again, _ := f.Claim(ctx, "alive", 5)
+	again, _ := claimN(ctx, f, "alive", 5)
 	if len(again) != 1 || again[0].Attempt != 1 {
 		t.Fatalf("reclaimed %+v, want the task at attempt 1", again)
 	}
@@ -571,12 +569,12 @@ func testLostLeaseCannotAck(t *testing.T, nb Factory) {
 	f, drain := nb(t, o)
 	mustSeed(t, f, task("http://a.test/", 0))
 	ctx := context.Background()
-	old, _ := f.Claim(ctx, "slow", 5)
+	old, _ := claimN(ctx, f, "slow", 5)
 	time.Sleep(200 * time.Millisecond)
 	if _, err := f.RecoverExpired(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	cur, _ := f.Claim(ctx, "slow", 5) // the same slave claims it again: a new token
+	cur, _ := claimN(ctx, f, "slow", 5) // the same slave claims it again: a new token
 	if len(cur) != 1 {
 		t.Fatalf("reclaim %d", len(cur))
 	}
@@ -610,7 +608,7 @@ func testExtend(t *testing.T, nb Factory) {
 	f, _ := nb(t, o)
 	mustSeed(t, f, task("http://a.test/", 0))
 	ctx := context.Background()
-	ls, _ := f.Claim(ctx, "s1", 5)
+	ls, _ := claimN(ctx, f, "s1", 5)
 	for range 4 {
 		time.Sleep(100 * time.Millisecond)
 		held, err := f.Extend(ctx, "s1", ls)
@@ -632,7 +630,7 @@ func testRetryBackoff(t *testing.T, nb Factory) {
 	f, drain := nb(t, o)
 	mustSeed(t, f, task("http://a.test/", 0))
 	ctx := context.Background()
-	ls, _ := f.Claim(ctx, "s1", 5)
+	ls, _ := claimN(ctx, f, "s1", 5)
 	acked, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Retry, RetryIn: 300 * time.Millisecond, Reason: "http 500"}})
 	if err != nil || !acked[0] {
 		t.Fatal(err)
@@ -641,13 +639,13 @@ func testRetryBackoff(t *testing.T, nb Factory) {
 	if st.Retry != 1 || st.Queued != 0 {
 		t.Fatalf("stats %+v, want one waiting for retry", st)
 	}
-	if got, _ := f.Claim(ctx, "s1", 5); len(got) != 0 {
+	if got, _ := claimN(ctx, f, "s1", 5); len(got) != 0 {
 		t.Fatal("retry came back before its backoff")
 	}
 	var again []frontier.Lease
 	for range 50 {
 		time.Sleep(50 * time.Millisecond)
-		if again, _ = f.Claim(ctx, "s1", 5); len(again) > 0 {
+		if again, _ = claimN(ctx, f, "s1", 5); len(again) > 0 {
 			break
 		}
 	}
@@ -680,18 +678,18 @@ func testFailAndBackoff(t *testing.T, nb Factory) {
 	f, _ := nb(t, opts("failbo"))
 	mustSeed(t, f, task("http://a.test/1", 0), task("http://a.test/2", 0))
 	ctx := context.Background()
-	ls, _ := f.Claim(ctx, "s1", 5)
+	ls, _ := claimN(ctx, f, "s1", 5)
 	if len(ls) != 1 {
 		t.Fatalf("claimed %d with host concurrency 1", len(ls))
 	}
 	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Fail, Backoff: 400 * time.Millisecond, Reason: "http 404"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := f.Claim(ctx, "s1", 5); len(got) != 0 {
+	if got, _ := claimN(ctx, f, "s1", 5); len(got) != 0 {
 		t.Fatal("host claimed during its backoff")
 	}
 	time.Sleep(450 * time.Millisecond)
-	if got, _ := f.Claim(ctx, "s1", 5); len(got) != 1 {
+	if got, _ := claimN(ctx, f, "s1", 5); len(got) != 1 {
 		t.Fatalf("after backoff claimed %d", len(got))
 	}
 	st, _ := f.Stats(ctx)
@@ -704,11 +702,11 @@ func testRelease(t *testing.T, nb Factory) {
 	f, _ := nb(t, opts("release"))
 	mustSeed(t, f, task("http://a.test/1", 0), task("http://a.test/2", 0))
 	ctx := context.Background()
-	ls, _ := f.Claim(ctx, "s1", 5)
+	ls, _ := claimN(ctx, f, "s1", 5)
 	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Release}}); err != nil {
 		t.Fatal(err)
 	}
-	again, _ := f.Claim(ctx, "s2", 5)
+	again, _ := claimN(ctx, f, "s2", 5)
 	if len(again) != 1 || again[0].URL != ls[0].URL || again[0].Attempt != 0 {
 		t.Fatalf("after release claimed %+v, want %s at attempt 0", again, ls[0].URL)
 	}
@@ -721,8 +719,8 @@ func testRecoverSlave(t *testing.T, nb Factory) {
 	if err := f.Heartbeat(ctx, events.Heartbeat{Slave: "victim", Host: "pi"}); err != nil {
 		t.Fatal(err)
 	}
-	mine, _ := f.Claim(ctx, "victim", 2)
-	other, _ := f.Claim(ctx, "other", 2)
+	mine, _ := claimN(ctx, f, "victim", 2)
+	other, _ := claimN(ctx, f, "other", 2)
 	if len(mine) != 2 || len(other) != 1 {
 		t.Fatalf("claims %d %d", len(mine), len(other))
 	}
@@ -786,7 +784,7 @@ func testTermination(t *testing.T, nb Factory) {
 	ctx := context.Background()
 	const q = 150 * time.Millisecond
 	mustSeed(t, f, task("http://a.test/", 0))
-	ls, _ := f.Claim(ctx, "s1", 5)
+	ls, _ := claimN(ctx, f, "s1", 5)
 	for range 4 { // in flight for longer than the window: never finished
 		if done, _ := f.CheckFinished(ctx, q); done {
 			t.Fatal("finished while a task was in flight")
@@ -800,7 +798,7 @@ func testTermination(t *testing.T, nb Factory) {
 	if done, _ := f.CheckFinished(ctx, q); done {
 		t.Fatal("finished with a task queued")
 	}
-	next, _ := f.Claim(ctx, "s1", 5)
+	next, _ := claimN(ctx, f, "s1", 5)
 	if _, err := f.Complete(ctx, "s1", []frontier.Completion{{Lease: next[0], Outcome: frontier.Retry, RetryIn: 50 * time.Millisecond}}); err != nil {
 		t.Fatal(err)
 	}
@@ -808,7 +806,7 @@ func testTermination(t *testing.T, nb Factory) {
 		t.Fatal("finished with a task waiting for retry")
 	}
 	time.Sleep(60 * time.Millisecond)
-	last, _ := f.Claim(ctx, "s1", 5)
+	last, _ := claimN(ctx, f, "s1", 5)
 	if len(last) != 1 {
 		t.Fatalf("retry not claimable: %d", len(last))
 	}
@@ -847,7 +845,7 @@ func testDepthFirst(t *testing.T, nb Factory) {
 	mustSeed(t, f, task("http://a.test/d2a", 2), task("http://a.test/d1a", 1),
 		task("http://a.test/d2b", 2), task("http://a.test/d0", 0), task("http://a.test/d1b", 1))
 	ctx := context.Background()
-	ls, err := f.Claim(ctx, "s1", 1)
+	ls, err := claimN(ctx, f, "s1", 1)
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("claim: %v %d", err, len(ls))
 	}
@@ -880,7 +878,7 @@ func testPriority(t *testing.T, nb Factory) {
 	f, _ := nb(t, o)
 	mustSeed(t, f, task("http://s.test/a", 0), task("http://s.test/b", 0), task("http://s.test/c", 0))
 	ctx := context.Background()
-	ls, err := f.Claim(ctx, "s1", 3)
+	ls, err := claimN(ctx, f, "s1", 3)
 	if err != nil || len(ls) != 3 {
 		t.Fatalf("claim: %v %d", err, len(ls))
 	}
@@ -955,7 +953,7 @@ func testAOPICTrap(t *testing.T, nb Factory) {
 	ctx := context.Background()
 	var order []claimed
 	for range 30 {
-		ls, err := f.Claim(ctx, "s1", 1)
+		ls, err := claimN(ctx, f, "s1", 1)
 		if err != nil || len(ls) != 1 {
 			t.Fatalf("claim: %v %d", err, len(ls))
 		}
@@ -1008,7 +1006,7 @@ func testTrapCaps(t *testing.T, nb Factory) {
 		return tk
 	}
 	ctx := context.Background()
-	ls, _ := f.Claim(ctx, "s1", 5)
+	ls, _ := claimN(ctx, f, "s1", 5)
 	links := []frontier.Task{task("http://a.test/1", 1), task("http://a.test/2", 1), task("http://a.test/3", 1),
 		task("http://a.test/4", 1), variant("http://b.test/s?x=1"), variant("http://b.test/s?x=2"),
 		variant("http://b.test/s?x=3"), task("http://b.test/s", 1), task("http://a.test/1", 1)}
@@ -1022,7 +1020,7 @@ func testTrapCaps(t *testing.T, nb Factory) {
 	}
 	// more drops from the same host: counted, but reported once
 	mustSeed(t, f, task("http://c.test/", 0))
-	ls, _ = f.Claim(ctx, "s2", 5)
+	ls, _ = claimN(ctx, f, "s2", 5)
 	more := []frontier.Task{task("http://a.test/5", 1), task("http://a.test/6", 1)}
 	if _, err := f.Complete(ctx, "s2", []frontier.Completion{{Lease: ls[0], Outcome: frontier.Done, Links: more}}); err != nil {
 		t.Fatal(err)
@@ -1077,7 +1075,7 @@ func testStrategyRequeue(t *testing.T, nb Factory) {
 			if err := f.Heartbeat(ctx, events.Heartbeat{Slave: "victim"}); err != nil {
 				t.Fatal(err)
 			}
-			ls, err := f.Claim(ctx, "victim", 3)
+			ls, err := claimN(ctx, f, "victim", 3)
 			if err != nil || len(ls) != 3 {
 				t.Fatalf("claim: %v %d", err, len(ls))
 			}
@@ -1484,4 +1482,11 @@ func testPolicyDelayLargerWins(t *testing.T, nb Factory) {
 			}
 		})
 	}
+}
+
+// claimN leases up to n tasks, render tasks not included
+// (ClaimWaitOpts with the default options).
+func claimN(ctx context.Context, f frontier.Frontier, slave string, n int) ([]frontier.Lease, error) {
+	res, err := f.ClaimWaitOpts(ctx, slave, n, frontier.ClaimOptions{})
+	return res.Leases, err
 }

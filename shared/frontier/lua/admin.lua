@@ -3,63 +3,61 @@
 
 local STRATEGIES = {bfs = true, dfs = true, priority = true, aopic = true}
 
--- init: fix a crawl's bucket layout (seen_bits 0, growing seen buckets,
--- and content_bits for every crawl it creates), strategy and dedup mode
--- (with bloom, the filter's bloom_m, bloom_k and bloom_seg) the first time
--- any process opens it; a crawl created before strategies existed is bfs,
--- one created before dedup modes existed is exact.
+-- init: fix a shard's strategy, dedup mode (with bloom, the filter's
+-- bloom_m, bloom_k and bloom_seg), content_bits and key layout the first
+-- time any process opens it. A shard made by another key layout is not
+-- touched: the caller refuses it (redis.go: newShard).
 --
 -- KEYS: the meta key.
--- ARGV: prefix, seen_bits, strategy, dedup, bloom_m, bloom_k, bloom_seg,
--- content_bits.
--- Returns: the crawl's seen_bits, strategy, dedup, bloom_m, bloom_k,
--- bloom_seg (false when not bloom), content_bits (false in a crawl created
--- before it) and 1 when this call created the crawl.
+-- ARGV: prefix, strategy, dedup, bloom_m, bloom_k, bloom_seg,
+-- content_bits, layout.
+-- Returns: the shard's layout ('' when it has none), strategy, dedup,
+-- bloom_m, bloom_k, bloom_seg (false when not bloom), content_bits and 1
+-- when this call created the shard.
 register('init', function()
   arg_count(8)
-  local bits = int(2, 0, 24, 'seen_bits')
-  if not STRATEGIES[ARGV[3]] then fail('unknown strategy') end
-  if ARGV[4] ~= 'exact' and ARGV[4] ~= 'bloom' then fail('unknown dedup mode') end
-  for i = 5, 7 do int(i, 0, 68719476736, 'a bloom size') end
-  local cbits = int(8, 1, 24, 'content_bits')
+  if not STRATEGIES[ARGV[2]] then fail('unknown strategy') end
+  if ARGV[3] ~= 'exact' and ARGV[3] ~= 'bloom' then fail('unknown dedup mode') end
+  for i = 4, 6 do int(i, 0, 68719476736, 'a bloom size') end
+  local cbits = int(7, 1, 24, 'content_bits')
+  local layout = str(8, 16, 'layout')
   local created = 0
-  if redis.call('HSETNX', K_META, 'seen_bits', bits) == 1 then
+  local cur = redis.call('HMGET', K_META, 'layout', 'strategy')
+  if not cur[2] and (not cur[1] or cur[1] == layout) then
     created = 1
-    redis.call('HSET', K_META, 'strategy', ARGV[3], 'dedup', ARGV[4], 'content_bits', cbits)
-    if ARGV[4] == 'bloom' then
-      redis.call('HSET', K_META, 'bloom_m', ARGV[5], 'bloom_k', ARGV[6], 'bloom_seg', ARGV[7])
+    redis.call('HSET', K_META, 'layout', layout, 'strategy', ARGV[2], 'dedup', ARGV[3], 'content_bits', cbits)
+    if ARGV[3] == 'bloom' then
+      redis.call('HSET', K_META, 'bloom_m', ARGV[4], 'bloom_k', ARGV[5], 'bloom_seg', ARGV[6])
     end
-  else
-    redis.call('HSETNX', K_META, 'strategy', 'bfs')
-    redis.call('HSETNX', K_META, 'dedup', 'exact')
   end
-  local r = redis.call('HMGET', K_META, 'seen_bits', 'strategy', 'dedup', 'bloom_m', 'bloom_k', 'bloom_seg',
+  local r = redis.call('HMGET', K_META, 'layout', 'strategy', 'dedup', 'bloom_m', 'bloom_k', 'bloom_seg',
     'content_bits')
+  r[1] = r[1] or ''
   r[8] = created
   return r
 end, {settings = false})
 
--- shard_count: fix a crawl's shard count, and its shards' hash tags
--- (placement.go), in shard 0's meta the first time any process opens it;
--- a crawl created before shards existed has one.
+-- shard_count: fix a crawl's shard count, its shards' hash tags
+-- (placement.go) and its key layout in shard 0's meta the first time any
+-- process opens it. A crawl whose meta exists without a shard count was
+-- made by another key layout: nothing is written, and the caller refuses
+-- it.
 --
 -- KEYS: shard 0's meta key.
 -- ARGV: prefix, the count asked for (1 to LIMITS.shards), the tags of
--- shards 1 and up, comma-separated ('' for one shard).
--- Returns: {the crawl's count, its tags ('' in a crawl created before
--- they were kept: the default tags)}.
+-- shards 1 and up, comma-separated ('' for one shard), layout.
+-- Returns: {the crawl's count (0 when refused), its tags, its layout
+-- ('' when it has none)}.
 register('shard_count', function()
-  arg_count(3)
+  arg_count(4)
   local want = int(2, 1, LIMITS.shards, 'shards')
   local tags = str(3, 100 * LIMITS.shards, 'tags')
-  local cur = redis.call('HMGET', K.META, 'shards', 'shard_tags')
-  if cur[1] then return {tonumber(cur[1]), cur[2] or ''} end
-  if redis.call('HEXISTS', K.META, 'seen_bits') == 1 then
-    redis.call('HSET', K.META, 'shards', 1)
-    return {1, ''}
-  end
-  redis.call('HSET', K.META, 'shards', want, 'shard_tags', tags)
-  return {want, tags}
+  local layout = str(4, 16, 'layout')
+  local cur = redis.call('HMGET', K.META, 'shards', 'shard_tags', 'layout')
+  if cur[1] then return {tonumber(cur[1]), cur[2] or '', cur[3] or ''} end
+  if redis.call('EXISTS', K.META) == 1 then return {0, '', cur[3] or ''} end
+  redis.call('HSET', K.META, 'shards', want, 'shard_tags', tags, 'layout', layout)
+  return {want, tags, layout}
 end, {settings = false})
 
 -- own: renew, take or give back this shard's owner lease (owner.go).

@@ -121,7 +121,6 @@ local function settings_of(s)
   c.AOPIC = c.STRATEGY == 'aopic'
   -- new tasks go to the front of their list with dfs (LIFO within a depth)
   c.NEW_FRONT = c.STRATEGY == 'dfs'
-  c.SEEN_FIXED = c.SEEN_LOAD == 0
   for h in string.gmatch(f[23], '%S+') do
     local base = string.match(h, '^%*%.(.+)$')
     if base then
@@ -168,14 +167,14 @@ end
 
 -- the hot keys of the call's crawl (K holds them all)
 local K_META, K_STATS, K_READY, K_RREADY, K_HNEXT, K_HINFL, K_HDELAY, K_HPDELAY, K_HJITTER, K_HCONC
-local K_PQDATA, K_SCOPE, K_HPAGES, K_QVAR, K_RETRY, K_SLAVES, K_FRESH
+local K_PQDATA, K_HPAGES, K_QVAR, K_RETRY, K_SLAVES, K_FRESH
 local K_SEEN_PFX, K_QUEUE_PFX, K_PRIOS_PFX, K_PQ_PFX, K_RQUEUE_PFX, K_RPRIOS_PFX, K_RPQ_PFX, K_CONTENT_PFX, K_SLAVE_PFX
 -- POLICY: the hosts' policy hashes, empty in most crawls (cache.lua: hget)
 local POLICY
 local function bind_keys(k)
   K_META, K_STATS, K_READY, K_RREADY, K_HNEXT = k.META, k.STATS, k.READY, k.RREADY, k.HNEXT
   K_HINFL, K_HDELAY, K_HPDELAY, K_HJITTER, K_HCONC = k.HINFL, k.HDELAY, k.HPDELAY, k.HJITTER, k.HCONC
-  K_PQDATA, K_SCOPE, K_HPAGES, K_QVAR, K_RETRY, K_SLAVES = k.PQDATA, k.SCOPE, k.HPAGES, k.QVAR, k.RETRY, k.SLAVES
+  K_PQDATA, K_HPAGES, K_QVAR, K_RETRY, K_SLAVES = k.PQDATA, k.HPAGES, k.QVAR, k.RETRY, k.SLAVES
   K_FRESH = k.FRESH
   K_SEEN_PFX, K_QUEUE_PFX, K_PRIOS_PFX, K_PQ_PFX = k.SEEN_PFX, k.QUEUE_PFX, k.PRIOS_PFX, k.PQ_PFX
   K_RQUEUE_PFX, K_RPRIOS_PFX, K_RPQ_PFX = k.RQUEUE_PFX, k.RPRIOS_PFX, k.RPQ_PFX
@@ -183,10 +182,10 @@ local function bind_keys(k)
 end
 
 -- the hot settings of the call's crawl (C holds them all)
-local PQ, AOPIC, NEW_FRONT, BLOOM, SEEN_FIXED, SCOPE_BY_SEEDS, SCOPE_HOSTS
+local PQ, AOPIC, NEW_FRONT, BLOOM, SCOPE_BY_SEEDS, SCOPE_HOSTS
 local DEF_CONC, DEF_DELAY, DEF_JITTER, MAX_HOST_PAGES, MAX_QVAR, JITTER_DIST
 local function bind_settings(c)
-  PQ, AOPIC, NEW_FRONT, BLOOM, SEEN_FIXED = c.PQ, c.AOPIC, c.NEW_FRONT, c.BLOOM, c.SEEN_FIXED
+  PQ, AOPIC, NEW_FRONT, BLOOM = c.PQ, c.AOPIC, c.NEW_FRONT, c.BLOOM
   SCOPE_BY_SEEDS, SCOPE_HOSTS, DEF_CONC, DEF_DELAY = c.SCOPE_BY_SEEDS, c.SCOPE_HOSTS, c.DEF_CONC, c.DEF_DELAY
   DEF_JITTER, MAX_HOST_PAGES, MAX_QVAR, JITTER_DIST = c.DEF_JITTER, c.MAX_HOST_PAGES, c.MAX_QVAR, c.JITTER_DIST
 end
@@ -203,8 +202,7 @@ end
 -- made claimable that were not (ready_add), for the wake-up (finish);
 -- CALL: the rest, in one table: now (the call's clock, call_now),
 -- fresh_added (a task went to the fresh hash: the wake-up), fresh_empty
--- (the fresh hash was empty at the call's first look: FRESH.known_empty), legacy_scope
--- (the legacy scopehosts set exists: FRESH.scope_has), cool (next time, host
+-- (the fresh hash was empty at the call's first look: FRESH.known_empty), cool (next time, host
 -- pairs for hcool, flat: ready_host), quiet (FRESH.quiet), retry_added (a
 -- completion added a retry), wait_until (meta's mark: LH.wait_mark)
 local hcache, hdirty, hdirty_keys, policies_empty, stat_delta, stat_order

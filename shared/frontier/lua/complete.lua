@@ -51,13 +51,13 @@ local function check_completions(first, n)
   return j, {ev = nevs, links = nls, pol = nps}
 end
 
--- complete_leases acknowledges the n completions from ARGV[5] on (checked)
--- for slave. For each it checks the lease is still held by this slave with
--- this token (a lost lease cannot be acked: nothing of it is applied),
--- ends the lease, frees the host's slot and sets its next allowed time,
--- applies the outcome, buffers the events and enqueues the links that were
--- never seen. It returns the acks and the number of links enqueued;
--- nothing is flushed yet (finish).
+-- complete_leases acknowledges the n completions from ARGV[5] on (checked:
+-- counts are check_completions') for slave. For each it checks the lease
+-- is still held by this slave with this token (a lost lease cannot be
+-- acked: nothing of it is applied), ends the lease, frees the host's slot
+-- and sets its next allowed time, applies the outcome, buffers the events
+-- and enqueues the links that were never seen. It returns the acks and the
+-- number of links enqueued; nothing is flushed yet (finish).
 --
 -- A done page with a content hash is first looked up in the content
 -- buckets: when another URL had that content, the page is a duplicate, its
@@ -71,51 +71,114 @@ end
 -- requeued or enqueued, writing only what changes (set_policy). A render
 -- task (its task string's flag) goes back to its host's render queues on
 -- retry and release; links keep their own flag.
-local function complete_leases(slave, n, now, counts)
-  local i = 5
-  CALL.now = now
-  CALL.warm = {}
-  local acks = {}
-  local added = 0
-  -- the leases' data, read in one HMGET up front; ended: the URLs whose
-  -- lease this call ended (a URL twice in a batch is then lost the second
-  -- time), whose lease and leasedata entries go in one ZREM and one HDEL at
-  -- the end: nothing in this call reads them again
-  local lease_urls, ended, ended_list = {}, {}, {}
-  do
-    local j = 5
+--
+-- Its steps below are locals of a do block, so that their names leave the
+-- chunk's 200 locals (base.lua) where it ends. What they share is the
+-- call's state, S (complete_leases).
+local complete_leases
+do
+  -- read_leases returns the lease of each of the n completions, from
+  -- ARGV[5] on: lease_fields of its URL's entry in slave's lease data
+  -- (k_sld: one HMGET, hmget), false for a URL without one. It loads the
+  -- leased hosts' politeness fields into the call's cache (prefetch: one
+  -- HMGET per hash).
+  local function read_leases(slave, n, counts)
+    local urls, i = {}, 5
     for c = 1, n do
-      lease_urls[c] = ARGV[j]
-      j = j + COMPLETION + 2 * counts.ev[c] + 4 * counts.pol[c] + TUPLE * counts.links[c]
+      urls[c] = ARGV[i]
+      i = i + COMPLETION + 2 * counts.ev[c] + 4 * counts.pol[c] + TUPLE * counts.links[c]
     end
-  end
-  --[[mark:c_args]]
-  -- lease_data[c]: completion c's lease fields (lease_fields), false when
-  -- the URL has no lease
-  local lease_data = {}
-  do
-    local hosts = {}
-    local lds = hmget(k_sld(slave), lease_urls)
+    --[[mark:c_args]]
+    local leases, hosts = {}, {}
+    local lds = hmget(k_sld(slave), urls)
     --[[mark:c_lease_hmget]]
-    for c, data in ipairs(lds) do
-      local d = false
+    for c = 1, #lds do
+      local data, d = lds[c], false
       if data then
         d = lease_fields(data)
         hosts[#hosts + 1] = d[4]
       end
-      lease_data[c] = d
+      leases[c] = d
     end
     --[[mark:c_lease_fields]]
-    -- the hosts' politeness fields, one HMGET per hash
     prefetch(hosts)
+    return leases
   end
-  --[[mark:c_prefetch]]
-  -- in_scope caches each scope host's answer (take_link)
-  local in_scope = {}
 
-  -- aopic: pay a page's cash, the tax to lambda and the rest in equal shares
-  -- to targets (positive: ARGV index of a new link's tuple; negative: minus
-  -- the index of a still-queued link's tuple); all to lambda without targets
+  -- next_time records what a completion of outcome says of host, whose
+  -- slot it freed, at now: the delay the slave reports (delay_arg, ms,
+  -- capped at C.MAX_HOST_DELAY: K_HDELAY) and its next allowed time
+  -- (K_HNEXT), moved to a jittered delay after now when the host takes
+  -- one request at a time and the page was fetched (not released), and
+  -- to at least the slave's backoff (backoff_arg, ms, capped at
+  -- C.MAX_BACKOFF) after now. Writes only what changes, in the call's
+  -- cache; a number that is not whole counts as 0.
+  local function next_time(host, outcome, delay_arg, backoff_arg, now)
+    -- most completions report neither ('0': a slave's honest zero)
+    local slave_delay = delay_arg == '0' and 0 or whole(delay_arg, C.MAX_HOST_DELAY) or 0
+    local backoff = backoff_arg == '0' and 0 or whole(backoff_arg, C.MAX_BACKOFF) or 0
+    if slave_delay > 0 then hset(K_HDELAY, host, slave_delay) end
+    local cur = host_next(host)
+    local nxt = cur
+    if outcome ~= 'release' and host_conc(host) == 1 then
+      -- one request at a time: the next one starts a delay after this one ended
+      nxt = math.max(nxt, after(now, jittered(host_delay(host), host_jitter(host))))
+    end
+    if backoff > 0 then nxt = math.max(nxt, after(now, backoff)) end
+    if nxt ~= cur then hset(K_HNEXT, host, nxt) end
+  end
+
+  -- settle_undone applies the outcome (retry, fail or release) of the
+  -- held completion at ARGV[i] that is not done to its task (host, prio,
+  -- task: its lease's) for the call S: retry requeues it
+  -- (requeue_or_fail) in K_RETRY (ZADD, due its retry_in_ms, capped at
+  -- C.MAX_BACKOFF, after S.now) unless its attempts are used; fail puts
+  -- it in K.FAILED (RPUSH) with the completion's reason and takes its
+  -- cash back from lambda (aopic); release queues it again (push, at the
+  -- front). Counts each in the stats.
+  local function settle_undone(S, i, host, prio, task, outcome)
+    local reason, now = ARGV[i + 6], S.now
+    if outcome == 'retry' then
+      local _, failed, nt = requeue_or_fail(host, prio, task, reason, now, S.slave)
+      if not failed then
+        local retry_in = whole(ARGV[i + 5], C.MAX_BACKOFF) or 0
+        redis.call('ZADD', K_RETRY, nstr(now + retry_in), host .. '\t' .. prio .. '\t' .. nt)
+        CALL.retry_added = true
+        stat('retried', 1)
+        work_added = true
+      end
+    elseif outcome == 'fail' then
+      redis.call('RPUSH', K.FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
+      stat('failed', 1)
+      to_lambda(-(tonumber(prio) or 0))
+    elseif outcome == 'release' then
+      push(host, prio, task, true)
+    end
+  end
+
+  -- duplicate reports whether the done page url of the completion at
+  -- ARGV[i] is a duplicate: its content field (content_field, '' when
+  -- not checked) in its content bucket (k_content) names another URL.
+  -- The first URL with the content is written there (HSETNX; HGET when
+  -- one was). A duplicate is counted, with an event naming the first URL.
+  local function duplicate(S, url, i)
+    local cfield = ARGV[i + 9]
+    if cfield == '' then return false end
+    local ck = k_content(ARGV[i + 8])
+    if redis.call('HSETNX', ck, cfield, url) == 1 then return false end
+    local first = redis.call('HGET', ck, cfield)
+    if first == url then return false end
+    stat('duplicates', 1)
+    emit('duplicate', cjson.encode({crawl = CRAWL, url = url, first_url = first,
+      content_hash = ARGV[i + 7], slave = S.slave, at = S.now}))
+    return true
+  end
+
+  -- pay (aopic) pays a page's cash: the tax to lambda and the rest in
+  -- equal shares to targets (positive: ARGV index of a new link's tuple,
+  -- queued with -share as its prio by push; negative: minus the index of
+  -- a still-queued link's tuple, whose pq score goes down by share:
+  -- ZADD XX INCR); all to lambda without targets (to_lambda).
   local function pay(cash, targets)
     if #targets == 0 then
       to_lambda(cash)
@@ -132,116 +195,106 @@ local function complete_leases(slave, n, now, counts)
     end
   end
 
-  for c = 1, n do
-    local i0 = i
+  -- enqueue_links puts the nlinks link tuples from ARGV[at] on through
+  -- take_link (scope, dedup, trap caps; in_scope: S's answers per scope
+  -- host) and queues each new one (push; with aopic it is added to
+  -- targets instead, for pay); with PQ a link to a URL still queued gets
+  -- backlink's importance (priority) or goes to targets as -at (aopic).
+  -- Returns the links queued or added to targets as new.
+  local function enqueue_links(S, at, nlinks, targets)
+    local in_scope, slave, now = S.in_scope, S.slave, S.now
+    local added = 0
+    for l = 0, nlinks - 1 do
+      local j = at + TUPLE * l
+      local took = take_link(j, in_scope, slave, now)
+      if took == 'new' then
+        if AOPIC then
+          targets[#targets + 1] = j
+        else
+          push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
+        end
+        added = added + 1
+      elseif took == 'old' and PQ and backlink(j) then
+        targets[#targets + 1] = -j
+      end
+    end
+    return added
+  end
+
+  -- complete_one acknowledges the completion at ARGV[i] (nev events, nlinks
+  -- links, npol policies) for the call S, d being its URL's lease
+  -- (read_leases'), and returns the ARGV index of the next completion.
+  -- Ack 0 (appended to S.acks) when the lease is not held by S.slave with
+  -- the completion's token, or an earlier completion of the call ended
+  -- it. Else, in order: the host policies (set_policies), the lease ended
+  -- (S.ended, S.ended_list: their entries go in complete_leases), the
+  -- host's slot freed (host_done) and its next time (next_time), the
+  -- outcome (done: counted; else settle_undone), the host's place in the
+  -- ready sets (ready_host), the events (emit); for a done page the
+  -- content check (duplicate: ack 2, its links not followed) and the
+  -- links (enqueue_links, and pay with aopic; S.added counts them). Ack 1
+  -- otherwise.
+  local function complete_one(S, i, d, nev, nlinks, npol)
     local url, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-    local reason, chash, cbucket, cfield = ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
-    local nev, nlinks, npol = counts.ev[c], counts.links[c], counts.pol[c]
     local ev_at = i + COMPLETION
     local pol_at = ev_at + 2 * nev
     local links_at = pol_at + 4 * npol
-    i = links_at + TUPLE * nlinks
-
-    local d = lease_data[c]
-    if ended[url] or (d and not d[6]) then d = false end
-    local held = false
-    if d then
-      held = d[1] == slave and d[2] == token
-    end
-    if not held then
+    local acks = S.acks
+    if S.ended[url] or not (d and d[6] and d[1] == S.slave and d[2] == token) then
       acks[#acks + 1] = 0
-    else
-      acks[#acks + 1] = 1
-      local host, prio, task = d[4], d[5], d[6]
-      set_policies(pol_at, npol)
-      ended[url] = true
-      ended_list[#ended_list + 1] = url
-      CALL.warm[host] = true
-      host_done(host)
-      -- most completions report neither ('0': a slave's honest zero)
-      local a3, a4 = ARGV[i0 + 3], ARGV[i0 + 4]
-      local slave_delay = a3 == '0' and 0 or whole(a3, C.MAX_HOST_DELAY) or 0
-      local backoff = a4 == '0' and 0 or whole(a4, C.MAX_BACKOFF) or 0
-      if slave_delay > 0 then hset(K_HDELAY, host, slave_delay) end
-      local cur = host_next(host)
-      local nxt = cur
-      if outcome ~= 'release' and host_conc(host) == 1 then
-        -- one request at a time: the next one starts a delay after this one ended
-        nxt = math.max(nxt, after(now, jittered(host_delay(host), host_jitter(host))))
-      end
-      if backoff > 0 then nxt = math.max(nxt, after(now, backoff)) end
-      if nxt ~= cur then hset(K_HNEXT, host, nxt) end
-
-      if outcome == 'done' then
-        stat('done', 1)
-      elseif outcome == 'retry' then
-        local _, failed, nt = requeue_or_fail(host, prio, task, reason, now, slave)
-        if not failed then
-          local retry_in = whole(ARGV[i0 + 5], C.MAX_BACKOFF) or 0
-          redis.call('ZADD', K_RETRY, nstr(now + retry_in), host .. '\t' .. prio .. '\t' .. nt)
-          CALL.retry_added = true
-          stat('retried', 1)
-          work_added = true
-        end
-      elseif outcome == 'fail' then
-        redis.call('RPUSH', K.FAILED, reason .. '\t' .. host .. '\t' .. prio .. '\t' .. task)
-        stat('failed', 1)
-        to_lambda(-(tonumber(prio) or 0))
-      elseif outcome == 'release' then
-        push(host, prio, task, true)
-      end
-      ready_host(host)
-      --[[mark:c_ack]]
-      for e = 0, nev - 1 do
-        emit(ARGV[ev_at + 2 * e], ARGV[ev_at + 2 * e + 1])
-      end
-      --[[mark:c_events]]
-      if outcome == 'done' then
-        local follow = true
-        if cfield ~= '' then
-          local ck = k_content(cbucket)
-          if redis.call('HSETNX', ck, cfield, url) == 0 then
-            local first = redis.call('HGET', ck, cfield)
-            if first ~= url then
-              follow = false
-              acks[#acks] = 2
-              stat('duplicates', 1)
-              emit('duplicate', cjson.encode({crawl = CRAWL, url = url, first_url = first,
-                content_hash = chash, slave = slave, at = now}))
-            end
-          end
-        end
-        --[[mark:c_content]]
-        local targets -- aopic only
-        if AOPIC then targets = {} end
-        if follow then
-          for l = 0, nlinks - 1 do
-            local j = links_at + TUPLE * l
-            local took = take_link(j, in_scope, slave, now)
-            if took == 'new' then
-              if AOPIC then
-                targets[#targets + 1] = j
-              else
-                push(ARGV[j + 2], ARGV[j + 4], ARGV[j + 5], NEW_FRONT)
-              end
-              added = added + 1
-            elseif took == 'old' and PQ and backlink(j) then
-              -- aopic: a still-queued URL gets a share of the page's cash
-              targets[#targets + 1] = -j
-            end
-          end
-        end
-        if AOPIC then pay(-tonumber(prio), targets) end
-        --[[mark:c_links]]
-      end
+      return links_at + TUPLE * nlinks
     end
-    --[[mark:c_other]]
+    acks[#acks + 1] = 1
+    local host, prio, task = d[4], d[5], d[6]
+    if npol > 0 then set_policies(pol_at, npol) end
+    S.ended[url] = true
+    S.ended_list[#S.ended_list + 1] = url
+    CALL.warm[host] = true
+    host_done(host)
+    next_time(host, outcome, ARGV[i + 3], ARGV[i + 4], S.now)
+    if outcome == 'done' then stat('done', 1) else settle_undone(S, i, host, prio, task, outcome) end
+    ready_host(host)
+    --[[mark:c_ack]]
+    for e = 0, nev - 1 do
+      emit(ARGV[ev_at + 2 * e], ARGV[ev_at + 2 * e + 1])
+    end
+    --[[mark:c_events]]
+    if outcome ~= 'done' then return links_at + TUPLE * nlinks end
+    local follow = not duplicate(S, url, i)
+    if not follow then acks[#acks] = 2 end
+    --[[mark:c_content]]
+    local targets -- aopic only
+    if AOPIC then targets = {} end
+    if follow then S.added = S.added + enqueue_links(S, links_at, nlinks, targets) end
+    if AOPIC then pay(-tonumber(prio), targets) end
+    --[[mark:c_links]]
+    return links_at + TUPLE * nlinks
   end
-  acks[#acks + 1] = added
-  call_chunked('ZREM', k_slease(slave), ended_list, 1)
-  call_chunked('HDEL', k_sld(slave), ended_list, 1)
-  --[[mark:c_lease_end]]
-  return acks
+
+  -- complete_leases (the chunk local above): the call's state S holds the
+  -- slave, the call's time, the acks, the links enqueued (added), the URLs
+  -- whose lease the call ended (ended: a URL twice in a batch is lost the
+  -- second time; ended_list: their lease and lease data entries, removed
+  -- at the end in one ZREM and one HDEL, as nothing in the call reads
+  -- them again) and each scope host's answer (in_scope: take_link)
+  function complete_leases(slave, n, now, counts)
+    CALL.now = now
+    CALL.warm = {}
+    local S = {slave = slave, now = now, acks = {}, added = 0, ended = {}, ended_list = {}, in_scope = {}}
+    local leases = read_leases(slave, n, counts)
+    --[[mark:c_prefetch]]
+    local i = 5
+    for c = 1, n do
+      i = complete_one(S, i, leases[c], counts.ev[c], counts.links[c], counts.pol[c])
+      --[[mark:c_other]]
+    end
+    local acks = S.acks
+    acks[#acks + 1] = S.added
+    call_chunked('ZREM', k_slease(slave), S.ended_list, 1)
+    call_chunked('HDEL', k_sld(slave), S.ended_list, 1)
+    --[[mark:c_lease_end]]
+    return acks
+  end
 end
 
 -- complete: acknowledge a batch of leases (complete_leases), in one atomic
@@ -302,6 +355,6 @@ register('complete_claim', function()
   local acks = complete_leases(slave, n, now, counts)
   maxn = held_cap(slave, maxn, max_held)
   -- the claim's result follows the acks in the same table
-  if maxn <= 0 then return at_cap(acks) end
+  if maxn <= 0 then return no_lease(acks, -2) end
   return claim_tasks(slave, maxn, render, now, acks)
 end, {quiet = true})

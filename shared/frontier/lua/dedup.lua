@@ -33,9 +33,7 @@ local function bloom_add(a, b)
   return new
 end
 
--- Exact dedup's seen buckets grow with the crawl by linear hashing (crawls
--- created before that keep their fixed bucket count: SEEN_FIXED, and a
--- tuple's x is its bucket). The seen table has a level b, a split pointer
+-- Exact dedup's seen buckets grow with the crawl by linear hashing. The seen table has a level b, a split pointer
 -- s and a count n in meta (seen_level, seen_split, seen_count; absent:
 -- SEEN_FLOOR, 0, 0). A fingerprint's bucket is its low b bits, or its low
 -- b+1 bits when those b are below s: a tuple's x is the low 32 bits and
@@ -67,7 +65,6 @@ end
 -- An x that is no number (not a slave's honest tuple) still names a
 -- bucket, and an h that is NaN is not kept (no table takes NaN as key).
 function LH.bucket_key(x)
-  if SEEN_FIXED then return K_SEEN_PFX .. x end
   local st = lh_state or LH.state()
   local lo = tonumber(x) or 0
   local h = lo % st.p
@@ -140,25 +137,22 @@ function LH.flush()
 end
 
 -- seen_args reports whether a tuple's seen arguments (x, y) have the
--- form the Bloom filter and a fixed layout rely on: Bloom positions, whole
--- numbers below m (a larger one would grow a segment past the filter), or
--- a fixed layout's bucket and field of at most 8 bytes. Growing buckets
+-- form the Bloom filter relies on: Bloom positions, whole
+-- numbers below m (a larger one would grow a segment past the filter). Growing buckets
 -- take any x and y: their code reads them so that none can fail half way
 -- (LH.bucket_key, LH.bit), and a y that is not a number only costs its
 -- bucket its intset encoding.
 local function seen_args(x, y)
-  if not BLOOM then return not SEEN_FIXED or (#x <= 8 and #y <= 8) end
+  if not BLOOM then return true end
   local a, b = tonumber(x), tonumber(y)
   return a ~= nil and b ~= nil and a >= 0 and b >= 0 and a % 1 == 0 and b % 1 == 0 and a < C.BLOOM_M and b < C.BLOOM_M
 end
 
 -- seen_add records a tuple's URL (x, y) as seen and reports whether it was
--- new: a member of a fingerprint bucket (a hash field with a fixed
--- layout), or the Bloom filter's bits (a and b: bloom.go). Its caller has
+-- new: a member of a fingerprint bucket, or the Bloom filter's bits (a and b: bloom.go). Its caller has
 -- checked the arguments (seen_args) unless the buckets grow.
 local function seen_add(x, y)
   if BLOOM then return bloom_add(tonumber(x), tonumber(y)) end
-  if SEEN_FIXED then return redis.call('HSETNX', K_SEEN_PFX .. x, y, '') == 1 end
   if redis.call('SADD', LH.bucket_key(x), y) == 0 then return false end
   LH.added()
   return true
@@ -177,6 +171,5 @@ local function seen_has(x, y)
     end
     return true
   end
-  if SEEN_FIXED then return redis.call('HEXISTS', K_SEEN_PFX .. x, y) == 1 end
   return redis.call('SISMEMBER', LH.bucket_key(x), y) == 1
 end

@@ -7,7 +7,7 @@
 local function idle_now()
   local queued = tonumber(redis.call('HGET', K_STATS, 'queued') or '0')
   local rqueued = tonumber(redis.call('HGET', K_STATS, 'rqueued') or '0')
-  if queued > 0 or rqueued > 0 or redis.call('ZCARD', K_RETRY) > 0 or redis.call('ZCARD', K.LEGACY_LEASE) > 0 then
+  if queued > 0 or rqueued > 0 or redis.call('ZCARD', K_RETRY) > 0 then
     return false
   end
   for _, slave in ipairs(FRESH.registry()) do

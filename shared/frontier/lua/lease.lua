@@ -7,7 +7,7 @@
 -- queues) with its attempt counted, or failed when its attempts are used,
 -- and a lost record goes to the event stream. zkey and hkey are the lease
 -- zset and hash that hold it: the slave's own (Keys.SlaveLease,
--- SlaveLeaseData) or the legacy crawl-wide ones.
+-- SlaveLeaseData).
 local function lose(zkey, hkey, url, data, reason, now)
   local d = lease_fields(data)
   local slave, leased_at, host, prio, task = d[1], tonumber(d[3]), d[4], d[5], d[6]
@@ -116,7 +116,7 @@ end)
 
 -- recover_expired: take back leases whose deadline passed, in the lease
 -- zsets of the registry's slaves from rank from on, LIMITS.recover_page
--- slaves a call (and first the legacy crawl-wide zset): a caller walks the
+-- slaves a call: a caller walks the
 -- registry (FRESH.registry's part of it) in calls that each stay short,
 -- however many slaves there are.
 --
@@ -131,7 +131,6 @@ register('recover_expired', function()
   local from = int(3, 0, LIMITS.slaves, 'from')
   local now = now_ms()
   local n = 0
-  if from == 0 then n = expire_in(K.LEGACY_LEASE, K.LEGACY_LEASEDATA, now, limit) end
   local last = math.min(from + LIMITS.recover_page, LIMITS.slaves) - 1
   local slaves = {}
   if last >= from then slaves = redis.call('ZRANGE', K_SLAVES, from, last) end
@@ -162,15 +161,6 @@ register('retire', function()
   local reason = 'slave_dead'
   if kind == 'leave' then reason = 'slave_left' end
   local n = lose_all(slave, reason, now)
-  -- leases of older versions, in the crawl-wide keys
-  local prefix = slave .. '\t'
-  local all = redis.call('HGETALL', K.LEGACY_LEASEDATA)
-  for k = 1, #all, 2 do
-    if string.sub(all[k + 1], 1, #prefix) == prefix then
-      lose(K.LEGACY_LEASE, K.LEGACY_LEASEDATA, all[k], all[k + 1], reason, now)
-      n = n + 1
-    end
-  end
   local host = beat_host(slave)
   -- the sink reads the slave's stream until it is drained (Stream)
   if redis.call('EXISTS', k_sev(slave)) == 1 then redis.call('SADD', K.STREAMS, k_sev(slave)) end
@@ -181,7 +171,6 @@ register('retire', function()
   if kind == 'gone' then
     if n > 0 then kind = 'death' else removed = 0 end
   end
-  redis.call('HDEL', K.LEGACY_SLAVEINFO, slave)
   redis.call('HDEL', K.CONTROL, 'drain:' .. slave)
   if record and (removed == 1 or n > 0) then
     if n > 0 then detail = detail .. '; ' .. n .. ' leases taken back' end

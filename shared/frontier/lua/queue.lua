@@ -427,11 +427,8 @@ function FRESH.scope_fp(h)
   return K.SCOPE_PFX .. string.sub(x, 1, 3), string.format('%.0f', tonumber(string.sub(x, 4, 16), 16))
 end
 
--- scope_has reports whether h is a seed's host name: in the scope sets,
--- or in the legacy scopehosts set of a crawl created before them
+-- scope_has reports whether h is a seed's host name (in the scope sets)
 function FRESH.scope_has(h)
-  if CALL.legacy_scope == nil then CALL.legacy_scope = redis.call('EXISTS', K_SCOPE) == 1 end
-  if CALL.legacy_scope and redis.call('SISMEMBER', K_SCOPE, h) == 1 then return true end
   local key, m = FRESH.scope_fp(h)
   return redis.call('SISMEMBER', key, m) == 1
 end
@@ -458,10 +455,10 @@ end
 
 -- link_args reports whether the tuple at ARGV[j] has the form every use
 -- of it before check_task relies on: only the seen arguments of the Bloom
--- filter and of a fixed layout need a look (seen_args); a host, scope host
+-- filter need a look (seen_args); a host, scope host
 -- or task of any other form only fails to match
 local function link_args(j)
-  return not SEEN_FIXED and not BLOOM or seen_args(ARGV[j], ARGV[j + 1])
+  return not BLOOM or seen_args(ARGV[j], ARGV[j + 1])
 end
 
 -- take_link puts the link tuple at ARGV[j] through its checks, scope
@@ -474,7 +471,7 @@ end
 -- not marked seen, so links a slave makes up to fill a cap cannot make a
 -- real page of the host known, never to be fetched.
 local function take_link(j, in_scope, slave, now)
-  if (SEEN_FIXED or BLOOM) and not seen_args(ARGV[j], ARGV[j + 1]) then
+  if BLOOM and not seen_args(ARGV[j], ARGV[j + 1]) then
     refuse(ARGV[j + 5], 'malformed link arguments', slave, now)
     return nil
   end

@@ -42,8 +42,7 @@ end, {settings = false})
 -- registered lists the registry with each slave's heartbeat: a flat
 -- array, 3 entries per registered slave: id, registered at (ms), and its
 -- heartbeat key's value (ms \t JSON) or false; and, with in_flight, the
--- number of leases held over every registered slave and the legacy
--- crawl-wide lease zset after them
+-- number of leases held over every registered slave after them
 local function registered(in_flight)
   local out = {}
   local reg = FRESH.registry(true)
@@ -53,7 +52,7 @@ local function registered(in_flight)
     out[#out + 1] = redis.call('GET', k_sbeat(reg[k]))
   end
   if in_flight then
-    local leased = redis.call('ZCARD', K.LEGACY_LEASE)
+    local leased = 0
     for k = 1, #reg, 2 do leased = leased + redis.call('ZCARD', k_slease(reg[k])) end
     out[#out + 1] = leased
   end

@@ -72,12 +72,11 @@ register('reseed', function()
   arg_count(3 + 4 * np + (TUPLE + 1) * n)
   check_policies(4, np)
   set_policies(4, np)
-  -- leased: whether a slave (or a legacy crawl-wide lease) holds url of
+  -- leased: whether a slave holds url of
   -- host: only a host with requests in flight has one, and the slaves are
   -- the registry's first LIMITS.slaves (FRESH.registry)
   local slaves
   local function leased(host, url)
-    if redis.call('HEXISTS', K.LEGACY_LEASEDATA, url) == 1 then return true end
     if host_infl(host) <= 0 then return false end
     slaves = slaves or FRESH.registry()
     for _, s in ipairs(slaves) do

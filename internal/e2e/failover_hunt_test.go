@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
@@ -42,7 +43,7 @@ func failoverRun(t *testing.T, pct int) {
 	const shards = 6
 	rc := testutil.StartCluster(t, 3, 1, testutil.WithNodeTimeout(time.Second))
 	ctx := context.Background()
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	cfg.Redis.URL, cfg.Redis.Cluster = rc.URL, true
 	cfg.Crawl.Shards = shards
 	cfg.Lease.Duration = 3 * time.Second
@@ -52,12 +53,12 @@ func failoverRun(t *testing.T, pct int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(site.Close)
-	seed(t, cfg, site)
+	crawltest.Seed(t, cfg, site)
 	for i := range 3 {
-		startSlave(t, cfg, fmt.Sprintf("fh-%d", i+1))
+		crawltest.StartSlave(t, cfg, fmt.Sprintf("fh-%d", i+1))
 	}
 	masterDone := make(chan struct{})
-	go func() { defer close(masterDone); runMaster(t, cfg) }()
+	go func() { defer close(masterDone); crawltest.RunMaster(t, cfg) }()
 
 	total := int64(len(site.Expected()))
 	want := total * int64(pct) / 100

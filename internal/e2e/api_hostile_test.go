@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/store"
@@ -55,7 +56,7 @@ func TestHostileAPISlaveFlood(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(site.Close)
-		cfg := clusterConfig(t)
+		cfg := crawltest.Config(t)
 		if dsn == "" {
 			dsn = cfg.MySQL.DSN
 		}
@@ -65,7 +66,7 @@ func TestHostileAPISlaveFlood(t *testing.T) {
 			// the crawl whose token the hostile slave holds runs tight limits
 			cfg.API.MaxInFlight, cfg.API.Rate, cfg.API.MaxBody = 4, 20, 256<<10
 		}
-		seed(t, cfg, site)
+		crawltest.Seed(t, cfg, site)
 		return crawlEnv{cfg: cfg, site: site, api: withAPI(t, cfg)}
 	}
 	a, b, own := newCrawl(41, false), newCrawl(42, false), newCrawl(43, true)
@@ -97,7 +98,7 @@ func TestHostileAPISlaveFlood(t *testing.T) {
 	ownDone := make(chan struct{})
 	go func() {
 		defer close(ownDone)
-		if err := masterd.New(own.cfg, masterd.Options{Logger: testLogger(t)}).Run(ownCtx); err != nil && ownCtx.Err() == nil {
+		if err := masterd.New(own.cfg, masterd.Options{Logger: crawltest.Logger(t)}).Run(ownCtx); err != nil && ownCtx.Err() == nil {
 			t.Errorf("the master of the hostile slave's crawl: %v", err)
 		}
 	}()
@@ -105,7 +106,7 @@ func TestHostileAPISlaveFlood(t *testing.T) {
 	var masters sync.WaitGroup
 	for _, c := range []crawlEnv{a, b} {
 		masters.Add(1)
-		go func() { defer masters.Done(); runMaster(t, c.cfg) }()
+		go func() { defer masters.Done(); crawltest.RunMaster(t, c.cfg) }()
 	}
 	waitAPIUp(t, cl, baseOwn)
 	waitAPIUp(t, cl, baseA)
@@ -141,7 +142,7 @@ func TestHostileAPISlaveFlood(t *testing.T) {
 
 	// both honest crawls whole, with nothing of the hostile slave's
 	for _, c := range []crawlEnv{a, b} {
-		checkCrawlRobots(t, c.cfg, c.site, nil, 2)
+		crawltest.CheckCrawlRobots(t, c.cfg, c.site, nil, 2)
 		if n, err := db.Counts(ctx, c.cfg.Crawl.Name); err != nil || n.Items != 0 {
 			t.Errorf("items of crawl %s: %+v, %v; want none (the forged one refused)", c.cfg.Crawl.Name, n, err)
 		}

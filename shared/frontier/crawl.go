@@ -29,8 +29,7 @@ import (
 //
 // Shard 0 also holds what is crawl-wide: the slave registry and
 // heartbeats, the control hash (written to every shard, read from 0), the
-// rules (likewise) and the finish marks (and a legacy seed set, which
-// MoveLegacySeeds empties; the seeds are recorded in MySQL).
+// rules (likewise) and the finish marks.
 //
 // Links found on a page of shard A for a host of shard B are enqueued on B
 // first (linksScript, one call per remote shard per ack batch), then the
@@ -45,15 +44,18 @@ import (
 // its own shard as usual.
 
 // Redis is the Redis implementation of Frontier, Seeder, Supervisor and
-// Registry, over one shard or several. Its embedded *shard is shard 0, so
-// a crawl of one shard runs exactly today's code.
+// Registry: a crawl, over one shard or several. Every method of it is a
+// crawl-wide operation written out over its shards (shard 0 holds what
+// is crawl-wide); a shard's methods act on that shard alone.
 type Redis struct {
-	*shard
+	opt    Options // the crawl's options as normalized (ExpectedURLs of the whole crawl)
 	shards []*shard
 	home   int // the shard this slave prefers (Options.Slave)
 	// quiet[c][k]: claims of class c (0 static, 1 with render tasks) skip
 	// shard k for a while after it had nothing to lease (claimSharded)
 	quiet [2][]quietMark
+	// lim is what this process knows of the crawl's limits (limits.go)
+	lim limitState
 }
 
 // quietMark is one shard's quiet for one class of claims: until when
@@ -116,7 +118,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 			}
 		}
 	}
-	f := &Redis{shards: make([]*shard, n)}
+	f := &Redis{opt: opt, shards: make([]*shard, n)}
 	wait := newReplicaWait(opt)
 	f.quiet[0], f.quiet[1] = make([]quietMark, n), make([]quietMark, n)
 	for k := range n {
@@ -137,7 +139,6 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 		}
 		f.shards[k] = s
 	}
-	f.shard = f.shards[0]
 	if wait != nil {
 		// each shard's node's replicas, counted now: a process whose
 		// first look at a node came while its replica was cut off would
@@ -150,6 +151,9 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opt Options) (*Red
 	}
 	if opt.Slave != "" {
 		f.home = JumpHash(hashString(opt.Slave), n)
+	}
+	if err := f.readLimited(ctx); err != nil {
+		return nil, fmt.Errorf("new frontier: %w", err)
 	}
 	return f, nil
 }
@@ -174,9 +178,13 @@ func shardCount(ctx context.Context, rdb redis.UniversalClient, opt Options, roo
 	if err != nil {
 		return 0, nil, fmt.Errorf("new frontier: %w", err)
 	}
-	res, err := s.callSlice(ctx, "shard_count", min(want, maxShards), strings.Join(place, ","))
-	if err != nil || len(res) != 2 {
+	res, err := s.callSlice(ctx, "shard_count", min(want, maxShards), strings.Join(place, ","), keyLayout)
+	if err != nil || len(res) != 3 {
 		return 0, nil, wrap("new frontier: shard count", cmpErr(err, fmt.Errorf("%d values", len(res))))
+	}
+	layout, _ := res[2].(string)
+	if err := checkLayout(opt.Crawl, layout); err != nil {
+		return 0, nil, err
 	}
 	n64, err := toInt(res[0])
 	n := int(n64)
@@ -281,3 +289,19 @@ func sortedShards[V any](m map[int]V) []int {
 	sort.Ints(ks)
 	return ks
 }
+
+var (
+	_ Frontier   = (*Redis)(nil)
+	_ Seeder     = (*Redis)(nil)
+	_ Supervisor = (*Redis)(nil)
+	_ Registry   = (*Redis)(nil)
+
+	_ PolicySeeder = (*Redis)(nil)
+	_ RulesStore   = (*Redis)(nil)
+)
+
+// Keys returns the crawl's keys.
+func (r *Redis) Keys() Keys { return r.shards[0].keys }
+
+// Client returns the Redis client.
+func (r *Redis) Client() redis.UniversalClient { return r.shards[0].rdb }

@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/slaveproc"
 	"github.com/redcrawl/redcrawl/master/store"
@@ -50,9 +51,9 @@ func TestHostileAPIMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := clusterConfig(t)
-	site := startSite(t, 0)
-	seed(t, cfg, site)
+	cfg := crawltest.Config(t)
+	site := crawltest.StartSite(t, 0)
+	crawltest.Seed(t, cfg, site)
 	a := withAPI(t, cfg)
 	var toks []string
 	for i := range 10 {
@@ -140,7 +141,7 @@ func TestHostileAPIMemory(t *testing.T) {
 		wg.Wait()
 		t.Logf("%s: answers by status %v; master RSS peak so far %d MiB", label, codes, peak.Load()>>20)
 	}
-	honest := []*slaveHandle{a.start("honest-1"), a.start("honest-2")}
+	honest := []*crawltest.SlaveHandle{a.start("honest-1"), a.start("honest-2")}
 	flood("8 at once from one token", toks[:1], 8, 12*time.Second)
 	flood("100 at once from 10 tokens", toks, 10, 12*time.Second)
 	select {
@@ -173,7 +174,7 @@ func TestHostileAPIMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d leases lost under the floods", len(lost))
-	checkCrawlRobots(t, cfg, site, lost, 2)
+	crawltest.CheckCrawlRobots(t, cfg, site, lost, 2)
 	// the honest slaves' records were all taken: nothing of theirs refused
 	for _, slave := range []string{"honest-1", "honest-2"} {
 		exc, err := db.Exceptions(context.Background(), store.ExceptionFilter{Crawl: cfg.Crawl.Name,

@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testcert"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
@@ -83,8 +84,8 @@ func (a *apiSlaves) config(id string) *config.Config {
 }
 
 // start starts API slave id in this process.
-func (a *apiSlaves) start(id string) *slaveHandle {
-	return startSlave(a.t, a.config(id), id)
+func (a *apiSlaves) start(id string) *crawltest.SlaveHandle {
+	return crawltest.StartSlave(a.t, a.config(id), id)
 }
 
 // TestAPICrawl: slaves of the work API crawl the test site whole, alone
@@ -97,20 +98,20 @@ func TestAPICrawl(t *testing.T) {
 		direct      int
 	}{{"three API slaves", 1, 3, 0}, {"two API slaves and a direct one, 3 shards", 3, 2, 1}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := clusterConfig(t)
+			cfg := crawltest.Config(t)
 			cfg.Crawl.Shards = tc.shards
-			site := startSite(t, 0)
-			seed(t, cfg, site)
+			site := crawltest.StartSite(t, 0)
+			crawltest.Seed(t, cfg, site)
 			a := withAPI(t, cfg)
 			for i := range tc.api {
 				a.start(fmt.Sprintf("api-%d", i+1))
 			}
 			for i := range tc.direct {
-				startSlave(t, cfg, fmt.Sprintf("direct-%d", i+1))
+				crawltest.StartSlave(t, cfg, fmt.Sprintf("direct-%d", i+1))
 			}
-			runMaster(t, cfg)
+			crawltest.RunMaster(t, cfg)
 			// each API slave fetches the robots.txt of the hosts it claims
-			checkCrawlRobots(t, cfg, site, nil, tc.api+tc.direct)
+			crawltest.CheckCrawlRobots(t, cfg, site, nil, tc.api+tc.direct)
 
 			ctx := context.Background()
 			db, err := store.Open(ctx, cfg.MySQL.DSN)
@@ -134,18 +135,18 @@ func TestAPICrawl(t *testing.T) {
 // TestAPISlaveKilled: an API slave killed mid-crawl loses nothing, as a
 // direct one: its leases are taken back when its heartbeats stop.
 func TestAPISlaveKilled(t *testing.T) {
-	bin, err := buildSlave()
+	bin, err := crawltest.BuildSlave()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := clusterConfig(t)
-	site := startSite(t, 30*time.Millisecond)
-	seed(t, cfg, site)
+	cfg := crawltest.Config(t)
+	site := crawltest.StartSite(t, 30*time.Millisecond)
+	crawltest.Seed(t, cfg, site)
 	a := withAPI(t, cfg)
 	a.start("steady-1")
 	vc := a.config("victim")
 	victim := exec.Command(bin, "run", "--config", "", "--id", "victim")
-	victim.Env = append(slaveEnv(vc), "CRAWLER_SLAVE_API_URLS="+strings.Join(vc.Slave.API.URLs, ","),
+	victim.Env = append(crawltest.SlaveEnv(vc), "CRAWLER_SLAVE_API_URLS="+strings.Join(vc.Slave.API.URLs, ","),
 		"CRAWLER_SLAVE_API_TOKEN_FILE="+vc.Slave.API.TokenFile, "CRAWLER_SLAVE_API_CA_FILE="+vc.Slave.API.CAFile)
 	victim.Stderr = os.Stderr
 	if err := victim.Start(); err != nil {
@@ -154,7 +155,7 @@ func TestAPISlaveKilled(t *testing.T) {
 	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
 
 	masterDone := make(chan struct{})
-	go func() { defer close(masterDone); runMaster(t, cfg) }()
+	go func() { defer close(masterDone); crawltest.RunMaster(t, cfg) }()
 	f := openFrontier(t, cfg)
 	ctx := context.Background()
 	killed := false
@@ -192,7 +193,7 @@ func TestAPISlaveKilled(t *testing.T) {
 	if held > 0 && n == 0 {
 		t.Fatalf("no lost_tasks rows for the killed API slave, which held %d leases: %+v", held, lost)
 	}
-	checkCrawlRobots(t, cfg, site, lost, 2)
+	crawltest.CheckCrawlRobots(t, cfg, site, lost, 2)
 }
 
 // apiShopRules renders the test site's dynamic shop and extracts its
@@ -229,7 +230,7 @@ func TestAPIRender(t *testing.T) {
 	}
 	t.Cleanup(site.Close)
 	shop := site.Shop()
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	cfg.Politeness.ObeyRobots = false
 	cfg.Render.ChromePath = "/usr/bin/chromium"
 	cfg.Rules.Dir = t.TempDir()
@@ -240,9 +241,9 @@ func TestAPIRender(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.Rules.Dir, "shop.yaml"), []byte(strings.ReplaceAll(apiShopRules, "%HOST%", cu.Hostname())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	seed(t, cfg, site)
+	crawltest.Seed(t, cfg, site)
 	a := withAPI(t, cfg)
-	runWithSlave(t, cfg, "api-render", func(_ *config.Config, id string) *slaveHandle { return a.start(id) })
+	crawltest.RunWithSlave(t, cfg, "api-render", func(_ *config.Config, id string) *crawltest.SlaveHandle { return a.start(id) })
 
 	ctx := context.Background()
 	db, err := store.Open(ctx, cfg.MySQL.DSN)
@@ -275,11 +276,11 @@ func TestAPIRender(t *testing.T) {
 // second, the other pauses until its master is back, and the crawl
 // finishes whole.
 func TestAPISeveralMasters(t *testing.T) {
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	cfg.Crawl.Shards = 2
 	cfg.Master.ShardLease = time.Second
-	site := startSite(t, 10*time.Millisecond)
-	seed(t, cfg, site)
+	site := crawltest.StartSite(t, 10*time.Millisecond)
+	crawltest.Seed(t, cfg, site)
 	a := withAPI(t, cfg)
 	cfg2 := *cfg
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -291,7 +292,7 @@ func TestAPISeveralMasters(t *testing.T) {
 
 	both := a.config("both")
 	both.Slave.API.URLs = []string{"https://" + cfg.API.Listen, "https://" + cfg2.API.Listen}
-	startSlave(t, both, "both")
+	crawltest.StartSlave(t, both, "both")
 	a.start("first-only")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -299,7 +300,7 @@ func TestAPISeveralMasters(t *testing.T) {
 	run := func(c *config.Config, id string, ctx context.Context) chan error {
 		errc := make(chan error, 1)
 		go func() {
-			errc <- masterd.New(c, masterd.Options{ID: id, ExitWhenDone: true, Logger: testLogger(t)}).Run(ctx)
+			errc <- masterd.New(c, masterd.Options{ID: id, ExitWhenDone: true, Logger: crawltest.Logger(t)}).Run(ctx)
 		}()
 		return errc
 	}
@@ -343,7 +344,7 @@ func TestAPISeveralMasters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCrawlRobots(t, cfg, site, lost, 2)
+	crawltest.CheckCrawlRobots(t, cfg, site, lost, 2)
 	pages := map[string]int{}
 	rows, err := db.DB.QueryContext(ctx, `SELECT slave_id, COUNT(*) FROM pages WHERE crawl = ? GROUP BY slave_id`, cfg.Crawl.Name)
 	if err != nil {
@@ -370,11 +371,11 @@ func TestAPISeveralMasters(t *testing.T) {
 // heartbeat and left through it, so each slave returns nil with a leave
 // recorded, and no claim of theirs met a master already gone.
 func TestAPISlavesExitWhenDone(t *testing.T) {
-	cfg := clusterConfig(t)
-	site := startSite(t, 0)
-	seed(t, cfg, site)
+	cfg := crawltest.Config(t)
+	site := crawltest.StartSite(t, 0)
+	crawltest.Seed(t, cfg, site)
 	a := withAPI(t, cfg)
-	logs := &lockedBuffer{}
+	logs := &crawltest.LockedBuffer{}
 	errs := make(chan error, 2)
 	for i := range 2 {
 		id := fmt.Sprintf("api-%d", i+1)
@@ -387,7 +388,7 @@ func TestAPISlavesExitWhenDone(t *testing.T) {
 		t.Cleanup(cancel)
 		go func() { errs <- s.Run(ctx) }()
 	}
-	runMaster(t, cfg)
+	crawltest.RunMaster(t, cfg)
 	for range 2 {
 		select {
 		case err := <-errs:
@@ -398,7 +399,7 @@ func TestAPISlavesExitWhenDone(t *testing.T) {
 			t.Fatal("an API slave still runs 10 s after its master exited")
 		}
 	}
-	checkCrawlRobots(t, cfg, site, nil, 2)
+	crawltest.CheckCrawlRobots(t, cfg, site, nil, 2)
 	if out := logs.String(); strings.Contains(out, "claim failed") || strings.Contains(out, "deregister") {
 		t.Errorf("the slaves met a master gone:\n%s", out)
 	}

@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/store"
@@ -50,7 +51,7 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(site.Close)
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	cfg.Crawl.MaxDepth = 1
 	cfg.Admin.PublicRead = true
 	cfg.Lease.Duration = time.Minute
@@ -72,7 +73,7 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := masterd.New(cfg, masterd.Options{Logger: testLogger(t), AdminReady: func(addr string) { adminUp <- addr }}).Run(mctx)
+		err := masterd.New(cfg, masterd.Options{Logger: crawltest.Logger(t), AdminReady: func(addr string) { adminUp <- addr }}).Run(mctx)
 		if err != nil && mctx.Err() == nil {
 			t.Errorf("master: %v", err)
 		}
@@ -414,7 +415,7 @@ func TestHostileAPISlave(t *testing.T) {
 		if n == 0 {
 			t.Fatal("the recrawl enqueued nothing")
 		}
-		startSlave(t, e.cfg, "honest-2")
+		crawltest.StartSlave(t, e.cfg, "honest-2")
 		forgedHost := hostOf(forged)
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 			s, err := e.front.Stats(context.Background())

@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/store"
@@ -45,7 +46,7 @@ func TestDashboardLiveCrawl(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(site.Close)
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	cfg.Admin.Token = dashToken
 	cfg.Admin.SDAllow = []string{"127.0.0.0/8"} // the slaves' /metrics, on loopback
 	cfg.Politeness.Delay = 40 * time.Millisecond
@@ -65,10 +66,10 @@ func TestDashboardLiveCrawl(t *testing.T) {
 	if _, err := masterd.Seed(ctx, cfg, site.Seeds()); err != nil {
 		t.Fatal(err)
 	}
-	runAdminMaster(t, ctx, cfg)
+	crawltest.RunAdminMaster(t, ctx, cfg)
 	base := "http://" + cfg.Admin.Listen
-	startSlave(t, cfg, "dash-1")
-	startSlave(t, cfg, "dash-2")
+	crawltest.StartSlave(t, cfg, "dash-1")
+	crawltest.StartSlave(t, cfg, "dash-2")
 
 	// the API refuses a request without the token
 	if resp, err := http.Get(base + "/api/v1/overview"); err != nil {

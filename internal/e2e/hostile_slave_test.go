@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/store"
 	"github.com/redcrawl/redcrawl/shared/config"
@@ -41,7 +42,7 @@ func TestHostileDirectSlave(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(site.Close)
-		cfg := clusterConfig(t)
+		cfg := crawltest.Config(t)
 		// about 16 pages a second: each crawl lasts about 30 s
 		cfg.Politeness.Delay, cfg.Politeness.Jitter = 250*time.Millisecond, 0
 		return cfg, site
@@ -55,7 +56,7 @@ func TestHostileDirectSlave(t *testing.T) {
 		site *testsite.Site
 	}{{cfgA, siteA}, {cfgB, siteB}} {
 		c.cfg.Redis.URL = srv.CrawlURL(c.cfg.Crawl.Name, frontier.RoleMaster, "")
-		seed(t, c.cfg, c.site)
+		crawltest.Seed(t, c.cfg, c.site)
 	}
 	slaveCfg := func(cfg *config.Config, id string) *config.Config {
 		c := *cfg
@@ -65,10 +66,10 @@ func TestHostileDirectSlave(t *testing.T) {
 		}
 		return &c
 	}
-	startSlave(t, slaveCfg(cfgA, "a1"), "a1")
-	startSlave(t, slaveCfg(cfgA, "a2"), "a2")
-	startSlave(t, slaveCfg(cfgB, "b1"), "b1")
-	startSlave(t, slaveCfg(cfgB, "b2"), "b2")
+	crawltest.StartSlave(t, slaveCfg(cfgA, "a1"), "a1")
+	crawltest.StartSlave(t, slaveCfg(cfgA, "a2"), "a2")
+	crawltest.StartSlave(t, slaveCfg(cfgB, "b1"), "b1")
+	crawltest.StartSlave(t, slaveCfg(cfgB, "b2"), "b2")
 
 	evil := srv.CrawlClient(t, cfgA.Crawl.Name, frontier.RoleSlave, "evil")
 	attacks := hostileAttacks(t, cfgA, cfgB)
@@ -83,7 +84,7 @@ func TestHostileDirectSlave(t *testing.T) {
 	var masters sync.WaitGroup
 	for _, cfg := range []*config.Config{cfgA, cfgB} {
 		masters.Add(1)
-		go func() { defer masters.Done(); runMaster(t, cfg) }()
+		go func() { defer masters.Done(); crawltest.RunMaster(t, cfg) }()
 	}
 	masters.Wait()
 	rounds := atk.stop()
@@ -92,8 +93,8 @@ func TestHostileDirectSlave(t *testing.T) {
 	}
 	t.Logf("%d rounds of %d attacks", rounds, len(attacks))
 
-	checkCrawl(t, cfgA, siteA, nil)
-	checkCrawl(t, cfgB, siteB, nil)
+	crawltest.CheckCrawl(t, cfgA, siteA, nil)
+	crawltest.CheckCrawl(t, cfgB, siteB, nil)
 
 	db, err := store.Open(ctx, cfgA.MySQL.DSN)
 	if err != nil {

@@ -1,4 +1,4 @@
-package masterd_test
+package e2e
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/masterd"
@@ -28,7 +29,7 @@ func TestShardedClusterFailover(t *testing.T) {
 	const shards = 6
 	rc := testutil.StartCluster(t, 3, 1, testutil.WithNodeTimeout(time.Second))
 	ctx := context.Background()
-	cfg := clusterConfig(t)
+	cfg := crawltest.Config(t)
 	cfg.Redis.URL, cfg.Redis.Cluster = rc.URL, true
 	cfg.Crawl.Shards = shards
 	cfg.Lease.Duration = 3 * time.Second
@@ -62,12 +63,12 @@ func TestShardedClusterFailover(t *testing.T) {
 	for _, s := range before {
 		cpu0[s.Addr] = s.CPU
 	}
-	seed(t, cfg, site)
+	crawltest.Seed(t, cfg, site)
 	for i := range 3 {
-		startSlave(t, cfg, fmt.Sprintf("fo-%d", i+1))
+		crawltest.StartSlave(t, cfg, fmt.Sprintf("fo-%d", i+1))
 	}
 	masterDone := make(chan struct{})
-	go func() { defer close(masterDone); runMaster(t, cfg) }()
+	go func() { defer close(masterDone); crawltest.RunMaster(t, cfg) }()
 
 	// a third of the way: each node's share, then the kill
 	total := len(site.Expected())
