@@ -31,7 +31,7 @@ test-services:
 ## test: the whole suite against the real Redis and MariaDB
 test: test-services
 	$(GO) vet $(PKGS)
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+	$(GO) test -count=1 -p 3 -timeout 20m $(PKGS)
 
 ## test-race: the suite under the race detector
 test-race: test-services

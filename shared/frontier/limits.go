@@ -62,8 +62,8 @@ type LimitStats struct {
 // maxLimit bounds a limit and the counts limits_set starts from;
 // maxLimitItems the items one limit_take counts.
 const (
-	maxLimit      = 1_000_000_000_000_000
-	maxLimitItems = maxCompletions * maxEventsPerCompletion
+	maxLimit      int64 = 1_000_000_000_000_000
+	maxLimitItems       = maxCompletions * maxEventsPerCompletion
 )
 
 // limitState is what a process knows of its crawl's limits (shard 0's).
