@@ -17,10 +17,10 @@ import (
 )
 
 // A slave of the API is believed only about the leases its token holds.
-// Before a completion reaches the frontier the API reads what the
-// frontier recorded of its lease (Frontier.HeldLeases): its URL, its
-// task's depth, hops, sitemap level and attempt, and when it was leased.
-// Then:
+// Before a completion reaches the frontier the API takes what the
+// frontier recorded of its lease: its URL, its task's depth, hops,
+// sitemap level and attempt, and when it was leased (from the claim that
+// served it, servedLeases, or else Frontier.HeldLeases). Then:
 //   - every record of the completion must be about that lease: a page, an
 //     item or a duplicate of its URL, an exception of its URL and host (or
 //     of none), a proxy's state; a record of another URL, and a slave,
@@ -58,7 +58,7 @@ func (s *Server) completions(ctx context.Context, q request, wcs []api.Completio
 		}
 		refs[i] = l
 	}
-	leases, held, err := s.opt.Front.HeldLeases(ctx, q.token.Slave, refs)
+	leases, held, err := s.heldLeases(ctx, q.token.Slave, refs)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +81,35 @@ func (s *Server) completions(ctx context.Context, q request, wcs []api.Completio
 		return nil, err
 	}
 	return cs, nil
+}
+
+// heldLeases is Frontier.HeldLeases for the leases refs names that this
+// server did not serve to slave (servedLeases), and those it served.
+func (s *Server) heldLeases(ctx context.Context, slave string, refs []frontier.Lease) ([]frontier.Lease, []bool, error) {
+	leases, held := make([]frontier.Lease, len(refs)), make([]bool, len(refs))
+	var miss []int
+	for i, r := range refs {
+		if l, ok := s.served.take(slave, r); ok {
+			leases[i], held[i] = l, true
+		} else {
+			miss = append(miss, i)
+		}
+	}
+	if len(miss) == 0 {
+		return leases, held, nil
+	}
+	sub := make([]frontier.Lease, len(miss))
+	for j, i := range miss {
+		sub[j] = refs[i]
+	}
+	subLeases, subHeld, err := s.opt.Front.HeldLeases(ctx, slave, sub)
+	if err != nil {
+		return nil, nil, err
+	}
+	for j, i := range miss {
+		leases[i], held[i] = subLeases[j], subHeld[j]
+	}
+	return leases, held, nil
 }
 
 // completion makes a slave's completion of the lease ref (as it names it;

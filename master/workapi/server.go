@@ -157,7 +157,10 @@ type Server struct {
 	budget *fairBudget
 	// streams caches the sizes of slaves' streams (MaxStream)
 	streams streamSizes
-	watch   *watcher
+	// served remembers the leases claims handed out, for their
+	// completions (served.go)
+	served *servedLeases
+	watch  *watcher
 	// stopping ends the watches waiting (Stop), so that a server shutting
 	// down need not wait WatchWait for them
 	stopping context.Context
@@ -182,6 +185,7 @@ func New(opt Options) *Server {
 	s.evBytes = rateLimiter{buckets: map[int64]*bucket{}}
 	s.busy = inFlight{n: map[int64]int{}}
 	s.streams = streamSizes{m: map[streamKey]streamSize{}}
+	s.served = newServedLeases(servedPerSlave(opt), maxServedLeases)
 	if opt.Limits.DecodeBudget > 0 {
 		s.budget = newFairBudget(opt.Limits.DecodeBudget)
 	}
@@ -464,6 +468,7 @@ func (s *Server) claim(ctx context.Context, q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.served.add(q.token.Slave, res.Leases)
 	return claimResponse(res), nil
 }
 
@@ -486,6 +491,7 @@ func (s *Server) complete(ctx context.Context, q request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.served.add(q.token.Slave, res.Leases)
 		cr := claimResponse(res)
 		out = api.CompleteResponse{Acked: acked, Claim: &cr}
 	} else {
@@ -567,6 +573,7 @@ func (s *Server) leave(ctx context.Context, q request) (any, error) {
 	if err := s.opt.Front.Leave(ctx, q.token.Slave, clip(l.Detail, 1024)); err != nil {
 		return nil, err
 	}
+	s.served.forget(q.token.Slave)
 	return struct{}{}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -445,4 +446,104 @@ func FuzzAPIRequests(f *testing.F) {
 			t.Fatalf("%s %q: %d %s", req.URL.Path, body, w.Code, w.Body.String())
 		}
 	})
+}
+
+// heldCounter counts the frontier's HeldLeases calls and the leases they
+// name.
+type heldCounter struct {
+	workapi.Frontier
+	calls, leases atomic.Int64
+}
+
+func (h *heldCounter) HeldLeases(ctx context.Context, slave string, ls []frontier.Lease) ([]frontier.Lease, []bool, error) {
+	h.calls.Add(1)
+	h.leases.Add(int64(len(ls)))
+	return h.Frontier.HeldLeases(ctx, slave, ls)
+}
+
+// TestAPIServedLeases: the completion of a lease the API served is judged
+// against the claim's answer, with no read of Redis; one it did not serve
+// (another master's) is read from Redis; a served lease lost since is
+// refused whole by the function complete, its records and links with it.
+func TestAPIServedLeases(t *testing.T) {
+	hc := &heldCounter{}
+	e := newAPIEnv(t, defaultLimits(), func(o *workapi.Options) { hc.Frontier = o.Front; o.Front = hc })
+	ctx := context.Background()
+	c, err := e.client(t, e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var seeds []frontier.Task
+	for _, h := range []string{"a.test", "b.test", "c.test"} {
+		seeds = append(seeds, frontier.Task{URL: "http://" + h + "/", Host: h, ScopeHost: h})
+	}
+	if _, err := e.front.Seed(ctx, seeds); err != nil {
+		t.Fatal(err)
+	}
+	done := func(l frontier.Lease, link string) frontier.Completion {
+		page, _ := frontier.NewEvent(&events.Page{Crawl: e.crawl, URL: l.URL, Status: 200, Slave: "pi1"})
+		return frontier.Completion{Lease: l, Outcome: frontier.Done, Events: []frontier.Event{page},
+			Links: []frontier.Task{{URL: link, Depth: 1}}}
+	}
+	streamLen := func() int64 {
+		n, err := e.rdb.XLen(ctx, e.front.Keys().SlaveEvents("pi1")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// served through the API: no read
+	res, err := c.ClaimWaitOpts(ctx, "pi1", 2, frontier.ClaimOptions{})
+	if err != nil || len(res.Leases) != 2 {
+		t.Fatalf("claim: %+v, %v", res, err)
+	}
+	acked, err := c.Complete(ctx, "pi1", []frontier.Completion{done(res.Leases[0], "http://a.test/2")})
+	if err != nil || !acked[0] {
+		t.Fatalf("complete a served lease: %v, %v", acked, err)
+	}
+	if n := hc.calls.Load(); n != 0 {
+		t.Errorf("HeldLeases called %d times for a lease the API served, want 0", n)
+	}
+	if n := streamLen(); n != 1 {
+		t.Errorf("events in pi1's stream after the served lease: %d, want its page", n)
+	}
+
+	// lost since it was served: the slave is declared dead, its leases
+	// taken back
+	if _, err := e.front.RecoverSlave(ctx, "pi1"); err != nil {
+		t.Fatal(err)
+	}
+	acked, err = c.Complete(ctx, "pi1", []frontier.Completion{done(res.Leases[1], "http://lost.test/")})
+	if err != nil || acked[0] {
+		t.Fatalf("complete a lost lease: %v, %v; want it refused", acked, err)
+	}
+	if n := streamLen(); n != 1 {
+		t.Errorf("events in pi1's stream after the lost lease: %d, want still 1", n)
+	}
+
+	// served by another master (claimed on the frontier): read from Redis
+	other, err := e.front.ClaimWaitOpts(ctx, "pi1", 1, frontier.ClaimOptions{})
+	if err != nil || len(other.Leases) != 1 {
+		t.Fatalf("claim on the frontier: %+v, %v", other, err)
+	}
+	acked, err = c.Complete(ctx, "pi1", []frontier.Completion{done(other.Leases[0], "http://c.test/2")})
+	if err != nil || !acked[0] {
+		t.Fatalf("complete another master's lease: %v, %v", acked, err)
+	}
+	if n, m := hc.calls.Load(), hc.leases.Load(); n != 1 || m != 1 {
+		t.Errorf("HeldLeases: %d calls for %d leases, want 1 for the lease the API did not serve", n, m)
+	}
+	if n := streamLen(); n != 2 {
+		t.Errorf("events in pi1's stream: %d, want 2 pages", n)
+	}
+	// the lost lease's link was not queued; the others were
+	st, err := e.front.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Queued != 3 { // b.test's seed (recovered), a.test/2, c.test/2
+		t.Errorf("queued %d, want 3", st.Queued)
+	}
 }
