@@ -45,7 +45,7 @@ func TestHostileAPISlaveFlood(t *testing.T) {
 	type crawlEnv struct {
 		cfg  *config.Config
 		site *testsite.Site
-		api  *apiSlaves
+		api  *crawltest.APISlaves
 	}
 	// one MySQL holds the three crawls, as it would on one master server
 	dsn := ""
@@ -67,18 +67,18 @@ func TestHostileAPISlaveFlood(t *testing.T) {
 			cfg.API.MaxInFlight, cfg.API.Rate, cfg.API.MaxBody = 4, 20, 256<<10
 		}
 		crawltest.Seed(t, cfg, site)
-		return crawlEnv{cfg: cfg, site: site, api: withAPI(t, cfg)}
+		return crawlEnv{cfg: cfg, site: site, api: crawltest.WithAPI(t, cfg)}
 	}
 	a, b, own := newCrawl(41, false), newCrawl(42, false), newCrawl(43, true)
 	for _, c := range []crawlEnv{a, b} {
 		for i := range 2 {
-			c.api.start(fmt.Sprintf("%s-%d", c.cfg.Crawl.Name[:4], i+1))
+			c.api.Start(fmt.Sprintf("%s-%d", c.cfg.Crawl.Name[:4], i+1))
 		}
 	}
 	honestA := a.cfg.Crawl.Name[:4] + "-1"
-	evilCfg := own.api.config("evil")
+	evilCfg := own.api.Config("evil")
 	evilTok := readToken(t, evilCfg.Slave.API.TokenFile)
-	revokedCfg := own.api.config("gone")
+	revokedCfg := own.api.Config("gone")
 	revokedTok := readToken(t, revokedCfg.Slave.API.TokenFile)
 	db, err := store.Open(ctx, dsn)
 	if err != nil {
@@ -89,7 +89,7 @@ func TestHostileAPISlaveFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	// it trusts both masters' certificates: a refusal is the API's, not TLS's
-	cl := apiHTTPClient(t, evilCfg.Slave.API.CAFile, a.api.config("tls-probe").Slave.API.CAFile)
+	cl := apiHTTPClient(t, evilCfg.Slave.API.CAFile, a.api.Config("tls-probe").Slave.API.CAFile)
 	baseOwn, baseA := "https://"+own.cfg.API.Listen, "https://"+a.cfg.API.Listen
 
 	// the hostile slave's own crawl runs until the test ends: its master

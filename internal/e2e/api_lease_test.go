@@ -58,15 +58,15 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	// a host leases many pages at once: the test's hand-made slaves
 	// claim what they need without waiting for politeness
 	cfg.Politeness.Delay, cfg.Politeness.Jitter, cfg.Politeness.HostConcurrency = 0, 0, 100
-	a := withAPI(t, cfg)
+	a := crawltest.WithAPI(t, cfg)
 	res, err := masterd.Seed(ctx, cfg, site.Seeds())
 	if err != nil || res.Added != 1 {
 		t.Fatalf("seed: %+v %v", res, err)
 	}
 	e := &hostileEnv{cfg: cfg, site: site}
-	e.evil = readToken(t, a.config("evil").Slave.API.TokenFile)
-	e.good = readToken(t, a.config("good").Slave.API.TokenFile)
-	e.cl = apiHTTPClient(t, a.certs.CA)
+	e.evil = readToken(t, a.Config("evil").Slave.API.TokenFile)
+	e.good = readToken(t, a.Config("good").Slave.API.TokenFile)
+	e.cl = apiHTTPClient(t, a.CA())
 	e.base = "https://" + cfg.API.Listen
 	adminUp := make(chan string, 1)
 	mctx, stop := context.WithCancel(ctx)

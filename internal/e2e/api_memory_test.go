@@ -54,10 +54,10 @@ func TestHostileAPIMemory(t *testing.T) {
 	cfg := crawltest.Config(t)
 	site := crawltest.StartSite(t, 0)
 	crawltest.Seed(t, cfg, site)
-	a := withAPI(t, cfg)
+	a := crawltest.WithAPI(t, cfg)
 	var toks []string
 	for i := range 10 {
-		toks = append(toks, readToken(t, a.config(fmt.Sprintf("flood-%d", i)).Slave.API.TokenFile))
+		toks = append(toks, readToken(t, a.Config(fmt.Sprintf("flood-%d", i)).Slave.API.TokenFile))
 	}
 	path, err := slaveproc.WriteConfig(t.TempDir(), cfg)
 	if err != nil {
@@ -73,7 +73,7 @@ func TestHostileAPIMemory(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	cl := apiHTTPClient(t, a.certs.CA)
+	cl := apiHTTPClient(t, a.CA())
 	base := "https://" + cfg.API.Listen
 	waitAPIUp(t, cl, base)
 
@@ -141,7 +141,7 @@ func TestHostileAPIMemory(t *testing.T) {
 		wg.Wait()
 		t.Logf("%s: answers by status %v; master RSS peak so far %d MiB", label, codes, peak.Load()>>20)
 	}
-	honest := []*crawltest.SlaveHandle{a.start("honest-1"), a.start("honest-2")}
+	honest := []*crawltest.SlaveHandle{a.Start("honest-1"), a.Start("honest-2")}
 	flood("8 at once from one token", toks[:1], 8, 12*time.Second)
 	flood("100 at once from 10 tokens", toks, 10, 12*time.Second)
 	select {

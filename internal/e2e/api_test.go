@@ -17,7 +17,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/redcrawl/redcrawl/internal/harness/crawltest"
-	"github.com/redcrawl/redcrawl/internal/harness/testcert"
 	"github.com/redcrawl/redcrawl/internal/harness/testsite"
 	"github.com/redcrawl/redcrawl/master/masterd"
 	"github.com/redcrawl/redcrawl/master/store"
@@ -25,68 +24,6 @@ import (
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/slave/slaved"
 )
-
-// apiSlaves makes cfg's master serve the work API over TLS on a free
-// loopback port, and returns what starts a slave of it: a token issued
-// for the slave, the masters' CA, and no Redis or MySQL it could reach
-// (its redis.url and mysql.dsn point at closed ports).
-type apiSlaves struct {
-	t     testing.TB
-	cfg   *config.Config
-	certs testcert.Files
-	dir   string
-}
-
-func withAPI(t testing.TB, cfg *config.Config) *apiSlaves {
-	t.Helper()
-	dir := t.TempDir()
-	certs := testcert.Write(t, dir)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.API.Listen = ln.Addr().String()
-	ln.Close()
-	cfg.API.TLSCert, cfg.API.TLSKey = certs.ServerCert, certs.ServerKey
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return &apiSlaves{t: t, cfg: cfg, certs: certs, dir: dir}
-}
-
-// config returns the config of API slave id, with its token file.
-func (a *apiSlaves) config(id string) *config.Config {
-	t := a.t
-	t.Helper()
-	ctx := context.Background()
-	db, err := store.Open(ctx, a.cfg.MySQL.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tok, _, err := db.IssueToken(ctx, a.cfg.Crawl.Name, id, store.TokenLimits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokFile := filepath.Join(a.dir, id+".token")
-	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := *a.cfg
-	c.API = config.Default().API
-	c.Redis.URL = "redis://127.0.0.1:1/0" // nothing: the slave never dials Redis
-	c.MySQL.DSN = "nobody:x@tcp(127.0.0.1:1)/none"
-	c.Slave.API = config.SlaveAPI{URLs: []string{"https://" + a.cfg.API.Listen}, TokenFile: tokFile, CAFile: a.certs.CA}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return &c
-}
-
-// start starts API slave id in this process.
-func (a *apiSlaves) start(id string) *crawltest.SlaveHandle {
-	return crawltest.StartSlave(a.t, a.config(id), id)
-}
 
 // TestAPICrawl: slaves of the work API crawl the test site whole, alone
 // and beside a direct slave (politeness holds across both kinds), on one
@@ -102,9 +39,9 @@ func TestAPICrawl(t *testing.T) {
 			cfg.Crawl.Shards = tc.shards
 			site := crawltest.StartSite(t, 0)
 			crawltest.Seed(t, cfg, site)
-			a := withAPI(t, cfg)
+			a := crawltest.WithAPI(t, cfg)
 			for i := range tc.api {
-				a.start(fmt.Sprintf("api-%d", i+1))
+				a.Start(fmt.Sprintf("api-%d", i+1))
 			}
 			for i := range tc.direct {
 				crawltest.StartSlave(t, cfg, fmt.Sprintf("direct-%d", i+1))
@@ -142,9 +79,9 @@ func TestAPISlaveKilled(t *testing.T) {
 	cfg := crawltest.Config(t)
 	site := crawltest.StartSite(t, 30*time.Millisecond)
 	crawltest.Seed(t, cfg, site)
-	a := withAPI(t, cfg)
-	a.start("steady-1")
-	vc := a.config("victim")
+	a := crawltest.WithAPI(t, cfg)
+	a.Start("steady-1")
+	vc := a.Config("victim")
 	victim := exec.Command(bin, "run", "--config", "", "--id", "victim")
 	victim.Env = append(crawltest.SlaveEnv(vc), "CRAWLER_SLAVE_API_URLS="+strings.Join(vc.Slave.API.URLs, ","),
 		"CRAWLER_SLAVE_API_TOKEN_FILE="+vc.Slave.API.TokenFile, "CRAWLER_SLAVE_API_CA_FILE="+vc.Slave.API.CAFile)
@@ -242,8 +179,8 @@ func TestAPIRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	crawltest.Seed(t, cfg, site)
-	a := withAPI(t, cfg)
-	crawltest.RunWithSlave(t, cfg, "api-render", func(_ *config.Config, id string) *crawltest.SlaveHandle { return a.start(id) })
+	a := crawltest.WithAPI(t, cfg)
+	crawltest.RunWithSlave(t, cfg, "api-render", func(_ *config.Config, id string) *crawltest.SlaveHandle { return a.Start(id) })
 
 	ctx := context.Background()
 	db, err := store.Open(ctx, cfg.MySQL.DSN)
@@ -281,7 +218,7 @@ func TestAPISeveralMasters(t *testing.T) {
 	cfg.Master.ShardLease = time.Second
 	site := crawltest.StartSite(t, 10*time.Millisecond)
 	crawltest.Seed(t, cfg, site)
-	a := withAPI(t, cfg)
+	a := crawltest.WithAPI(t, cfg)
 	cfg2 := *cfg
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -290,10 +227,10 @@ func TestAPISeveralMasters(t *testing.T) {
 	cfg2.API.Listen = ln.Addr().String()
 	ln.Close()
 
-	both := a.config("both")
+	both := a.Config("both")
 	both.Slave.API.URLs = []string{"https://" + cfg.API.Listen, "https://" + cfg2.API.Listen}
 	crawltest.StartSlave(t, both, "both")
-	a.start("first-only")
+	a.Start("first-only")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -374,12 +311,12 @@ func TestAPISlavesExitWhenDone(t *testing.T) {
 	cfg := crawltest.Config(t)
 	site := crawltest.StartSite(t, 0)
 	crawltest.Seed(t, cfg, site)
-	a := withAPI(t, cfg)
+	a := crawltest.WithAPI(t, cfg)
 	logs := &crawltest.LockedBuffer{}
 	errs := make(chan error, 2)
 	for i := range 2 {
 		id := fmt.Sprintf("api-%d", i+1)
-		s, err := slaved.New(a.config(id), slaved.Options{ID: id, ExitWhenDone: true,
+		s, err := slaved.New(a.Config(id), slaved.Options{ID: id, ExitWhenDone: true,
 			Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		if err != nil {
 			t.Fatal(err)

@@ -502,6 +502,9 @@ func (a *APISlaves) Config(id string) *config.Config {
 	return &c
 }
 
+// CA is the file of the CA that signed the master's API certificate.
+func (a *APISlaves) CA() string { return a.certs.CA }
+
 // Start starts API slave id in this process.
 func (a *APISlaves) Start(id string) *SlaveHandle {
 	return StartSlave(a.t, a.Config(id), id)
