@@ -33,15 +33,33 @@ type TooManyError struct {
 
 func (e *TooManyError) Error() string { return fmt.Sprintf("more than %d %s", e.Limit, e.What) }
 
+// What a TooManyError says of each bound but links'.
+const (
+	tooManyCompletions = "completions"
+	tooManyEvents      = "events in a request"
+	tooManyLeases      = "leases"
+)
+
 // DecodeBounded is Decode with b's bounds checked as the body is read: a
-// body over one fails with a *TooManyError.
+// body over one fails with a *TooManyError. A *CompleteRequest, the
+// master's most frequent and largest body, is read by decodeComplete, a
+// decoder of its own (completedec.go); any other v by decodeBoundedGeneric.
 func DecodeBounded(r io.Reader, limit int64, v any, b Bounds) error {
+	if req, ok := v.(*CompleteRequest); ok && req != nil {
+		return decodeComplete(r, limit, req, b)
+	}
+	return decodeBoundedGeneric(r, limit, v, b)
+}
+
+// decodeBoundedGeneric is DecodeBounded for any v: JSON v2 with a
+// function of its own for each bounded slice type.
+func decodeBoundedGeneric(r io.Reader, limit int64, v any, b Bounds) error {
 	var linksTotal, events int
 	fns := jsonv2.JoinUnmarshalers(
-		jsonv2.UnmarshalFromFunc(boundedSlice[Completion](nil, b.Completions, "completions")),
+		jsonv2.UnmarshalFromFunc(boundedSlice[Completion](nil, b.Completions, tooManyCompletions)),
 		jsonv2.UnmarshalFromFunc(boundedLinks(&linksTotal, b)),
-		jsonv2.UnmarshalFromFunc(boundedSlice[Event](&events, b.Events, "events in a request")),
-		jsonv2.UnmarshalFromFunc(boundedSlice[LeaseRef](nil, b.Leases, "leases")),
+		jsonv2.UnmarshalFromFunc(boundedSlice[Event](&events, b.Events, tooManyEvents)),
+		jsonv2.UnmarshalFromFunc(boundedSlice[LeaseRef](nil, b.Leases, tooManyLeases)),
 	)
 	lr := &io.LimitedReader{R: r, N: limit + 1}
 	err := jsonv2.UnmarshalRead(lr, v, decodeOpts, jsonv2.WithUnmarshalers(fns))
@@ -61,17 +79,21 @@ func DecodeBounded(r io.Reader, limit int64, v any, b Bounds) error {
 // at most b.LinksTotal with the request's others (counted in total).
 func boundedLinks(total *int, b Bounds) func(*jsontext.Decoder, *[]Link) error {
 	return func(dec *jsontext.Decoder, v *[]Link) error {
-		return readSlice(dec, v, func(n int) error {
-			if b.Links > 0 && n >= b.Links {
-				return &TooManyError{What: "links in a completion", Limit: b.Links}
-			}
-			if b.LinksTotal > 0 && *total >= b.LinksTotal {
-				return &TooManyError{What: "links in a request", Limit: b.LinksTotal}
-			}
-			*total++
-			return nil
-		})
+		return readSlice(dec, v, func(n int) error { return b.moreLinks(n, total) })
 	}
+}
+
+// moreLinks checks a completion's link after its n first, *total the
+// request's links so far, and counts it in *total.
+func (b Bounds) moreLinks(n int, total *int) error {
+	if b.Links > 0 && n >= b.Links {
+		return &TooManyError{What: "links in a completion", Limit: b.Links}
+	}
+	if b.LinksTotal > 0 && *total >= b.LinksTotal {
+		return &TooManyError{What: "links in a request", Limit: b.LinksTotal}
+	}
+	*total++
+	return nil
 }
 
 // boundedSlice reads a slice of at most limit elements, counted in
@@ -83,12 +105,17 @@ func boundedSlice[T any](count *int, limit int, what string) func(*jsontext.Deco
 				n = *count
 				*count++
 			}
-			if limit > 0 && n >= limit {
-				return &TooManyError{What: what, Limit: limit}
-			}
-			return nil
+			return moreOf(n, limit, what)
 		})
 	}
+}
+
+// moreOf checks a record after n others of its kind against limit.
+func moreOf(n, limit int, what string) error {
+	if limit > 0 && n >= limit {
+		return &TooManyError{What: what, Limit: limit}
+	}
+	return nil
 }
 
 // readSlice reads a JSON array (or null) into v element by element,

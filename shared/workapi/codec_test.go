@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"testing"
 )
 
@@ -26,9 +27,14 @@ func completeBody(n int) CompleteRequest {
 	return r
 }
 
+// benchBounds are the master's bounds (master/workapi's Server.bounds
+// with its default of 50,000 links).
+var benchBounds = Bounds{Completions: 1000, Links: 50000, LinksTotal: 200000, Events: 100000, Leases: 10000}
+
 // BenchmarkCodec times the master's decoding of a 20-page completion
-// (Decode) against encoding/json's, and the slave's encoding of it
-// (AppendJSON) against encoding/json's.
+// (Decode; DecodeBounded, which the master uses, and its generic path)
+// against encoding/json's, and the slave's encoding of it (AppendJSON)
+// against encoding/json's.
 //
 //	go test -run '^$' -bench Codec -benchmem ./shared/workapi/
 func BenchmarkCodec(b *testing.B) {
@@ -37,24 +43,27 @@ func BenchmarkCodec(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("decode", func(b *testing.B) {
-		b.SetBytes(int64(len(body)))
-		for range b.N {
-			var r CompleteRequest
-			if err := Decode(bytes.NewReader(body), 1<<20, &r); err != nil {
-				b.Fatal(err)
+	for _, dc := range []struct {
+		name   string
+		decode func(r io.Reader, v *CompleteRequest) error
+	}{
+		{"decode", func(r io.Reader, v *CompleteRequest) error { return Decode(r, 1<<20, v) }},
+		{"decode-bounded", func(r io.Reader, v *CompleteRequest) error { return DecodeBounded(r, 1<<20, v, benchBounds) }},
+		{"decode-bounded-generic", func(r io.Reader, v *CompleteRequest) error {
+			return decodeBoundedGeneric(r, 1<<20, v, benchBounds)
+		}},
+		{"decode-encoding-json", func(r io.Reader, v *CompleteRequest) error { return json.NewDecoder(r).Decode(v) }},
+	} {
+		b.Run(dc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for range b.N {
+				var r CompleteRequest
+				if err := dc.decode(bytes.NewReader(body), &r); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("decode-encoding-json", func(b *testing.B) {
-		b.SetBytes(int64(len(body)))
-		for range b.N {
-			var r CompleteRequest
-			if err := json.NewDecoder(bytes.NewReader(body)).Decode(&r); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		})
+	}
 	b.Run("encode-append", func(b *testing.B) {
 		var buf []byte
 		for range b.N {

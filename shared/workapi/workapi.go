@@ -247,7 +247,9 @@ type Error struct {
 // the types' tags spell them: invalid UTF-8 becomes U+FFFD, a repeated
 // member's last value wins, an unknown member is ignored. Bodies are
 // encoded by encoding/json, the faster of the two at writing them, but a
-// slave's completions, which encode themselves (CompleteRequest.AppendJSON).
+// slave's completions, which encode themselves (CompleteRequest.AppendJSON),
+// and which the master, through DecodeBounded, decodes with a decoder of
+// their own that reads them as this does (decodeComplete).
 func Decode(r io.Reader, limit int64, v any) error {
 	lr := &io.LimitedReader{R: r, N: limit + 1}
 	err := jsonv2.UnmarshalRead(lr, v, decodeOpts)
