@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redcrawl/redcrawl/master/workapi"
+	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 	"github.com/redcrawl/redcrawl/slave/workclient"
 )
@@ -19,53 +21,76 @@ import (
 //
 //	go test -run '^$' -bench CompleteClaim -benchtime 2000x ./master/workapi/
 func BenchmarkCompleteClaim(b *testing.B) {
-	for _, links := range []int{0, 8} {
+	for _, c := range []struct{ links, batch int }{{0, 1}, {8, 1}, {8, 20}} {
 		for _, kind := range []string{"direct", "api"} {
-			b.Run(fmt.Sprintf("%s/links=%d", kind, links), func(b *testing.B) {
-				e := newAPIEnvTB(b, workapi.Limits{MaxInFlight: 100, Rate: 1e9, MaxBody: 1 << 20, MaxLinks: 100})
-				ctx := context.Background()
-				var cc frontier.Frontier = e.front
-				if kind == "api" {
-					tok := e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"})
-					c, err := workclient.New(ctx, workclient.Options{URLs: []string{e.srv.URL}, Token: tok,
-						Crawl: e.crawl, Transport: e.srv.Client().Transport})
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer c.Close()
-					cc = c
-				}
-				// a task for every step, over 1,000 hosts
-				n := b.N + 1
-				tasks := make([]frontier.Task, 0, n)
-				for i := range n {
-					h := fmt.Sprintf("h%d.test", i%1000)
-					tasks = append(tasks, frontier.Task{URL: fmt.Sprintf("http://%s/p%d", h, i), Host: h, ScopeHost: h})
-				}
-				for i := 0; i < len(tasks); i += 5000 {
-					if _, err := e.front.Seed(ctx, tasks[i:min(i+5000, len(tasks))]); err != nil {
-						b.Fatal(err)
-					}
-				}
-				_, res, err := cc.CompleteClaim(ctx, "pi1", nil, 1, frontier.ClaimOptions{})
-				if err != nil || len(res.Leases) != 1 {
-					b.Fatalf("first claim: %+v %v", res, err)
-				}
-				lease := res.Leases[0]
-				b.ResetTimer()
-				for i := range b.N {
-					c := frontier.Completion{Lease: lease, Outcome: frontier.Done}
-					for j := range links {
-						h := fmt.Sprintf("n%d.test", (i*links+j)%5000)
-						c.Links = append(c.Links, frontier.Task{URL: fmt.Sprintf("http://%s/l%d", h, i*links+j), Host: h, ScopeHost: h, Depth: 1})
-					}
-					acked, res, err := cc.CompleteClaim(ctx, "pi1", []frontier.Completion{c}, 1, frontier.ClaimOptions{})
-					if err != nil || len(acked) != 1 || !acked[0] || len(res.Leases) != 1 {
-						b.Fatalf("step %d: acked %v, claim %+v, %v", i, acked, res, err)
-					}
-					lease = res.Leases[0]
-				}
-			})
+			name := fmt.Sprintf("%s/links=%d", kind, c.links)
+			if c.batch > 1 {
+				name += fmt.Sprintf("/batch=%d", c.batch)
+			}
+			b.Run(name, func(b *testing.B) { benchCompleteClaim(b, kind == "api", c.links, c.batch) })
 		}
 	}
+}
+
+// benchCompleteClaim times b.N steps of a slave holding batch leases:
+// each acks them, with links links each and a page record, and claims as
+// many again.
+func benchCompleteClaim(b *testing.B, api bool, links, batch int) {
+	e := newAPIEnvTB(b, workapi.Limits{MaxInFlight: 100, Rate: 1e9, MaxBody: 1 << 20, MaxLinks: 100})
+	ctx := context.Background()
+	var cc frontier.Frontier = e.front
+	if api {
+		tok := e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"})
+		c, err := workclient.New(ctx, workclient.Options{URLs: []string{e.srv.URL}, Token: tok,
+			Crawl: e.crawl, Transport: e.srv.Client().Transport})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		cc = c
+	}
+	// a task for every page, over 1,000 hosts
+	n := (b.N + 1) * batch
+	tasks := make([]frontier.Task, 0, n)
+	for i := range n {
+		h := fmt.Sprintf("h%d.test", i%1000)
+		tasks = append(tasks, frontier.Task{URL: fmt.Sprintf("http://%s/p%d", h, i), Host: h, ScopeHost: h})
+	}
+	for i := 0; i < len(tasks); i += 5000 {
+		if _, err := e.front.Seed(ctx, tasks[i:min(i+5000, len(tasks))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_, res, err := cc.CompleteClaim(ctx, "pi1", nil, batch, frontier.ClaimOptions{})
+	if err != nil || len(res.Leases) != batch {
+		b.Fatalf("first claim: %+v %v", res, err)
+	}
+	leases := res.Leases
+	b.ResetTimer()
+	for i := range b.N {
+		cs := make([]frontier.Completion, len(leases))
+		for k, l := range leases {
+			page, _ := frontier.NewEvent(&events.Page{Crawl: e.crawl, URL: l.URL, FinalURL: l.URL, Status: 200,
+				ContentType: "text/html; charset=utf-8", Bytes: 15000, Slave: "pi1", Links: links, Charset: "utf-8",
+				FetchedAt: time.Now().UnixMilli(), Handler: "html"})
+			c := frontier.Completion{Lease: l, Outcome: frontier.Done, Events: []frontier.Event{page}}
+			for j := range links {
+				x := (i*batch+k)*links + j
+				h := fmt.Sprintf("n%d.test", x%5000)
+				c.Links = append(c.Links, frontier.Task{URL: fmt.Sprintf("http://%s/l%d", h, x), Host: h, ScopeHost: h, Depth: 1})
+			}
+			cs[k] = c
+		}
+		acked, res, err := cc.CompleteClaim(ctx, "pi1", cs, batch, frontier.ClaimOptions{})
+		if err != nil || len(acked) != len(cs) || len(res.Leases) != batch {
+			b.Fatalf("step %d: acked %v, claim %+v, %v", i, acked, res, err)
+		}
+		for _, a := range acked {
+			if !a {
+				b.Fatalf("step %d: acked %v", i, acked)
+			}
+		}
+		leases = res.Leases
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batch), "us/page")
 }
