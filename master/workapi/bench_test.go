@@ -2,7 +2,10 @@ package workapi_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,12 +25,12 @@ import (
 //	go test -run '^$' -bench CompleteClaim -benchtime 2000x ./master/workapi/
 func BenchmarkCompleteClaim(b *testing.B) {
 	for _, c := range []struct{ links, batch int }{{0, 1}, {8, 1}, {8, 20}} {
-		for _, kind := range []string{"direct", "api"} {
+		for _, kind := range []string{"direct", "api", "api-h1"} {
 			name := fmt.Sprintf("%s/links=%d", kind, c.links)
 			if c.batch > 1 {
 				name += fmt.Sprintf("/batch=%d", c.batch)
 			}
-			b.Run(name, func(b *testing.B) { benchCompleteClaim(b, kind == "api", c.links, c.batch) })
+			b.Run(name, func(b *testing.B) { benchCompleteClaim(b, kind, c.links, c.batch) })
 		}
 	}
 }
@@ -35,14 +38,21 @@ func BenchmarkCompleteClaim(b *testing.B) {
 // benchCompleteClaim times b.N steps of a slave holding batch leases:
 // each acks them, with links links each and a page record, and claims as
 // many again.
-func benchCompleteClaim(b *testing.B, api bool, links, batch int) {
+func benchCompleteClaim(b *testing.B, kind string, links, batch int) {
 	e := newAPIEnvTB(b, workapi.Limits{MaxInFlight: 100, Rate: 1e9, MaxBody: 1 << 20, MaxLinks: 100})
 	ctx := context.Background()
 	var cc frontier.Frontier = e.front
-	if api {
+	if kind != "direct" {
 		tok := e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"})
+		tr := e.srv.Client().Transport.(*http.Transport).Clone()
+		if kind == "api-h1" {
+			tr.ForceAttemptHTTP2 = false
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+			tr.TLSClientConfig = tr.TLSClientConfig.Clone()
+			tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		}
 		c, err := workclient.New(ctx, workclient.Options{URLs: []string{e.srv.URL}, Token: tok,
-			Crawl: e.crawl, Transport: e.srv.Client().Transport})
+			Crawl: e.crawl, Transport: tr})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -66,6 +76,7 @@ func benchCompleteClaim(b *testing.B, api bool, links, batch int) {
 		b.Fatalf("first claim: %+v %v", res, err)
 	}
 	leases := res.Leases
+	cpu0 := cpuTime()
 	b.ResetTimer()
 	for i := range b.N {
 		cs := make([]frontier.Completion, len(leases))
@@ -93,4 +104,14 @@ func benchCompleteClaim(b *testing.B, api bool, links, batch int) {
 		leases = res.Leases
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batch), "us/page")
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N*batch), "cpu-us/page")
+}
+
+// cpuTime is the CPU time this process used so far (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -152,6 +152,9 @@ func (s *Server) completion(q request, wc api.Completion, ref, le frontier.Lease
 	if c.Outcome != frontier.Done {
 		return c, nil
 	}
+	if len(wc.Links) > 0 {
+		c.Links = make([]frontier.Task, 0, len(wc.Links))
+	}
 	for _, wl := range wc.Links {
 		if s.opt.Planner.Known(wl.URL) {
 			continue

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -129,6 +130,8 @@ func newAPIEnvTB(t testing.TB, limits workapi.Limits, opts ...func(*workapi.Opti
 	e.server, e.handler = s, s.Handler()
 	e.srv = httptest.NewUnstartedServer(e.handler)
 	e.srv.EnableHTTP2 = true
+	// both, as the master's server offers them
+	e.srv.TLS = &tls.Config{NextProtos: []string{"h2", "http/1.1"}}
 	e.srv.StartTLS()
 	t.Cleanup(e.srv.Close)
 	return e

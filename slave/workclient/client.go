@@ -120,7 +120,10 @@ type appender interface{ AppendJSON([]byte) []byte }
 func (c *Client) doTimeout(ctx context.Context, method, path string, in, out any, timeout time.Duration) error {
 	var body []byte
 	if a, ok := in.(appender); ok { // a completion: its own encoder
-		body = a.AppendJSON(make([]byte, 0, 4096))
+		buf := getBuf()
+		defer putBuf(buf)
+		body = a.AppendJSON((*buf)[:0])
+		*buf = body
 	} else if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
@@ -184,7 +187,10 @@ func (c *Client) once(ctx context.Context, u, method string, body []byte, out an
 		return 0, fmt.Errorf("%w: work API %s: %w", frontier.ErrUnavailable, hostOf(u), err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	buf := getBuf()
+	defer putBuf(buf)
+	data, err := readAll(resp.Body, (*buf)[:0], resp.ContentLength)
+	*buf = data
 	if err != nil {
 		return 0, fmt.Errorf("%w: work API %s: read answer: %w", frontier.ErrUnavailable, hostOf(u), err)
 	}
@@ -192,6 +198,8 @@ func (c *Client) once(ctx context.Context, u, method string, body []byte, out an
 		if out == nil {
 			return 0, nil
 		}
+		// data's buffer is reused: out keeps none of its bytes (no
+		// answer holds a raw JSON value; strings are copied)
 		if err := api.Unmarshal(data, out); err != nil {
 			return 0, fmt.Errorf("work API %s: decode answer: %w", hostOf(u), err)
 		}
@@ -463,14 +471,50 @@ func completions(cs []frontier.Completion) []api.Completion {
 		if c.ContentHash != 0 {
 			wc.ContentHash = fmt.Sprintf("%016x", c.ContentHash)
 		}
-		for _, e := range c.Events {
-			wc.Events = append(wc.Events, api.Event{Type: e.Type, Data: e.Data})
+		if len(c.Events) > 0 {
+			wc.Events = make([]api.Event, len(c.Events))
+			for j, e := range c.Events {
+				wc.Events[j] = api.Event{Type: e.Type, Data: e.Data}
+			}
 		}
-		for _, l := range c.Links {
-			wc.Links = append(wc.Links, api.Link{URL: l.URL, Depth: l.Depth, Hops: l.Hops, Sitemap: l.Sitemap,
-				SitemapAnyHost: l.SitemapAnyHost, LastMod: l.LastMod})
+		if len(c.Links) > 0 {
+			wc.Links = make([]api.Link, len(c.Links))
+			for j, l := range c.Links {
+				wc.Links[j] = api.Link{URL: l.URL, Depth: l.Depth, Hops: l.Hops, Sitemap: l.Sitemap,
+					SitemapAnyHost: l.SitemapAnyHost, LastMod: l.LastMod}
+			}
 		}
 		out[i] = wc
 	}
 	return out
+}
+
+// maxAnswer bounds an answer the client reads.
+const maxAnswer = 64 << 20
+
+// readAll reads r (at most maxAnswer bytes, n if known) into buf.
+func readAll(r io.Reader, buf []byte, n int64) ([]byte, error) {
+	if n > 0 && n <= maxAnswer && int64(cap(buf)) < n+1 {
+		buf = make([]byte, 0, n+1)
+	}
+	w := bytes.NewBuffer(buf)
+	_, err := w.ReadFrom(io.LimitReader(r, maxAnswer))
+	return w.Bytes(), err
+}
+
+// bufs holds the buffers of request bodies and answers: a completion's
+// body and its answer are tens of KiB, and a slave sends several a
+// second.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
+
+// maxPooledBuf is the largest buffer kept for reuse (a sitemap's
+// completion can be megabytes).
+const maxPooledBuf = 1 << 20
+
+func getBuf() *[]byte { return bufs.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= maxPooledBuf {
+		bufs.Put(b)
+	}
 }
