@@ -62,6 +62,13 @@ func (s *Server) completions(ctx context.Context, q request, wcs []api.Completio
 	if err != nil {
 		return nil, err
 	}
+	for i := range refs {
+		if held[i] {
+			refs[i].Host = leases[i].Host // the same URL's
+		} else {
+			refs[i].Host = refHost(refs[i].URL)
+		}
+	}
 	cs := make([]frontier.Completion, len(wcs))
 	evBytes, shards := 0, map[int]bool{}
 	for i, wc := range wcs {
@@ -230,7 +237,7 @@ func (s *Server) leaseEvents(q request, le frontier.Lease, in []api.Event) []fro
 			continue
 		}
 		crawl, slave := s.opt.Crawl, q.token.Slave
-		why := ""
+		why, ch := "", false // ch: a field the master sets was not as it sets it
 		switch {
 		case env.Page != nil:
 			p := env.Page
@@ -240,14 +247,20 @@ func (s *Server) leaseEvents(q request, le frontier.Lease, in []api.Event) []fro
 			case p.FinalURL != "" && p.FinalURL != p.URL && !httpURL(p.FinalURL):
 				why = "a page whose final URL is no http(s) URL"
 			}
-			p.Crawl, p.Slave, p.Depth, p.Attempt, p.LastMod = crawl, slave, le.Depth, le.Attempt, le.LastMod
-			p.FetchedAt = clamp(p.FetchedAt, lo, hi)
+			set(&ch, &p.Crawl, crawl)
+			set(&ch, &p.Slave, slave)
+			set(&ch, &p.Depth, le.Depth)
+			set(&ch, &p.Attempt, le.Attempt)
+			set(&ch, &p.LastMod, le.LastMod)
+			set(&ch, &p.FetchedAt, clamp(p.FetchedAt, lo, hi))
 		case env.Item != nil:
 			it := env.Item
 			if it.URL != le.URL {
 				why = "an item of " + quoteURL(it.URL) + ", not of its lease " + quoteURL(le.URL)
 			}
-			it.Crawl, it.Slave, it.FetchedAt = crawl, slave, clamp(it.FetchedAt, lo, hi)
+			set(&ch, &it.Crawl, crawl)
+			set(&ch, &it.Slave, slave)
+			set(&ch, &it.FetchedAt, clamp(it.FetchedAt, lo, hi))
 		case env.Duplicate != nil:
 			d := env.Duplicate
 			switch {
@@ -256,7 +269,9 @@ func (s *Server) leaseEvents(q request, le frontier.Lease, in []api.Event) []fro
 			case !sameURLHost(d.FirstURL, le.URL):
 				why = "a duplicate whose first URL is on another host than its lease's"
 			}
-			d.Crawl, d.Slave, d.At = crawl, slave, clamp(d.At, lo, hi)
+			set(&ch, &d.Crawl, crawl)
+			set(&ch, &d.Slave, slave)
+			set(&ch, &d.At, clamp(d.At, lo, hi))
 		case env.Exception != nil:
 			x := env.Exception
 			switch {
@@ -267,14 +282,27 @@ func (s *Server) leaseEvents(q request, le frontier.Lease, in []api.Event) []fro
 			case masterKinds[x.Kind]:
 				why = "an exception of kind " + x.Kind + ", which only the master records"
 			}
-			x.Crawl, x.Slave, x.Attempt, x.At = crawl, slave, le.Attempt, clamp(x.At, lo, hi)
+			set(&ch, &x.Crawl, crawl)
+			set(&ch, &x.Slave, slave)
+			set(&ch, &x.Attempt, le.Attempt)
+			set(&ch, &x.At, clamp(x.At, lo, hi))
 		case env.Proxy != nil:
-			env.Proxy.Crawl, env.Proxy.Slave, env.Proxy.At = crawl, slave, clamp(env.Proxy.At, lo, hi)
+			pr := env.Proxy
+			set(&ch, &pr.Crawl, crawl)
+			set(&ch, &pr.Slave, slave)
+			set(&ch, &pr.At, clamp(pr.At, lo, hi))
 		default:
 			why = "a " + string(e.Type) + " record, which a slave may not send"
 		}
 		if why != "" {
 			s.invalid(q, string(e.Type), "completion of "+clip(le.URL, 200)+": "+why)
+			continue
+		}
+		if !ch {
+			// the record reads as the master would write it: its bytes go
+			// on as they came, since the sink decodes them as they were
+			// decoded here (events.Decode), to the same record
+			out = append(out, frontier.Event{Type: e.Type, Data: e.Data})
 			continue
 		}
 		if ev, err := frontier.NewEvent(record(&env)); err == nil {
@@ -450,6 +478,13 @@ func (s *Server) invalid(q request, what, msg string) {
 }
 
 func clamp(v, lo, hi int64) int64 { return max(lo, min(v, hi)) }
+
+// set sets *p to v, and *changed when it was not v.
+func set[T comparable](changed *bool, p *T, v T) {
+	if *p != v {
+		*p, *changed = v, true
+	}
+}
 
 func httpURL(s string) bool {
 	u, err := url.Parse(s)

@@ -508,17 +508,24 @@ func (s *Server) complete(ctx context.Context, q request) (any, error) {
 }
 
 // leaseRef is the lease a slave names: its URL, token and shard, checked
-// for form (whether the slave holds it is the frontier's to say).
+// for form (whether the slave holds it is the frontier's to say); its
+// Host is refHost's.
 func (s *Server) leaseRef(r api.LeaseRef) (frontier.Lease, error) {
 	if r.URL == "" || len(r.URL) > urlx.MaxURLLength || r.Shard < 0 || r.Shard >= s.opt.Front.NumShards() {
 		return frontier.Lease{}, refuse(http.StatusBadRequest, "lease: URL empty or too long, or no such shard")
 	}
 	l := frontier.Lease{Token: r.Token, Shard: r.Shard}
 	l.URL = r.URL
-	if u, err := url.Parse(r.URL); err == nil {
-		l.Host = urlx.HostKey(u)
-	}
 	return l, nil
+}
+
+// refHost is the host key of a lease's URL ("" for one that does not
+// parse).
+func refHost(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return urlx.HostKey(u)
+	}
+	return ""
 }
 
 func (s *Server) extend(ctx context.Context, q request) (any, error) {
@@ -532,6 +539,7 @@ func (s *Server) extend(ctx context.Context, q request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		l.Host = refHost(l.URL)
 		ls[i] = l
 	}
 	held, err := s.opt.Front.Extend(ctx, q.token.Slave, ls)

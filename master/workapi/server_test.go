@@ -550,3 +550,59 @@ func TestAPIServedLeases(t *testing.T) {
 		t.Errorf("queued %d, want 3", st.Queued)
 	}
 }
+
+// TestAPIRecordsAsTheMasterSets: a record of a lease that reads as the
+// master would write it goes on byte for byte; one with a field the
+// master sets otherwise (another slave, a depth the lease has not) is
+// written again with the master's values.
+func TestAPIRecordsAsTheMasterSets(t *testing.T) {
+	e := newAPIEnv(t, defaultLimits())
+	ctx := context.Background()
+	c, err := e.client(t, e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := e.front.Seed(ctx, []frontier.Task{{URL: "http://a.test/", Host: "a.test", ScopeHost: "a.test"},
+		{URL: "http://b.test/", Host: "b.test", ScopeHost: "b.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.ClaimWaitOpts(ctx, "pi1", 2, frontier.ClaimOptions{})
+	if err != nil || len(res.Leases) != 2 {
+		t.Fatalf("claim: %+v, %v", res, err)
+	}
+	at := time.Now().UnixMilli()
+	honest := &events.Page{Crawl: e.crawl, URL: res.Leases[0].URL, Status: 200, Slave: "pi1", FetchedAt: at}
+	forged := &events.Page{Crawl: e.crawl, URL: res.Leases[1].URL, Status: 200, Slave: "someone", Depth: 7, FetchedAt: at}
+	var sent []frontier.Event
+	for i, p := range []*events.Page{honest, forged} {
+		ev, err := frontier.NewEvent(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, ev)
+		acked, err := c.Complete(ctx, "pi1", []frontier.Completion{{Lease: res.Leases[i], Outcome: frontier.Done, Events: []frontier.Event{ev}}})
+		if err != nil || !acked[0] {
+			t.Fatalf("complete %d: %v, %v", i, acked, err)
+		}
+	}
+	entries, err := e.rdb.XRange(ctx, e.front.Keys().SlaveEvents("pi1"), "-", "+").Result()
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("stream: %d entries, %v; want 2", len(entries), err)
+	}
+	var got []string
+	for _, en := range entries {
+		d, _ := en.Values["data"].(string)
+		got = append(got, d)
+	}
+	if got[0] != string(sent[0].Data) {
+		t.Errorf("the honest record was written again:\nsent %s\ngot  %s", sent[0].Data, got[0])
+	}
+	env, err := events.Decode("", events.TypePage, []byte(got[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Page.Slave != "pi1" || env.Page.Depth != 0 || env.Page.URL != forged.URL {
+		t.Errorf("the forged record as stored: slave %q, depth %d, url %s; want pi1, 0, %s", env.Page.Slave, env.Page.Depth, env.Page.URL, forged.URL)
+	}
+}
