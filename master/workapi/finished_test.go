@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redcrawl/redcrawl/master/workapi"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
@@ -16,11 +15,7 @@ import (
 func TestAPIHeartbeatFinished(t *testing.T) {
 	e := newAPIEnv(t, defaultLimits())
 	ctx := context.Background()
-	c, err := e.client(t, e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := e.slave(t, "pi1")
 	beat := func() frontier.Control {
 		t.Helper()
 		ctl, err := c.HeartbeatControl(ctx, events.Heartbeat{Slave: "pi1", Host: "box"})

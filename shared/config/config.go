@@ -35,7 +35,7 @@ type API struct {
 	// Listen is the work API's address (host:port); "" = no work API.
 	Listen string `mapstructure:"listen"`
 	// TLSCert and TLSKey are PEM files of the server's certificate (chain)
-	// and key: the API speaks HTTP/2 over TLS. Required unless
+	// and key: the API speaks HTTPS (HTTP/1.1 and HTTP/2). Required unless
 	// AllowInsecure.
 	TLSCert string `mapstructure:"tls_cert"`
 	TLSKey  string `mapstructure:"tls_key"`

@@ -3,11 +3,11 @@
 // or MySQL credential of its own (the master serves it: master/workapi;
 // the slave's client: slave/workclient).
 //
-// It is HTTP/2 over TLS with JSON bodies: the standard library serves and
-// speaks it (no code generation, no new dependency, nothing for a
-// Raspberry Pi to build), any load balancer or proxy carries it, one
-// connection multiplexes a slave's claims, acks and heartbeats, and curl
-// can debug it. Every request carries the slave's token (Authorization:
+// It is HTTPS with JSON bodies: the standard library serves and speaks
+// it (no code generation, no new dependency, nothing for a Raspberry Pi
+// to build), any load balancer or proxy carries it, and curl can debug
+// it. The master serves HTTP/1.1 and HTTP/2; the slave's client keeps a
+// few HTTP/1.1 connections alive (slave/workclient says why). Every request carries the slave's token (Authorization:
 // Bearer); the master takes the slave and the crawl from the token, never
 // from the body. Times are unix milliseconds.
 //

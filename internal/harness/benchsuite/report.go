@@ -336,7 +336,7 @@ func fmtList(xs []float64) string {
 func (r *Report) apiMarkdown(sb *strings.Builder) {
 	sb.WriteString("## Slaves of the work API\n\n")
 	sb.WriteString("Each slave count crawled again, after its direct crawl in odd rounds (the first, the third, …) and before it in even ones, with slaves of the master's work API " +
-		"(HTTP/2 over TLS on loopback, a token each, no Redis or MySQL address): the master runs the frontier's functions for them. " +
+		"(HTTPS on loopback, a token each, no Redis or MySQL address): the master runs the frontier's functions for them. " +
 		"Each column is the round with the median API/direct ratio.\n\n")
 	var cols []string
 	for _, run := range r.APIRuns {
