@@ -7,7 +7,7 @@
 // sink, finisher, rules watcher, scheduler (recrawls) and the admin HTTP
 // server (dashboard, JSON API, /metrics). Stop order (Run): a master that
 // exits when the crawl is finished first keeps the work API up until its
-// slaves have left (lingerForAPISlaves, bounded); then the admin and work
+// slaves have been told (lingerForAPISlaves, bounded); then the admin and work
 // API servers (the API's watches answered first), finisher, recoverer,
 // monitor, rules watcher and scheduler stop; the sink then drains what is
 // left in the stream (bounded); MySQL and Redis connections close last.
@@ -29,6 +29,7 @@ import (
 
 	"github.com/redcrawl/redcrawl/master/internal/admin"
 	"github.com/redcrawl/redcrawl/master/store"
+	"github.com/redcrawl/redcrawl/master/workapi"
 	"github.com/redcrawl/redcrawl/shared/config"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -198,6 +199,7 @@ func (m *Master) Run(ctx context.Context) error {
 		comps = append(comps, srv)
 	}
 
+	var apiSrv *workapi.Server
 	if m.cfg.API.Listen != "" {
 		match := func() *rules.Set { return nil }
 		if rw != nil {
@@ -208,6 +210,7 @@ func (m *Master) Run(ctx context.Context) error {
 			return err
 		}
 		comps = append(comps, a)
+		apiSrv = a.api
 	}
 
 	var compWG, sinkWG sync.WaitGroup
@@ -227,8 +230,8 @@ func (m *Master) Run(ctx context.Context) error {
 		}
 		if !m.opt.ExitWhenDone {
 			<-ctx.Done()
-		} else if m.cfg.API.Listen != "" {
-			m.lingerForAPISlaves(ctx)
+		} else if apiSrv != nil {
+			m.lingerForAPISlaves(ctx, apiSrv)
 		}
 	}
 	stopComps()
@@ -264,16 +267,21 @@ func (m *Master) applyLimits(ctx context.Context) error {
 }
 
 // lingerForAPISlaves keeps a finished master (ExitWhenDone) serving the
-// work API until the crawl's slaves have left, for at most two of their
-// heartbeats and a second: a slave of the API learns that the crawl is
-// finished from a heartbeat's answer (and leaves, with --exit-when-done),
-// which it could not get from a master already gone; a direct slave reads
-// it in Redis whenever it looks.
-func (m *Master) lingerForAPISlaves(ctx context.Context) {
-	grace := 2*m.cfg.Slave.HeartbeatInterval + time.Second
-	m.log.Info("crawl finished: the work API stays up until the slaves leave", "at_most", grace)
+// work API until every slave of it still beating has been answered that
+// the crawl is finished (api.Untold), or none is left, for at most
+// master.dead_after: a slave of the API learns it from a heartbeat's
+// answer (and leaves, with --exit-when-done), which it could not get
+// from a master already gone, and its heartbeats follow its own config's
+// slave.heartbeat_interval, not this master's; a direct slave reads it in
+// Redis whenever it looks.
+func (m *Master) lingerForAPISlaves(ctx context.Context, api *workapi.Server) {
+	grace := m.cfg.Master.DeadAfter
+	m.log.Info("crawl finished: the work API stays up until its slaves are told", "at_most", grace)
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
+		if api.Untold(grace) == 0 {
+			return
+		}
 		if st, err := m.front.Stats(ctx); err == nil && st.SlavesAlive == 0 {
 			return
 		}

@@ -160,7 +160,10 @@ type Server struct {
 	// served remembers the leases claims handed out, for their
 	// completions (served.go)
 	served *servedLeases
-	watch  *watcher
+	// beats remembers whether each slave was told the crawl is finished
+	// (beats.go)
+	beats beats
+	watch *watcher
 	// stopping ends the watches waiting (Stop), so that a server shutting
 	// down need not wait WatchWait for them
 	stopping context.Context
@@ -570,6 +573,7 @@ func (s *Server) heartbeat(ctx context.Context, q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.beats.record(q.token.Slave, time.Now(), ctl.Finished)
 	return api.HeartbeatResponse{Drain: ctl.Drain, RetiredProxies: ctl.RetiredProxies, Finished: ctl.Finished}, nil
 }
 
@@ -582,6 +586,7 @@ func (s *Server) leave(ctx context.Context, q request) (any, error) {
 		return nil, err
 	}
 	s.served.forget(q.token.Slave)
+	s.beats.forget(q.token.Slave)
 	return struct{}{}, nil
 }
 
