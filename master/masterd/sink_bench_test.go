@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/shared/events"
 )
 
@@ -99,7 +99,7 @@ func sinkBacklog(b *testing.B, n, perEntry, batch int) {
 		b.Fatal(err)
 	}
 	db0, dbOK := mariadbCPU()
-	go0 := selfCPU()
+	go0 := testutil.SelfCPU()
 
 	b.StartTimer()
 	start := time.Now()
@@ -114,7 +114,7 @@ func sinkBacklog(b *testing.B, n, perEntry, batch int) {
 		b.Errorf("sink stored %d of %d events in 10 minutes", stored, n)
 	}
 	b.StopTimer()
-	goCPU := selfCPU() - go0
+	goCPU := testutil.SelfCPU() - go0
 	db1, _ := mariadbCPU()
 	st1, err := mysqlStatus(ctx, f.store, statNames...)
 	stop()
@@ -148,15 +148,6 @@ func sinkBacklog(b *testing.B, n, perEntry, batch int) {
 	b.ReportMetric(delta("Innodb_data_fsyncs"), "fsyncs/txn")
 	b.ReportMetric(float64(flush), "flush_log_at_trx_commit")
 	b.ReportMetric(float64(goCPU+db1-db0)/float64(el), "cpus-busy")
-}
-
-// selfCPU is this process's user + system CPU time so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // mariadbCPU is the user + system CPU time of the local mariadbd (or

@@ -12,8 +12,9 @@ import (
 // slave of the API learns it only from a heartbeat's answer. A slave is
 // forgotten when it leaves, or once it has been silent for maxSilence.
 type beats struct {
-	mu sync.Mutex
-	m  map[string]beat
+	mu     sync.Mutex
+	m      map[string]beat
+	pruned time.Time // the last look for silent slaves
 }
 
 type beat struct {
@@ -31,7 +32,8 @@ func (b *beats) record(slave string, at time.Time, finished bool) {
 	if b.m == nil {
 		b.m = map[string]beat{}
 	}
-	if len(b.m) > 1000 {
+	if len(b.m) > 1000 && at.Sub(b.pruned) > time.Minute {
+		b.pruned = at
 		for k, v := range b.m {
 			if at.Sub(v.at) > maxSilence {
 				delete(b.m, k)

@@ -3,10 +3,10 @@ package workapi_test
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redcrawl/redcrawl/internal/harness/testutil"
 	"github.com/redcrawl/redcrawl/master/workapi"
 	"github.com/redcrawl/redcrawl/shared/events"
 	"github.com/redcrawl/redcrawl/shared/frontier"
@@ -72,7 +72,7 @@ func benchCompleteClaim(b *testing.B, kind string, links, batch int) {
 		b.Fatalf("first claim: %+v %v", res, err)
 	}
 	leases := res.Leases
-	cpu0 := cpuTime()
+	cpu0 := testutil.SelfCPU()
 	b.ResetTimer()
 	for i := range b.N {
 		cs := make([]frontier.Completion, len(leases))
@@ -100,14 +100,5 @@ func benchCompleteClaim(b *testing.B, kind string, links, batch int) {
 		leases = res.Leases
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batch), "us/page")
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N*batch), "cpu-us/page")
-}
-
-// cpuTime is the CPU time this process used so far (user and system).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((testutil.SelfCPU()-cpu0).Microseconds())/float64(b.N*batch), "cpu-us/page")
 }

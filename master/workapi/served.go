@@ -18,14 +18,14 @@ import (
 // queued before it.
 //
 // It is bounded: at most perSlave leases of a slave (the oldest forgotten
-// first: they are read from Redis when completed) and at most total in
-// all (beyond it, leases are not remembered).
+// first, an lru: they are read from Redis when completed) and at most
+// total in all (beyond it, leases are not remembered).
 type servedLeases struct {
 	mu       sync.Mutex
 	perSlave int
 	total    int
-	n        int
-	slaves   map[string]*slaveServed
+	n        int // leases remembered, all slaves together
+	slaves   map[string]*lru[servedKey, frontier.Lease]
 }
 
 // servedKey names a lease as a slave's completion names it.
@@ -33,13 +33,6 @@ type servedKey struct {
 	shard int
 	token int64
 	url   string
-}
-
-type slaveServed struct {
-	leases map[servedKey]frontier.Lease
-	// order is the keys in the order they were served (some completed
-	// since), for the oldest to go first
-	order []servedKey
 }
 
 // maxServedLeases bounds the leases remembered for all slaves together
@@ -58,7 +51,7 @@ func servedPerSlave(opt Options) int {
 }
 
 func newServedLeases(perSlave, total int) *servedLeases {
-	return &servedLeases{perSlave: max(perSlave, 1), total: max(total, 1), slaves: map[string]*slaveServed{}}
+	return &servedLeases{perSlave: max(perSlave, 1), total: max(total, 1), slaves: map[string]*lru[servedKey, frontier.Lease]{}}
 }
 
 // add remembers the leases served to slave.
@@ -68,50 +61,18 @@ func (c *servedLeases) add(slave string, leases []frontier.Lease) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ss := c.slaves[slave]
-	if ss == nil {
-		ss = &slaveServed{leases: map[servedKey]frontier.Lease{}}
-		c.slaves[slave] = ss
+	ls := c.slaves[slave]
+	if ls == nil {
+		ls = newLRU[servedKey, frontier.Lease](c.perSlave)
+		c.slaves[slave] = ls
 	}
 	for _, l := range leases {
-		k := servedKey{l.Shard, l.Token, l.URL}
-		if _, ok := ss.leases[k]; ok {
-			continue
+		before := ls.len()
+		if before < c.perSlave && c.n >= c.total {
+			return // a lease more, and none of this slave's to make room
 		}
-		for len(ss.leases) >= c.perSlave {
-			c.evictOldest(ss)
-		}
-		if c.n >= c.total {
-			return
-		}
-		ss.leases[k] = l
-		ss.order = append(ss.order, k)
-		c.n++
-	}
-	if len(ss.order) > 2*len(ss.leases)+64 {
-		// most keys in order were completed: keep those still here
-		kept := ss.order[:0]
-		for _, k := range ss.order {
-			if _, ok := ss.leases[k]; ok {
-				kept = append(kept, k)
-			}
-		}
-		clear(ss.order[len(kept):])
-		ss.order = kept
-	}
-}
-
-// evictOldest forgets the oldest lease of ss still remembered.
-func (c *servedLeases) evictOldest(ss *slaveServed) {
-	for len(ss.order) > 0 {
-		k := ss.order[0]
-		ss.order[0] = servedKey{}
-		ss.order = ss.order[1:]
-		if _, ok := ss.leases[k]; ok {
-			delete(ss.leases, k)
-			c.n--
-			return
-		}
+		ls.put(servedKey{l.Shard, l.Token, l.URL}, l)
+		c.n += ls.len() - before
 	}
 }
 
@@ -120,14 +81,14 @@ func (c *servedLeases) evictOldest(ss *slaveServed) {
 func (c *servedLeases) take(slave string, ref frontier.Lease) (frontier.Lease, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ss := c.slaves[slave]
-	if ss == nil {
+	ls := c.slaves[slave]
+	if ls == nil {
 		return frontier.Lease{}, false
 	}
 	k := servedKey{ref.Shard, ref.Token, ref.URL}
-	l, ok := ss.leases[k]
+	l, ok := ls.get(k)
 	if ok {
-		delete(ss.leases, k)
+		ls.remove(k)
 		c.n--
 	}
 	return l, ok
@@ -137,8 +98,8 @@ func (c *servedLeases) take(slave string, ref frontier.Lease) (frontier.Lease, b
 func (c *servedLeases) forget(slave string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ss := c.slaves[slave]; ss != nil {
-		c.n -= len(ss.leases)
+	if ls := c.slaves[slave]; ls != nil {
+		c.n -= ls.len()
 		delete(c.slaves, slave)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // RepoRoot returns the directory holding go.mod, searching upward from the
@@ -45,6 +47,15 @@ func ConformanceFile(t testing.TB, sub string) string {
 		t.Skipf("conformance data %s not found (set REDCRAWL_CONFORMANCE or place ../shared/conformance beside the repo): %v", p, err)
 	}
 	return p
+}
+
+// SelfCPU is this process's user + system CPU time so far.
+func SelfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // ProcStatus returns a "kB" field of /proc/<pid>/status (VmHWM, VmRSS)
