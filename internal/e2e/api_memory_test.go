@@ -52,6 +52,9 @@ func TestHostileAPIMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := crawltest.Config(t)
+	// a crawl of 35 s at least (1,100 pages on 5 hosts, 150 ms apart on
+	// each), longer than the floods: they hit a master at work
+	cfg.Politeness.Delay = 150 * time.Millisecond
 	site := crawltest.StartSite(t, 0)
 	crawltest.Seed(t, cfg, site)
 	a := crawltest.WithAPI(t, cfg)
@@ -138,8 +141,18 @@ func TestHostileAPIMemory(t *testing.T) {
 				}()
 			}
 		}
+		hits := len(site.Hits())
 		wg.Wait()
-		t.Logf("%s: answers by status %v; master RSS peak so far %d MiB", label, codes, peak.Load()>>20)
+		t.Logf("%s: answers by status %v; master RSS peak so far %d MiB; %d requests to the site meanwhile",
+			label, codes, peak.Load()>>20, len(site.Hits())-hits)
+		select {
+		case err := <-exited:
+			t.Fatalf("the master exited during the floods (%v): they tested nothing\n%s", err, tail(logs.String(), 4000))
+		default:
+		}
+		if len(site.Hits()) == hits {
+			t.Errorf("%s: the honest slaves fetched nothing meanwhile", label)
+		}
 	}
 	honest := []*crawltest.SlaveHandle{a.Start("honest-1"), a.Start("honest-2")}
 	flood("8 at once from one token", toks[:1], 8, 12*time.Second)
@@ -154,6 +167,11 @@ func TestHostileAPIMemory(t *testing.T) {
 	}
 	close(stopSample)
 	sampler.Wait()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the master's log:\n%s", tail(logs.String(), 6000))
+		}
+	})
 	for _, h := range honest {
 		h.Stop()
 	}

@@ -53,12 +53,13 @@ func post(t *testing.T, e *apiEnv, tok, path string, body []byte, length bool) (
 	return resp.StatusCode, resp.Header.Get("Retry-After")
 }
 
-// TestAPIBudgets: what bounds the master's work for a token and for all
-// of them: a body must say its length; a token has at most 16 requests at
+// TestAPIBudgets: what bounds the master's work for a token and for all of
+// them: a body must say its length; a token has at most 16 requests at
 // once; bodies share a decode budget (a request that finds no room in 2 s
-// is answered 503); a token's events are bounded in bytes a second and by
-// what its stream holds unread (429 with Retry-After); a body's records
-// are counted as it is decoded (413 at the first one too many).
+// is answered 503), small ones a lane of their own; a token's events are
+// bounded in bytes a second and by what its stream holds unread (429 with
+// Retry-After); a body's records are counted as it is decoded (413 at the
+// first one too many).
 func TestAPIBudgets(t *testing.T) {
 	t.Run("a body without a length", func(t *testing.T) {
 		e := newAPIEnv(t, defaultLimits())
@@ -69,13 +70,16 @@ func TestAPIBudgets(t *testing.T) {
 	})
 	t.Run("requests at once and the decode budget", func(t *testing.T) {
 		lim := defaultLimits()
-		lim.MaxBody, lim.DecodeBudget = 64<<10, 64<<10
+		lim.MaxBody, lim.DecodeBudget = 320<<10, 320<<10
 		g := &gatedFront{gate: make(chan struct{})}
 		e := newAPIEnv(t, lim, func(o *workapi.Options) { g.Frontier = o.Front; o.Front = g })
 		tok := e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"})
-		// 16 claims held in flight, each a body of 40 KiB: the first takes
-		// the budget, the second waits for it
-		pad := `{"max":1,"pad":"` + strings.Repeat("x", 40<<10) + `"}`
+		// 16 claims held in flight: the first, a body of 300 KiB, takes
+		// the budget, the second of that size waits for it; bodies of up
+		// to 256 KiB have a lane of their own, a quarter of the budget
+		// more (at least 256 KiB), and pass
+		pad := `{"max":1,"pad":"` + strings.Repeat("x", 300<<10) + `"}`
+		medium := `{"max":1,"pad":"` + strings.Repeat("x", 100<<10) + `"}`
 		small := `{"max":1}`
 		g.waiting.Add(1)
 		codes := make(chan int, 20)
@@ -89,9 +93,13 @@ func TestAPIBudgets(t *testing.T) {
 			t.Errorf("a body with the budget taken: %d after %v (Retry-After %q), want 503 after 2 s", code, time.Since(start), retry)
 		}
 		g.waiting.Add(15)
-		for range 15 {
+		for i := range 15 {
+			body := small
+			if i == 0 {
+				body = medium
+			}
 			wg.Add(1)
-			go func() { defer wg.Done(); c, _ := post(t, e, tok, api.PathClaim, []byte(small), true); codes <- c }()
+			go func() { defer wg.Done(); c, _ := post(t, e, tok, api.PathClaim, []byte(body), true); codes <- c }()
 		}
 		g.waiting.Wait()
 		if code, retry := post(t, e, tok, api.PathClaim, []byte(small), true); code != http.StatusTooManyRequests || retry == "" {

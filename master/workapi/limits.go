@@ -37,6 +37,10 @@ const (
 	// budgetWait is the longest a request waits for room in the decode
 	// budget before it is answered 503.
 	budgetWait = 2 * time.Second
+	// smallBody is the largest body of the small lane of the decode
+	// budget, which holds a quarter of DecodeBudget more: a heartbeat, a
+	// claim, an extension and a completion of a few pages' links.
+	smallBody = 256 << 10
 )
 
 // errLookupLimited: an address over its look-ups of unknown tokens.

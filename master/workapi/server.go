@@ -153,8 +153,11 @@ type Server struct {
 	rates   rateLimiter
 	evBytes rateLimiter
 	busy    inFlight
-	// budget holds the bytes of the bodies being decoded (DecodeBudget)
-	budget *fairBudget
+	// budget holds the bytes of the large bodies being decoded
+	// (DecodeBudget), small the small bodies' (smallBody): two lanes, so
+	// that a slave's heartbeats, claims and usual completions never wait
+	// behind largest bodies a flood keeps uploading
+	budget, small *fairBudget
 	// streams caches the sizes of slaves' streams (MaxStream)
 	streams streamSizes
 	// served remembers the leases claims handed out, for their
@@ -191,6 +194,7 @@ func New(opt Options) *Server {
 	s.served = newServedLeases(servedPerSlave(opt), maxServedLeases)
 	if opt.Limits.DecodeBudget > 0 {
 		s.budget = newFairBudget(opt.Limits.DecodeBudget)
+		s.small = newFairBudget(max(opt.Limits.DecodeBudget/4, smallBody))
 	}
 	return s
 }
@@ -276,9 +280,10 @@ func (s *Server) serve(path string, fn func(ctx context.Context, q request) (any
 	}
 }
 
-// reserve takes room for the request's body in the decode budget: its
-// Content-Length (a body without one is refused: 411), waiting at most
-// budgetWait (then 503). It answers a refused request itself.
+// reserve takes room for the request's body in the decode budget, in
+// the lane of its size (Server.budget, Server.small): its Content-Length
+// (a body without one is refused: 411), waiting at most budgetWait (then
+// 503). It answers a refused request itself.
 func (s *Server) reserve(w http.ResponseWriter, q request) (release func(), ok bool) {
 	r := q.r
 	if r.Method != http.MethodPost {
@@ -296,16 +301,20 @@ func (s *Server) reserve(w http.ResponseWriter, q request) (release func(), ok b
 	case s.budget == nil || n == 0:
 		return func() {}, true
 	}
+	lane := s.budget
+	if n <= smallBody {
+		lane = s.small
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), budgetWait)
 	defer cancel()
-	if err := s.budget.acquire(ctx, budgetKey(q.token), n); err != nil {
+	if err := lane.acquire(ctx, budgetKey(q.token), n); err != nil {
 		s.limited(q, "budget", "the master was decoding "+strconv.FormatInt(s.opt.Limits.DecodeBudget, 10)+
 			" bytes of requests already")
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "the master is busy: try again"})
 		return nil, false
 	}
-	return func() { s.budget.release(budgetKey(q.token), n) }, true
+	return func() { lane.release(budgetKey(q.token), n) }, true
 }
 
 // admit authenticates a request and applies its token's rate; it answers
