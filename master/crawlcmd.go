@@ -27,6 +27,9 @@ func runCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	f := cli.New("master run", `usage: master run [--config config.yaml] [--crawl NAME] [--exit-when-done]
 
 Supervise the crawl: migrations, lost tasks, slaves, events to MySQL.
+The first SIGINT or SIGTERM stops it gracefully (events still in Redis
+are stored for up to 30 s); a second ends it at once, losing nothing:
+the next master run stores the rest.
 `, stdout, stderr)
 	cfgPath, crawl := configFlags(f)
 	exitWhenDone := f.Bool("exit-when-done", false, "exit 0 once the crawl is finished")

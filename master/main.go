@@ -114,6 +114,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// the first signal stops the command gracefully; with the handler
+	// gone, a second one ends the process at once (a master stopped so
+	// loses nothing: its slaves' leases and unstored events stay in Redis)
+	defer context.AfterFunc(ctx, stop)()
 	cmd, args := args[0], args[1:]
 	if _, ok := adminCommands[cmd]; ok {
 		return adminCmd(ctx, cmd, args, stdout, stderr)
