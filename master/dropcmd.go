@@ -23,7 +23,9 @@ unless --keep-rows. It asks for the crawl's name on stdin unless --yes,
 and refuses without an answer (no terminal: run with --yes). It refuses
 while the crawl's slaves or its master run, unless --force (they would
 write the crawl again). master crawl --fresh drops the crawl and crawls it
-anew in one command.
+anew in one command. Redis users made for the crawl's slaves from master
+acl's rules are the Redis admin's and stay: remove them with ACL DELUSER,
+or a crawl made again under this name takes them back.
 
 Exit status: 0 dropped, 1 refused or failed, 2 bad usage or no answer.
 `
