@@ -155,6 +155,15 @@ func TestHostileAPIMemory(t *testing.T) {
 		}
 	}
 	honest := []*crawltest.SlaveHandle{a.Start("honest-1"), a.Start("honest-2")}
+	// the floods start once the crawl is under way: a lease lost under
+	// them costs a re-fetch, but the seed lost max_attempts times, when it
+	// is all there is, would end the crawl
+	for end := time.Now().Add(time.Minute); len(site.Hits()) < 100; {
+		if time.Now().After(end) {
+			t.Fatalf("the honest slaves made %d requests to the site in a minute", len(site.Hits()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	flood("8 at once from one token", toks[:1], 8, 12*time.Second)
 	flood("100 at once from 10 tokens", toks, 10, 12*time.Second)
 	select {
