@@ -23,9 +23,10 @@ The work API's tokens (api.listen): a slave on a machine you do not trust
 holds one, made for its id and the crawl, and no Redis or MySQL credential
 (slave.api.urls, slave.api.token_file). issue prints the new token once
 (or writes it to --out, mode 0600) and stores only its SHA-256; revoke
-refuses every token of the slave within seconds; list shows them, never
-the tokens themselves. --max-in-flight and --rate replace api.max_in_flight
-and api.rate for the token.
+refuses every token of the slave within seconds (in a MySQL outage, once
+MySQL answers: a token found before stays valid meanwhile); list shows
+them, never the tokens themselves. --max-in-flight and --rate replace
+api.max_in_flight and api.rate for the token.
 `
 
 // tokenCmd runs "master token"; it returns the exit status.

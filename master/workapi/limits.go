@@ -159,11 +159,19 @@ func (c *tokenCache) get(ctx context.Context, st TokenStore, raw, addr string) (
 	}
 	c.mu.Unlock()
 	tok, found, err := st.TokenByHash(ctx, raw)
-	if err != nil {
-		return Token{}, err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err != nil {
+		// the store unreachable (a MySQL outage): a token found before
+		// stays trusted, looked up again once a ttl, so that its slave
+		// crawls on as a direct slave does; a revocation takes effect
+		// once the store answers
+		if e, ok := c.found.get(raw); ok {
+			c.found.put(raw, cachedToken{tok: e.tok, at: now})
+			return e.tok, nil
+		}
+		return Token{}, err
+	}
 	if !found {
 		// only a token not found costs its address: an honest slave's
 		// look-ups (its token's refresh) never run out

@@ -3,6 +3,7 @@ package workapi
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -14,10 +15,14 @@ import (
 type countingTokens struct {
 	lookups atomic.Int64
 	known   map[string]Token
+	down    atomic.Bool // every look-up fails
 }
 
 func (c *countingTokens) TokenByHash(_ context.Context, raw string) (Token, bool, error) {
 	c.lookups.Add(1)
+	if c.down.Load() {
+		return Token{}, false, errors.New("mysql: connection refused")
+	}
 	t, ok := c.known[raw]
 	return t, ok, nil
 }
@@ -105,6 +110,40 @@ func TestTokenCacheEvicts(t *testing.T) {
 	}
 	if st.lookups.Load() != before {
 		t.Error("the token in use was dropped from the cache")
+	}
+}
+
+// TestTokenCacheStoreDown: while the token store cannot be reached, a
+// token found before stays valid, looked up again once a ttl (not for
+// every request); a token never found is refused with the store's error;
+// once the store answers, a revoked token is refused.
+func TestTokenCacheStoreDown(t *testing.T) {
+	good, other := fakeToken(1), fakeToken(2)
+	st := &countingTokens{known: map[string]Token{good: {ID: 1, Crawl: "c", Slave: "pi"}, other: {ID: 2, Crawl: "c", Slave: "pj"}}}
+	c := newTokenCache(50 * time.Millisecond)
+	ctx := context.Background()
+	if tok, err := c.get(ctx, st, good, "a"); err != nil || tok.ID != 1 {
+		t.Fatalf("the token: %+v %v", tok, err)
+	}
+	st.down.Store(true)
+	time.Sleep(60 * time.Millisecond) // past the ttl
+	before := st.lookups.Load()
+	for range 20 {
+		if tok, err := c.get(ctx, st, good, "a"); err != nil || tok.ID != 1 {
+			t.Fatalf("a token found before, the store down: %+v %v", tok, err)
+		}
+	}
+	if n := st.lookups.Load() - before; n != 1 {
+		t.Errorf("20 requests in a ttl, the store down: %d look-ups, want 1", n)
+	}
+	if _, err := c.get(ctx, st, other, "a"); err == nil {
+		t.Error("a token never found was taken with the store down")
+	}
+	delete(st.known, good) // revoked meanwhile
+	st.down.Store(false)
+	time.Sleep(60 * time.Millisecond)
+	if tok, err := c.get(ctx, st, good, "a"); err != nil || tok.ID != 0 {
+		t.Errorf("a revoked token, the store back: %+v %v, want refused", tok, err)
 	}
 }
 
