@@ -16,7 +16,8 @@ import (
 // HSET its own lease data without bound. With 500,000 members in the
 // registry and 200,000 fields in a slave's lease data, no function the
 // master calls every cycle (recover_expired, finish) nor a slave's leave
-// takes 10 ms (Redis's SLOWLOG, whose default threshold that is), the
+// takes 10 ms (Redis's SLOWLOG, whose default threshold that is: a
+// call that runs again with the same work, 3 times in a row), the
 // honest slave's expired lease is still taken back, and PruneRegistry
 // drops every member that is no slave, keeping the honest one.
 func TestRegistryFlood(t *testing.T) {
@@ -56,21 +57,39 @@ func TestRegistryFlood(t *testing.T) {
 		}
 	}
 	time.Sleep(100 * time.Millisecond) // the honest lease expires
-	before := slowCalls(t, rdb, k.Meta)
-	if _, err := f.RecoverExpired(ctx, 1000); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.CheckFinished(ctx, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Registered(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.RecoverSlave(ctx, "evil"); err != nil {
-		t.Fatal(err)
-	}
-	if slow := slowCalls(t, rdb, k.Meta) - before; slow != 0 {
-		t.Errorf("%d function calls of the crawl took over 10 ms with the registry flooded", slow)
+	// a call whose work is bounded takes 0.1-3 ms here, one that loops
+	// over the flood hundreds; a busy machine can stretch the first
+	// several times over, so a call that may run again (they change
+	// nothing the next one reads) counts as slow only when it is slow 3
+	// times in a row
+	for _, c := range []struct {
+		name   string
+		repeat bool
+		call   func() error
+	}{
+		{"recover_expired", true, func() error { _, err := f.RecoverExpired(ctx, 1000); return err }},
+		{"finish", true, func() error { _, err := f.CheckFinished(ctx, time.Second); return err }},
+		{"registry", true, func() error { _, err := f.Registered(ctx); return err }},
+		{"retire", false, func() error { _, err := f.RecoverSlave(ctx, "evil"); return err }},
+	} {
+		slow := 0
+		for range 3 {
+			before := slowCalls(t, rdb, k.Meta)
+			if err := c.call(); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if slowCalls(t, rdb, k.Meta) == before {
+				slow = 0
+				break
+			}
+			slow++
+			if !c.repeat {
+				break
+			}
+		}
+		if slow > 0 {
+			t.Errorf("%s took over 10 ms with the registry flooded (%d times in a row)", c.name, slow)
+		}
 	}
 	if n, err := rdb.Exists(ctx, k.SlaveLeaseData("evil")).Result(); err != nil || n != 0 {
 		t.Errorf("the flooded lease data is still there: %d %v", n, err)
