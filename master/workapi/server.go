@@ -308,8 +308,8 @@ func (s *Server) reserve(w http.ResponseWriter, q request) (release func(), ok b
 	ctx, cancel := context.WithTimeout(r.Context(), budgetWait)
 	defer cancel()
 	if err := lane.acquire(ctx, budgetKey(q.token), n); err != nil {
-		s.limited(q, "budget", "the master was decoding "+strconv.FormatInt(s.opt.Limits.DecodeBudget, 10)+
-			" bytes of requests already")
+		s.limited(q, "budget", "the master was decoding "+strconv.FormatInt(lane.capacity, 10)+
+			" bytes of requests of this size already")
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "the master is busy: try again"})
 		return nil, false
