@@ -10,11 +10,11 @@ import (
 // master that exits when done (bin/master run --exit-when-done) stays
 // until every slave still beating has been told (Server.Untold), since a
 // slave of the API learns it only from a heartbeat's answer. A slave is
-// forgotten when it leaves, or once it has been silent for maxSilence.
+// forgotten when it leaves; at most maxCachedTokens are kept (an lru:
+// the slaves silent longest go first).
 type beats struct {
-	mu     sync.Mutex
-	m      map[string]beat
-	pruned time.Time // the last look for silent slaves
+	mu sync.Mutex
+	m  *lru[string, beat]
 }
 
 type beat struct {
@@ -22,31 +22,21 @@ type beat struct {
 	told bool
 }
 
-// maxSilence is how long a silent slave is remembered: longer than any
-// master.dead_after.
-const maxSilence = time.Hour
-
 func (b *beats) record(slave string, at time.Time, finished bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
-		b.m = map[string]beat{}
+		b.m = newLRU[string, beat](maxCachedTokens)
 	}
-	if len(b.m) > 1000 && at.Sub(b.pruned) > time.Minute {
-		b.pruned = at
-		for k, v := range b.m {
-			if at.Sub(v.at) > maxSilence {
-				delete(b.m, k)
-			}
-		}
-	}
-	b.m[slave] = beat{at: at, told: finished}
+	b.m.put(slave, beat{at: at, told: finished})
 }
 
 func (b *beats) forget(slave string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.m, slave)
+	if b.m != nil {
+		b.m.remove(slave)
+	}
 }
 
 // untold counts the slaves that beat after since and were not told the
@@ -55,10 +45,12 @@ func (b *beats) untold(since time.Time) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0
-	for _, v := range b.m {
-		if v.at.After(since) && !v.told {
-			n++
-		}
+	if b.m != nil {
+		b.m.each(func(_ string, v beat) {
+			if v.at.After(since) && !v.told {
+				n++
+			}
+		})
 	}
 	return n
 }

@@ -95,6 +95,14 @@ func (c *lru[K, V]) remove(k K) {
 
 func (c *lru[K, V]) len() int { return c.ll.Len() }
 
+// each calls fn with every entry, most recently used first.
+func (c *lru[K, V]) each(fn func(K, V)) {
+	for e := c.ll.Front(); e != nil; e = e.Next() {
+		en := e.Value.(*lruEntry[K, V])
+		fn(en.k, en.v)
+	}
+}
+
 // tokenCache keeps the tokens looked up, found (for ttl: a revoked token
 // is refused after at most that) and not found (for unknownTTL), so a
 // request costs no MySQL query; a token in neither is looked up only
