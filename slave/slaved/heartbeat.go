@@ -47,7 +47,7 @@ func (s *Slave) heartbeater(ctx context.Context) {
 		err := s.heartbeat(hbCtx, hb)
 		cancel()
 		if err == nil {
-			s.beatSent.Store(&now)
+			s.beatWent(now, time.Now())
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -66,6 +66,19 @@ func (s *Slave) heartbeater(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// beatWent records a heartbeat sent at sent that went through, its answer
+// back at done (both monotonic). When the last one before was sent three
+// quarters of master.dead_after or more before done, the master may have
+// found the slave silent for dead_after in between (a beat's answer shows
+// only that the master had it by done) and taken back its leases:
+// beatResumed makes mayFetch refuse every lease claimed before done.
+func (s *Slave) beatWent(sent, done time.Time) {
+	if prev := s.beatSent.Load(); prev != nil && done.Sub(*prev) >= s.cfg.Master.DeadAfter*3/4 {
+		s.beatResumed.Store(&done)
+	}
+	s.beatSent.Store(&sent)
 }
 
 // heartbeatTimeout bounds one heartbeat call, which a stop does not cut

@@ -11,13 +11,14 @@ import (
 	"github.com/redcrawl/redcrawl/shared/frontier"
 )
 
-// heldLease is a lease in flight and until when it is surely this
-// slave's, by its own monotonic clock: a lease duration after the claim
-// or the extension that gave it was sent. The lease's LeasedAt and
+// heldLease is a lease in flight, when the claim that gave it was sent
+// and until when it is surely this slave's, by its own monotonic clock: a
+// lease duration after the claim or the extension that gave it was sent
+// (zero once an extension found it taken back). The lease's LeasedAt and
 // Deadline are Redis's clock, from which the slave's may be minutes off.
 type heldLease struct {
 	frontier.Lease
-	until time.Time
+	asked, until time.Time
 }
 
 // track adds a lease the claim sent at asked returned (add), or forgets
@@ -27,7 +28,7 @@ func (s *Slave) track(l frontier.Lease, asked time.Time, add bool) {
 	defer s.mu.Unlock()
 	_, had := s.leases[l.URL]
 	if add {
-		s.leases[l.URL] = heldLease{Lease: l, until: asked.Add(s.cfg.Lease.Duration)}
+		s.leases[l.URL] = heldLease{Lease: l, asked: asked, until: asked.Add(s.cfg.Lease.Duration)}
 	} else {
 		delete(s.leases, l.URL)
 	}
@@ -103,14 +104,18 @@ func (s *Slave) extender(ctx context.Context) {
 		}
 		s.mu.Lock()
 		for i, ok := range held {
-			if !ok {
-				s.log.Debug("lease lost while fetching", "url", old[i].URL)
+			h, tracked := s.leases[old[i].URL]
+			if !tracked || h.Token != old[i].Token {
 				continue
 			}
-			if h, ok := s.leases[old[i].URL]; ok && h.Token == old[i].Token {
+			if ok {
 				h.until = asked.Add(s.cfg.Lease.Duration)
-				s.leases[old[i].URL] = h
+			} else {
+				// taken back: not fetched from now on (mayFetch)
+				s.log.Debug("lease lost while fetching", "url", old[i].URL)
+				h.until = time.Time{}
 			}
+			s.leases[old[i].URL] = h
 		}
 		s.mu.Unlock()
 	}
@@ -123,10 +128,14 @@ func (s *Slave) extender(ctx context.Context) {
 // that was frozen (a pause, a swap storm, SIGSTOP) or cut off from Redis
 // or the work API for that long must not fetch what another slave may
 // fetch now, as that would break the host's politeness delay. So a lease
-// is fetched only while a quarter of its duration is left and the last
+// is fetched only while a quarter of its duration is left, the last
 // heartbeat that went through was sent less than three quarters of
-// master.dead_after ago. A lease the slave does not track (FetchOne,
-// Parse) may always be fetched.
+// master.dead_after ago, and no heartbeat came through after a silence
+// that long since the lease's claim was sent (beatWent): heartbeats that
+// resume after the master declared the slave dead do not make the leases
+// it took back fetchable again. A lease an extension found taken back is
+// never fetched. A lease the slave does not track (FetchOne, Parse) may
+// always be fetched.
 func (s *Slave) mayFetch(l frontier.Lease) bool {
 	s.mu.Lock()
 	h, ok := s.leases[l.URL]
@@ -136,6 +145,9 @@ func (s *Slave) mayFetch(l frontier.Lease) bool {
 	}
 	now := time.Now()
 	if h.until.Sub(now) < s.cfg.Lease.Duration/4 {
+		return false
+	}
+	if resumed := s.beatResumed.Load(); resumed != nil && !h.asked.After(*resumed) {
 		return false
 	}
 	beat := s.beatSent.Load()

@@ -54,3 +54,55 @@ func TestMayFetch(t *testing.T) {
 		})
 	}
 }
+
+// TestMayFetchAfterSilence: heartbeats that resume after a silence in
+// which the master may have declared the slave dead (three quarters of
+// master.dead_after from one beat's send to the next one's answer) leave
+// the leases claimed before the answer unfetchable, though the beats are
+// fresh again; a lease an extension found taken back is never fetched.
+func TestMayFetchAfterSilence(t *testing.T) {
+	cfg := config.Default()
+	cfg.Lease.Duration = 10 * time.Second
+	cfg.Master.DeadAfter = 2 * time.Second
+	l := frontier.Lease{Task: frontier.Task{URL: "http://h.test/1", Host: "h.test"}, Token: 11}
+	now := time.Now()
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	type beat struct{ sent, done time.Duration } // before now
+	for _, tc := range []struct {
+		name  string
+		asked time.Duration // before now: when the claim was sent
+		beats []beat
+		lost  bool // an extension found the lease taken back
+		want  bool
+	}{
+		{"beats every 500ms", 3 * time.Second, []beat{{2500 * time.Millisecond, 2400 * time.Millisecond},
+			{2 * time.Second, 1900 * time.Millisecond}, {1500 * time.Millisecond, 1400 * time.Millisecond}, {time.Second, 900 * time.Millisecond}}, false, true},
+		{"a beat answered 1.6s after the one before was sent, lease claimed before", 3 * time.Second,
+			[]beat{{2500 * time.Millisecond, 2400 * time.Millisecond}, {1200 * time.Millisecond, 900 * time.Millisecond},
+				{400 * time.Millisecond, 300 * time.Millisecond}}, false, false},
+		{"beats resumed 2.5s ago, lease claimed after", time.Second,
+			[]beat{{5 * time.Second, 4900 * time.Millisecond}, {2600 * time.Millisecond, 2500 * time.Millisecond},
+				{1500 * time.Millisecond, 1400 * time.Millisecond}, {500 * time.Millisecond, 400 * time.Millisecond}}, false, true},
+		{"a beat sent before the silence answered after it", 3 * time.Second,
+			[]beat{{2800 * time.Millisecond, 2700 * time.Millisecond}, {2300 * time.Millisecond, 600 * time.Millisecond},
+				{400 * time.Millisecond, 300 * time.Millisecond}}, false, false},
+		{"taken back by the master (extension)", 3 * time.Second,
+			[]beat{{time.Second, 900 * time.Millisecond}}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Slave{cfg: &cfg, leases: map[string]heldLease{}}
+			s.track(l, ago(tc.asked), true)
+			for _, b := range tc.beats {
+				s.beatWent(ago(b.sent), ago(b.done))
+			}
+			if tc.lost {
+				h := s.leases[l.URL]
+				h.until = time.Time{}
+				s.leases[l.URL] = h
+			}
+			if got := s.mayFetch(l); got != tc.want {
+				t.Errorf("mayFetch = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

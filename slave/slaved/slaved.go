@@ -171,6 +171,12 @@ type Slave struct {
 	// beatSent is when the last heartbeat that went through was sent
 	// (monotonic; nil before the first): mayFetch
 	beatSent atomic.Pointer[time.Time]
+	// beatResumed is when the last heartbeat that went through after a
+	// silence of three quarters of master.dead_after or more came back
+	// (monotonic; nil before any): the master may have declared the slave
+	// dead in that silence and taken back every lease claimed before
+	// (mayFetch, beatWent)
+	beatResumed atomic.Pointer[time.Time]
 
 	mu     sync.Mutex
 	leases map[string]heldLease // in flight, by URL; its size is the slave's in-flight count
