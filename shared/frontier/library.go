@@ -278,23 +278,46 @@ var ErrNoLibrary = errors.New("redcrawl library not loaded")
 // meta key and prefix; a master (Options.Slave "") loads the library when
 // it is missing and calls again.
 func (f *shard) call(ctx context.Context, name string, args ...any) (any, error) {
-	argv := make([]any, 0, len(args)+1)
-	argv = append(append(argv, f.keys.Prefix), args...)
 	l := f.library()
 	if f.libFor != nil {
 		l = f.libFor(name)
 	}
-	res, err := f.rdb.FCall(ctx, l.fn(name), f.allKeys, argv...).Result()
+	argv := f.fcallArgs(l.fn(name), args)
+	res, err := f.fcall(ctx, argv)
 	if isNoFunction(err) {
 		if f.opt.Slave == "" {
 			if lerr := loadLibrary(ctx, f.rdb, l); lerr != nil {
 				return nil, lerr
 			}
-			return f.rdb.FCall(ctx, l.fn(name), f.allKeys, argv...).Result()
+			return f.fcall(ctx, argv)
 		}
 		return nil, f.libraryMissing(ctx, err)
 	}
 	return res, err
+}
+
+// fcallArgs is the command FCALL fn with the shard's keys, its prefix and
+// args, built in one slice (go-redis's FCall copies the arguments twice,
+// and a completion's are thousands).
+func (f *shard) fcallArgs(fn string, args []any) []any {
+	argv := make([]any, 0, 4+len(f.allKeys)+len(args))
+	argv = append(argv, "fcall", fn, len(f.allKeys))
+	for _, k := range f.allKeys {
+		argv = append(argv, k)
+	}
+	argv = append(argv, f.keys.Prefix)
+	return append(argv, args...)
+}
+
+// fcall runs an FCALL fcallArgs built, as go-redis's FCall does: its
+// first key, for a cluster client's routing, at position 3.
+func (f *shard) fcall(ctx context.Context, argv []any) (any, error) {
+	cmd := redis.NewCmd(ctx, argv...)
+	if len(f.allKeys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	_ = f.rdb.Process(ctx, cmd)
+	return cmd.Result()
 }
 
 // library returns the library this shard calls.

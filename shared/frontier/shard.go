@@ -12,6 +12,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,6 +46,7 @@ type shard struct {
 	// contentKey keys the slots of scoped content hashes
 	// (Completion.ContentScope: scopedContent), random per process
 	contentKey [32]byte
+	contentMAC sync.Pool // of hash.Hash: HMAC-SHA-256 keyed by contentKey (scopedContent)
 }
 
 // Exact dedup's seen buckets grow by linear hashing (luaPrelude: LH): a
