@@ -3,6 +3,7 @@ package workapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -166,4 +167,78 @@ func TestAPIBudgets(t *testing.T) {
 			t.Errorf("a completion of 350,000 links: %d, want 413", code)
 		}
 	})
+}
+
+// TestAPIUploadPace: a body must arrive by Options.UploadGrace plus a
+// second per 64 KiB, so a token that uploads slowly holds its room in the
+// decode budget no longer; the deadline is lifted once the body is in,
+// so a request the master works on for longer is answered. Over HTTP/2
+// and HTTP/1.1 (a slave's).
+func TestAPIUploadPace(t *testing.T) {
+	grace := func(o *workapi.Options) { o.UploadGrace = 200 * time.Millisecond }
+	for _, proto := range []string{"HTTP/2", "HTTP/1.1"} {
+		client := func(e *apiEnv) *http.Client {
+			c := e.srv.Client()
+			if proto == "HTTP/1.1" {
+				tr := c.Transport.(*http.Transport).Clone()
+				tr.ForceAttemptHTTP2 = false
+				tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+				tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+				c = &http.Client{Transport: tr}
+			}
+			return c
+		}
+		t.Run(proto+"/a slow upload", func(t *testing.T) {
+			e := newAPIEnv(t, defaultLimits(), grace)
+			tok := e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"})
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			go func() { _, _ = pw.Write([]byte(`{"max":1,"pad":"`)) }() // then nothing
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			go func() { <-ctx.Done(); pw.CloseWithError(ctx.Err()) }()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+api.PathClaim, pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = 1000
+			req.Header.Set("Authorization", "Bearer "+tok)
+			start := time.Now()
+			resp, err := client(e).Do(req)
+			took := time.Since(start)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					t.Fatalf("a body that never arrived answered %d", resp.StatusCode)
+				}
+			}
+			if took > 3*time.Second {
+				t.Errorf("a body of 1000 bytes 16 of which came: cut off after %v, want about 0.2 s (%v)", took, err)
+			}
+		})
+		t.Run(proto+"/the master's work after the body", func(t *testing.T) {
+			g := &gatedFront{gate: make(chan struct{})}
+			e := newAPIEnv(t, defaultLimits(), grace, func(o *workapi.Options) { g.Frontier = o.Front; o.Front = g })
+			tok := e.tokens.issue(workapi.Token{Crawl: e.crawl, Slave: "pi1"})
+			g.waiting.Add(1)
+			go func() {
+				g.waiting.Wait()
+				time.Sleep(time.Second) // five graces after the body came
+				close(g.gate)
+			}()
+			req, err := http.NewRequest(http.MethodPost, e.srv.URL+api.PathClaim, strings.NewReader(`{"max":1}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := client(e).Do(req)
+			if err != nil {
+				t.Fatalf("a claim the master took 1 s over: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Proto != proto+map[bool]string{true: ".0"}[proto == "HTTP/2"] {
+				t.Errorf("a claim the master took 1 s over: %d over %s, want 200 over %s", resp.StatusCode, resp.Proto, proto)
+			}
+		})
+	}
 }

@@ -41,6 +41,11 @@ const (
 	// budget, which holds a quarter of DecodeBudget more: a heartbeat, a
 	// claim, an extension and a completion of a few pages' links.
 	smallBody = 256 << 10
+	// minUploadRate is the slowest a body may arrive, in bytes a second,
+	// after Options.UploadGrace (paced): a small body of 256 KiB in 9 s;
+	// the server's ReadTimeout of a minute comes first for bodies over
+	// 3.4 MiB.
+	minUploadRate = 64 << 10
 )
 
 // errLookupLimited: an address over its look-ups of unknown tokens.

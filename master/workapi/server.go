@@ -28,6 +28,7 @@ package workapi
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -144,6 +145,9 @@ type Options struct {
 	TokenCache time.Duration
 	// WatchWait is the longest a watch waits; 0 = 25 s.
 	WatchWait time.Duration
+	// UploadGrace is how long a body may take to arrive on top of its
+	// size at minUploadRate; 0 = 5 s (reserve).
+	UploadGrace time.Duration
 }
 
 // Server serves the work API.
@@ -183,6 +187,9 @@ func New(opt Options) *Server {
 	}
 	if opt.WatchWait <= 0 {
 		opt.WatchWait = 25 * time.Second
+	}
+	if opt.UploadGrace <= 0 {
+		opt.UploadGrace = 5 * time.Second
 	}
 	s := &Server{opt: opt, watch: newWatcher()}
 	s.stopping, s.stop = context.WithCancel(context.Background())
@@ -267,7 +274,7 @@ func (s *Server) serve(path string, fn func(ctx context.Context, q request) (any
 			return
 		}
 		defer release()
-		r.Body = http.MaxBytesReader(w, r.Body, s.opt.Limits.MaxBody)
+		r.Body = http.MaxBytesReader(w, s.paced(w, r), s.opt.Limits.MaxBody)
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
 		q.received = time.Now()
@@ -315,6 +322,44 @@ func (s *Server) reserve(w http.ResponseWriter, q request) (release func(), ok b
 		return nil, false
 	}
 	return func() { lane.release(budgetKey(q.token), n) }, true
+}
+
+// paced is r's body, read by a deadline of UploadGrace plus its length
+// at minUploadRate: a token that uploads slowly holds its room in the
+// decode budget that long at most, not the server's ReadTimeout. The
+// deadline is lifted once the body is read, as the handler's work (and
+// a background read that waits for the next request) runs on.
+func (s *Server) paced(w http.ResponseWriter, r *http.Request) io.ReadCloser {
+	if r.ContentLength <= 0 {
+		return r.Body
+	}
+	rc := http.NewResponseController(w)
+	d := s.opt.UploadGrace + time.Duration(r.ContentLength*int64(time.Second)/minUploadRate)
+	if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+		return r.Body // a connection without deadlines: ReadTimeout alone
+	}
+	return &pacedBody{ReadCloser: r.Body, rc: rc, left: r.ContentLength}
+}
+
+// pacedBody lifts its read deadline once its last byte is read.
+type pacedBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	left int64
+	done bool
+}
+
+func (b *pacedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	// all of it read: a read that failed (the deadline passed) keeps the
+	// deadline, or the server, which reads what a handler left of a body
+	// before the next request, would wait for the rest without one
+	if !b.done && (b.left <= 0 || err == io.EOF) {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 // admit authenticates a request and applies its token's rate; it answers
