@@ -146,7 +146,7 @@ type Options struct {
 	// WatchWait is the longest a watch waits; 0 = 25 s.
 	WatchWait time.Duration
 	// UploadGrace is how long a body may take to arrive on top of its
-	// size at minUploadRate; 0 = 5 s (reserve).
+	// size at minUploadRate; 0 = 5 s (paced).
 	UploadGrace time.Duration
 }
 

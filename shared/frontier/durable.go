@@ -146,15 +146,14 @@ func (f *shard) callDurable(ctx context.Context, name string, args ...any) (any,
 		// says what is wrong
 		return f.call(ctx, name, args...)
 	}
-	argv := make([]any, 0, len(args)+1)
-	argv = append(append(argv, f.keys.Prefix), args...)
 	// WAIT waits for the last write of its own connection: a call that
 	// wrote nothing (its links all seen) would return at once, though
 	// what it found (the writes of another call, on another connection)
 	// may not be on the replica yet. A write of this connection after the
 	// call makes the WAIT cover everything the call saw.
 	pipe := node.Pipeline()
-	res := pipe.FCall(ctx, f.library().fn(name), f.allKeys, argv...)
+	res := f.fcallCmd(ctx, f.fcallArgs(f.library().fn(name), args))
+	_ = pipe.Process(ctx, res)
 	pipe.HIncrBy(ctx, f.keys.Meta, "wseq", 1)
 	want := min(w.want, replicas)
 	acked := pipe.Do(ctx, "WAIT", want, w.timeout.Milliseconds())

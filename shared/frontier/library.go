@@ -309,13 +309,20 @@ func (f *shard) fcallArgs(fn string, args []any) []any {
 	return append(argv, args...)
 }
 
-// fcall runs an FCALL fcallArgs built, as go-redis's FCall does: its
-// first key, for a cluster client's routing, at position 3.
-func (f *shard) fcall(ctx context.Context, argv []any) (any, error) {
+// fcallCmd is the command of an FCALL fcallArgs built, as go-redis's
+// FCall makes it: its first key, for a cluster client's routing, at
+// position 3.
+func (f *shard) fcallCmd(ctx context.Context, argv []any) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, argv...)
 	if len(f.allKeys) > 0 {
 		cmd.SetFirstKeyPos(3)
 	}
+	return cmd
+}
+
+// fcall runs an FCALL fcallArgs built.
+func (f *shard) fcall(ctx context.Context, argv []any) (any, error) {
+	cmd := f.fcallCmd(ctx, argv)
 	_ = f.rdb.Process(ctx, cmd)
 	return cmd.Result()
 }

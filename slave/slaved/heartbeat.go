@@ -75,7 +75,7 @@ func (s *Slave) heartbeater(ctx context.Context) {
 // only that the master had it by done) and taken back its leases:
 // beatResumed makes mayFetch refuse every lease claimed before done.
 func (s *Slave) beatWent(sent, done time.Time) {
-	if prev := s.beatSent.Load(); prev != nil && done.Sub(*prev) >= s.cfg.Master.DeadAfter*3/4 {
+	if prev := s.beatSent.Load(); prev != nil && done.Sub(*prev) >= s.deadSoon() {
 		s.beatResumed.Store(&done)
 	}
 	s.beatSent.Store(&sent)

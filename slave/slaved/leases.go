@@ -151,5 +151,10 @@ func (s *Slave) mayFetch(l frontier.Lease) bool {
 		return false
 	}
 	beat := s.beatSent.Load()
-	return beat == nil || now.Sub(*beat) < s.cfg.Master.DeadAfter*3/4
+	return beat == nil || now.Sub(*beat) < s.deadSoon()
 }
+
+// deadSoon is the silence after which the master may take the slave for
+// dead, with a quarter of master.dead_after to spare for the time a
+// request takes on its way.
+func (s *Slave) deadSoon() time.Duration { return s.cfg.Master.DeadAfter * 3 / 4 }

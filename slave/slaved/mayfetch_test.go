@@ -14,10 +14,7 @@ import (
 // three quarters of master.dead_after ago (a slave frozen or cut off that
 // long is declared dead and its leases given to others).
 func TestMayFetch(t *testing.T) {
-	cfg := config.Default()
-	cfg.Lease.Duration = 4 * time.Second
-	cfg.Master.DeadAfter = 2 * time.Second
-	l := frontier.Lease{Task: frontier.Task{URL: "http://h.test/1", Host: "h.test"}, Token: 11}
+	cfg, l := mayFetchSetup(4 * time.Second)
 	now := time.Now()
 	for _, tc := range []struct {
 		name    string
@@ -61,10 +58,7 @@ func TestMayFetch(t *testing.T) {
 // the leases claimed before the answer unfetchable, though the beats are
 // fresh again; a lease an extension found taken back is never fetched.
 func TestMayFetchAfterSilence(t *testing.T) {
-	cfg := config.Default()
-	cfg.Lease.Duration = 10 * time.Second
-	cfg.Master.DeadAfter = 2 * time.Second
-	l := frontier.Lease{Task: frontier.Task{URL: "http://h.test/1", Host: "h.test"}, Token: 11}
+	cfg, l := mayFetchSetup(10 * time.Second)
 	now := time.Now()
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
 	type beat struct{ sent, done time.Duration } // before now
@@ -105,4 +99,13 @@ func TestMayFetchAfterSilence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mayFetchSetup is a config of leases lasting lease and master.dead_after
+// 2 s, and a lease to fetch.
+func mayFetchSetup(lease time.Duration) (config.Config, frontier.Lease) {
+	cfg := config.Default()
+	cfg.Lease.Duration = lease
+	cfg.Master.DeadAfter = 2 * time.Second
+	return cfg, frontier.Lease{Task: frontier.Task{URL: "http://h.test/1", Host: "h.test"}, Token: 11}
 }
